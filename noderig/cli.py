@@ -1,0 +1,87 @@
+"""The `noderig` command. The deploy itself runs through pyinfra's CLI; this holds the rest:
+the lab now, and the offline tools (verify, diagnose) as they arrive."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .errors import NoderigError
+
+
+def _lab():
+    from .lab.lab import Lab  # the lab pulls in more than the other subcommands need
+
+    return Lab()
+
+
+def cmd_lab_up(args) -> int:
+    inventory = _lab().up(targets=args.targets, inventory=args.inventory)
+    print(inventory)  # last line: the inventory path, for `pyinfra "$(noderig lab up | tail -1)" deploy.py`
+    return 0
+
+
+def cmd_lab_status(args) -> int:
+    status = _lab().status()
+    if args.json:
+        print(json.dumps(status, indent=2))
+    elif not status["hosts"]:
+        print("the lab is down (no lab record); start it with `noderig lab up`")
+    else:
+        print(f"services: {status['services']}  hub: {status['hub_url']}")
+        for h in status["hosts"]:
+            print(f"{h['name']:<10} {h['role']:<10} {h['ip']:<14} {h['state']}")
+        print(f"inventory: {status['inventory']}")
+    return 0 if status["up"] else 1
+
+
+def cmd_lab_ssh(args) -> int:
+    argv = _lab().ssh_argv(args.host, args.command)
+    os.execvp(argv[0], argv)
+    return 127  # not reached
+
+
+def cmd_lab_down(args) -> int:
+    _lab().down()
+    print("lab down")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="noderig", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    lab = sub.add_parser("lab", help="the test lab: real Debian hosts (systemd-nspawn), a local Hub, a package source")
+    lab_sub = lab.add_subparsers(dest="lab_command", required=True)
+    up = lab_sub.add_parser("up", help="boot the lab (reference ct200 + targets) and write its pyinfra inventory")
+    up.add_argument("--targets", type=int, default=1, help="number of bare target hosts (default 1: b300)")
+    up.add_argument("--inventory", type=Path, help="where to write the inventory (default inventory/lab.py)")
+    up.set_defaults(func=cmd_lab_up)
+    status = lab_sub.add_parser("status", help="hosts and services of the running lab")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_lab_status)
+    ssh = lab_sub.add_parser("ssh", help="a shell, or one command, on a lab host")
+    ssh.add_argument("host")
+    ssh.add_argument("command", nargs=argparse.REMAINDER)
+    ssh.set_defaults(func=cmd_lab_ssh)
+    down = lab_sub.add_parser("down", help="stop every host and service the lab started, remove its network")
+    down.set_defaults(func=cmd_lab_down)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except NoderigError as e:
+        print(f"noderig: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
