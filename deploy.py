@@ -1,0 +1,65 @@
+"""noderig: a bare GPU node to a serving SGLang endpoint, as a pyinfra deploy.
+
+    pyinfra inventory/b300.py deploy.py               # provision, or repair when rerun
+    pyinfra inventory/b300.py deploy.py --dry --diff  # what would change on each host, and why
+
+Runs on the hosts of the ``targets`` group; the ``reference`` group's host supplies the venv.
+Every step compares facts with the desired state and changes only the difference.
+"""
+
+from pyinfra import host, inventory
+from pyinfra.operations import apt, files
+
+from noderig.unit import ServerSettings
+from operations import checkpoint, diagnosis, environment, preflight, service
+
+data = host.data
+
+if "targets" in host.groups:
+    reference = inventory.get_host(data.reference_host)
+    pins = [(data.model_repo, data.model_revision, data.model_dir)]
+    if data.speculative != "none":
+        pins.append((data.draft_repo, data.draft_revision, data.draft_dir))
+
+    # 1. Preflight: nothing changes on a host that fails it.
+    preflight.node(
+        name="Preflight: OS, disk, GPUs, base Python",
+        model_dir=data.model_dir, venv=data.venv_path, reference=reference,
+        gpus_required=data.gpus_required,
+    )
+
+    # 2. Prerequisites the runtime needs (python3-dev: Triton's JIT includes Python.h).
+    apt.packages(name="Prerequisites", packages=data.packages, update=True, cache_time=3600,
+                 no_recommends=True)
+
+    # 3. Environment: the reference's venv, host to host.
+    venv = environment.venv(name=f"Venv {data.venv_path} from {reference.name}",
+                            path=data.venv_path, reference=reference)
+
+    # 4. Checkpoint (and the speculative draft): pinned, downloaded on the node, verified.
+    fetched = [
+        checkpoint.fetch(name=f"Checkpoint {repo}", repo=repo, revision=revision, dest=dest,
+                         endpoint=data.hf_endpoint, token_file=data.hf_token_file,
+                         connections=data.aria2_connections, jobs=data.aria2_jobs)
+        for repo, revision, dest in pins
+    ]
+
+    # 5. Service: environment file (0600), unit from the template, running.
+    env_file = f"/etc/noderig/{data.service_name}.env"
+    env = files.template(name="Server environment file", src="templates/sglang.env.j2", dest=env_file,
+                         mode="600", environment=data.server_environment)
+    settings = ServerSettings(
+        venv=data.venv_path, model_dir=data.model_dir, served_model_name=data.served_model_name,
+        host=data.server_host, port=data.server_port, tp_size=data.tp_size, ep_size=data.ep_size,
+        trust_remote_code=data.trust_remote_code, reasoning_parser=data.reasoning_parser,
+        tool_call_parser=data.tool_call_parser, mem_fraction_static=data.mem_fraction_static,
+        attention_backend=data.attention_backend, skip_server_warmup=data.skip_server_warmup,
+        speculative=data.speculative, draft_dir=data.draft_dir, ddtree_budget=data.ddtree_budget,
+        page_size=data.page_size, extra_flags=list(data.extra_flags),
+    )
+    service.install(data.service_name, settings, start_timeout=data.start_timeout, env_file=env_file,
+                    restart_if=[env, venv, *fetched])
+
+    # 6. Readiness: health, one smoke request, and the failed invocation's journal if it crashed.
+    diagnosis.ready(name=f"{data.service_name} ready", service=data.service_name, port=data.server_port,
+                    served_model_name=data.served_model_name, timeout=data.ready_timeout)

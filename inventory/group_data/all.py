@@ -1,0 +1,46 @@
+"""Defaults for every host; an inventory's host data (or --data k=v) overrides any of them.
+
+The reference case: Kimi K2.6 (~595 GB, 64 shards) on 8x B300 with SGLang and DDTree
+speculative decoding, the venv copied from a reference machine where SGLang already works.
+"""
+
+# Topology: which host holds the working venv (must be in the inventory's `reference` group).
+reference_host = "ct200"
+venv_path = "/opt/sglang/venv"  # same absolute path on both hosts: a venv is not relocatable
+
+# Hub and checkpoint. Pin revisions to commit shas for a reproducible deploy.
+hf_endpoint = "https://huggingface.co"
+hf_token_file = None  # a 0600 file with the token; else $HF_TOKEN on the controller
+model_repo = "moonshotai/Kimi-K2.6"
+model_revision = "main"
+model_dir = "/models/Kimi-K2.6"
+draft_repo = "z-lab/Kimi-K2.6-DFlash"  # gated: needs a token with access
+draft_revision = "main"
+draft_dir = "/models/Kimi-K2.6-DFlash"
+aria2_connections = 16
+aria2_jobs = 4
+
+# Node prerequisites (python3-dev: Triton/SGLang JIT compiles against Python.h).
+packages = ["python3-dev", "aria2", "rsync", "curl"]
+gpus_required = 8
+
+# Server.
+service_name = "sglang"
+served_model_name = "kimi-k2.6"
+server_host = "0.0.0.0"
+server_port = 30000
+tp_size = 8
+ep_size = 1
+trust_remote_code = True
+reasoning_parser = "kimi_k2"
+tool_call_parser = "kimi_k2"
+mem_fraction_static = None
+attention_backend = None
+skip_server_warmup = True  # the vision-tower warmup fails without flash_attn.cute on these nodes
+speculative = "ddtree"  # ddtree | ddtree-dflash | dflash | eagle3 | none
+ddtree_budget = None  # None: the fork's default (block size - 1)
+page_size = 1  # DDTree requires 1
+extra_flags = []
+server_environment = {}
+start_timeout = 1800  # load + CUDA graph capture of ~590 GB takes minutes
+ready_timeout = 1800

@@ -1,0 +1,40 @@
+"""Preflight rules: facts about a node in, one sentence per problem out. No I/O here."""
+
+from __future__ import annotations
+
+# Room beyond the bytes still to fetch: logs, the verified record, aria2's control files.
+DISK_MARGIN_BYTES = 2 * 2**30
+DISK_MARGIN_FRACTION = 0.02
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def problems(info: dict, ref_cfg: dict | None, base_python: str | None, *, gpus_required: int,
+             bytes_needed: int, reference_name: str | None, venv: str) -> list[str]:
+    found = []
+    if not (info.get("os") or "").startswith(("debian", "ubuntu")):
+        found.append(f"unsupported OS {info.get('os')!r} (Debian or Ubuntu expected)")
+    free = info.get("free_bytes")
+    need = bytes_needed + DISK_MARGIN_BYTES + int(bytes_needed * DISK_MARGIN_FRACTION) if bytes_needed else 0
+    if need and free is not None and free < need:
+        found.append(f"not enough disk: {_gib(free)} free, {_gib(bytes_needed)} still to download "
+                     f"+ {_gib(need - bytes_needed)} margin; free space or point model_dir at a larger volume")
+    gpus = len(info.get("gpus") or [])
+    if gpus < gpus_required:
+        found.append(f"{gpus} GPU(s) visible to nvidia-smi, {gpus_required} required "
+                     "(check the driver, or set gpus_required)")
+    if reference_name is not None:
+        if not ref_cfg:
+            found.append(f"the reference host {reference_name} has no venv at {venv} (no pyvenv.cfg)")
+        else:
+            want = (ref_cfg.get("version") or ref_cfg.get("version_info") or "").strip()
+            home = ref_cfg.get("home")
+            if base_python is None:
+                found.append(f"the venv needs its base interpreter {home}/python3 (Python {want}), "
+                             "which this node lacks; install that Python at that path first")
+            elif want and base_python.split(".")[:2] != want.split(".")[:2]:
+                found.append(f"{home}/python3 is Python {base_python} here but the reference venv was built "
+                             f"on {want}; a venv is not portable across minor versions")
+    return found

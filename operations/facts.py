@@ -1,0 +1,196 @@
+"""pyinfra facts about a node: one round trip each, cheap (sizes and mtimes, never hashes)."""
+
+from __future__ import annotations
+
+import json
+
+from pyinfra.api import FactBase
+from pyinfra.api.command import QuoteString, StringCommand
+
+
+class NodeInfo(FactBase):
+    """
+    The facts preflight needs, in one round trip: OS, base Python, free bytes on the volume
+    that holds ``path`` (its nearest existing parent), and GPUs from ``nvidia-smi`` if present.
+
+    .. code:: python
+
+        {"os": "debian 12", "python": "3.11.2", "free_bytes": 8.1e10,
+         "gpus": [{"name": "NVIDIA B300", "compute_cap": "10.3", "driver": "580.82"}]}
+    """
+
+    def command(self, path: str) -> StringCommand:
+        script = (
+            'p="$1"; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; '
+            'echo "os=$(. /etc/os-release; echo "$ID $VERSION_ID")"; '
+            "echo \"python=$(python3 -c 'import platform; print(platform.python_version())' 2>/dev/null)\"; "
+            'echo "free=$(df -PB1 "$p" | awk \'NR==2 {print $4}\')"; '
+            "if command -v nvidia-smi >/dev/null 2>&1; then "
+            "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null "
+            "| sed 's/^/gpu=/'; fi"
+        )
+        return StringCommand("sh", "-c", QuoteString(script), "noderig-facts", QuoteString(path))
+
+    def process(self, output):
+        info = {"os": None, "python": None, "free_bytes": None, "gpus": []}
+        for line in output:
+            key, _, value = line.partition("=")
+            if key == "os":
+                info["os"] = value or None
+            elif key == "python":
+                info["python"] = value or None
+            elif key == "free" and value.isdigit():
+                info["free_bytes"] = int(value)
+            elif key == "gpu":
+                name, cap, driver = ([v.strip() for v in value.split(",")] + ["", "", ""])[:3]
+                info["gpus"].append({"name": name, "compute_cap": cap, "driver": driver})
+        return info
+
+
+class PyvenvCfg(FactBase):
+    """
+    A venv's ``pyvenv.cfg`` as a dict (``home``, ``version``...), or ``None`` if absent.
+    """
+
+    def command(self, venv: str) -> StringCommand:
+        return StringCommand("cat", QuoteString(f"{venv}/pyvenv.cfg"), "2>/dev/null", "||", "true")
+
+    def process(self, output):
+        cfg = {}
+        for line in output:
+            key, sep, value = line.partition("=")
+            if sep:
+                cfg[key.strip()] = value.strip()
+        return cfg or None
+
+
+class PythonVersion(FactBase):
+    """
+    The version (``3.11.2``) of a Python executable, or ``None`` if it does not exist.
+    """
+
+    def command(self, executable: str) -> StringCommand:
+        return StringCommand(
+            QuoteString(executable), "-c", QuoteString("import platform; print(platform.python_version())"),
+            "2>/dev/null", "||", "true",
+        )
+
+    def process(self, output):
+        return output[0].strip() if output else None
+
+
+class FileStats(FactBase):
+    """
+    Size and mtime of every regular file under ``root`` (relative paths), without reading
+    them, plus which have a live aria2 control file. ``{}`` when ``root`` does not exist.
+
+    .. code:: python
+
+        {"model-00001-of-000064.safetensors": {"size": 995001888, "mtime": 1764680000.0,
+                                               "aria2": False}}
+    """
+
+    default = dict
+
+    def command(self, root: str) -> StringCommand:
+        return StringCommand(
+            "test", "-d", QuoteString(root), "&&", "cd", QuoteString(root), "&&",
+            "find", ".", "-type", "f", "-printf", QuoteString("%s %T@ %P\\n"), "||", "true",
+        )
+
+    def process(self, output):
+        stats: dict[str, dict] = {}
+        for line in output:
+            size, mtime, path = line.split(" ", 2)
+            stats[path] = {"size": int(size), "mtime": float(mtime), "aria2": False}
+        for path in [p for p in stats if p.endswith(".aria2")]:
+            target = path[: -len(".aria2")]
+            if target in stats:
+                stats[target]["aria2"] = True
+        return stats
+
+
+class JsonFile(FactBase):
+    """
+    A JSON file's content, or ``None`` when it is missing or not valid JSON.
+    """
+
+    def command(self, path: str) -> StringCommand:
+        return StringCommand("cat", QuoteString(path), "2>/dev/null", "||", "true")
+
+    def process(self, output):
+        try:
+            return json.loads("\n".join(output)) if output else None
+        except ValueError:
+            return None
+
+
+class UnitStatus(FactBase):
+    """
+    A systemd unit's state: ``{"active": "active", "sub": "running", "enabled": "enabled",
+    "invocation": "<id>", "fragment": "/etc/systemd/system/x.service"}``.
+    """
+
+    def command(self, unit: str) -> StringCommand:
+        return StringCommand(
+            "systemctl", "show", QuoteString(unit),
+            "--property=ActiveState,SubState,UnitFileState,InvocationID,FragmentPath,NRestarts",
+        )
+
+    def process(self, output):
+        props = dict(line.split("=", 1) for line in output if "=" in line)
+        return {
+            "active": props.get("ActiveState"),
+            "sub": props.get("SubState"),
+            "enabled": props.get("UnitFileState"),
+            "invocation": props.get("InvocationID") or None,
+            "fragment": props.get("FragmentPath") or None,
+            "restarts": int(props.get("NRestarts") or 0),
+        }
+
+
+class HttpStatus(FactBase):
+    """
+    The HTTP status code of a GET to ``url`` from the node itself (0 when nothing answers).
+    """
+
+    def command(self, url: str) -> StringCommand:
+        return StringCommand(
+            "curl", "-s", "-o", "/dev/null", "-m", "5", "-w", QuoteString("%{http_code}"), QuoteString(url),
+            "||", "true",
+        )
+
+    def process(self, output):
+        text = "".join(output).strip()
+        return int(text) if text.isdigit() else 0
+
+
+class TreeListing(FactBase):
+    """
+    Every entry under ``root`` with type, size, mtime, mode and link target (never file
+    contents), keyed by relative path; ``{}`` when ``root`` does not exist. Two trees with
+    equal listings were copied with ``rsync -a`` and left alone since.
+
+    .. code:: python
+
+        {"bin/python": ("l", 7, 1764680000, "777", "python3"), "pyvenv.cfg": ("f", 90, ...)}
+    """
+
+    default = dict
+
+    def command(self, root: str) -> StringCommand:
+        return StringCommand(
+            "test", "-d", QuoteString(root), "&&", "cd", QuoteString(root), "&&",
+            "find", ".", "-mindepth", "1", "-printf", QuoteString("%y\\t%s\\t%T@\\t%m\\t%l\\t%P\\n"), "||", "true",
+        )
+
+    def process(self, output):
+        listing = {}
+        for line in output:
+            kind, size, mtime, mode, link, path = line.split("\t", 5)
+            # Directory sizes and mtimes change with their contents; the entries say it all.
+            if kind == "d":
+                listing[path] = ("d", 0, 0, mode, "")
+            else:
+                listing[path] = (kind, int(size), int(float(mtime)), mode, link)
+        return listing

@@ -1,0 +1,18 @@
+"""What every noderig operation shares."""
+
+from __future__ import annotations
+
+from pyinfra import logger
+from pyinfra.api.command import FunctionCommand
+
+
+def _report_failure(state, host, message: str) -> bool:
+    host.log_styled(message, fg="red", log_func=logger.error)
+    return False  # a False status fails this host only; the others go on
+
+
+def fail(host, message: str):
+    """Fail this host with one sentence: shown by `--dry` too, and at execution."""
+    if not host.state.is_executing:
+        host.log_styled(f"would fail: {message}", fg="red", log_func=logger.warning)
+    yield FunctionCommand(_report_failure, (message,), {})

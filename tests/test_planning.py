@@ -1,0 +1,75 @@
+"""Pure planning logic: checkpoint states, venv tree diffs, preflight rules. No hosts."""
+
+from __future__ import annotations
+
+from noderig import checkpoint as plan
+from noderig.preflight import problems
+from noderig.treediff import diff_listings
+
+MANIFEST = {"files": [
+    {"path": "a.safetensors", "size": 100, "sha256": "aa" * 32},
+    {"path": "b.safetensors", "size": 100, "sha256": "bb" * 32},
+    {"path": "config.json", "size": 10, "git_oid": "cc" * 20},
+]}
+
+
+def stat(size, mtime=1000.5, aria2=False):
+    return {"size": size, "mtime": mtime, "aria2": aria2}
+
+
+def test_files_hashed_before_and_unchanged_are_ok_without_rehash():
+    record = {"a.safetensors": {"size": 100, "mtime_ns": 1000500000000, "digest": "aa" * 32}}
+    states = plan.classify(MANIFEST, {"a.safetensors": stat(100), "b.safetensors": stat(100)}, record)
+    assert states == {"a.safetensors": plan.OK, "b.safetensors": plan.UNVERIFIED, "config.json": plan.MISSING}
+
+
+def test_a_touched_file_is_hashed_again():
+    record = {"a.safetensors": {"size": 100, "mtime_ns": 1000500000000, "digest": "aa" * 32}}
+    assert plan.classify(MANIFEST, {"a.safetensors": stat(100, mtime=2000.0)}, record)["a.safetensors"] == plan.UNVERIFIED
+
+
+def test_live_aria2_control_file_is_never_ok():
+    record = {"a.safetensors": {"size": 100, "mtime_ns": 1000500000000, "digest": "aa" * 32}}
+    states = plan.classify(MANIFEST, {"a.safetensors": stat(100, aria2=True)}, record)
+    assert states["a.safetensors"] == plan.PARTIAL
+
+
+def test_sizes_decide_resume_or_refetch_and_bytes_to_fetch():
+    stats = {"a.safetensors": stat(40), "b.safetensors": stat(150)}
+    states = plan.classify(MANIFEST, stats, {})
+    assert states["a.safetensors"] == plan.TRUNCATED and states["b.safetensors"] == plan.OVERSIZE
+    assert plan.bytes_to_fetch(MANIFEST, states, stats) == 60 + 100 + 10
+
+
+def test_tree_diff_names_added_changed_and_removed():
+    src = {"bin/python": ("l", 7, 1, "777", "python3"), "lib/x.py": ("f", 10, 5, "644", ""),
+           "lib/y.py": ("f", 20, 5, "644", "")}
+    dst = {"bin/python": ("l", 7, 1, "777", "python3"), "lib/x.py": ("f", 10, 6, "644", ""),
+           "stray": ("f", 1, 1, "644", "")}
+    diff = diff_listings(src, dst)
+    assert (diff.added, diff.changed, diff.removed) == (["lib/y.py"], ["lib/x.py"], ["stray"])
+    assert diff.bytes_to_copy == 30
+    assert not diff_listings(src, dict(src))
+
+
+INFO = {"os": "debian 12", "python": "3.11.2", "free_bytes": 100 * 2**30, "gpus": []}
+CFG = {"home": "/usr/bin", "version": "3.11.2"}
+
+
+def test_preflight_passes_a_matching_node():
+    assert problems(INFO, CFG, "3.11.2", gpus_required=0, bytes_needed=2**30, reference_name="ct200",
+                    venv="/opt/v") == []
+
+
+def test_preflight_names_disk_gpu_and_interpreter_problems_with_numbers():
+    found = problems(INFO, CFG, None, gpus_required=8, bytes_needed=595_177_988_208, reference_name="ct200",
+                     venv="/opt/v")
+    text = " | ".join(found)
+    assert "100.0 GiB free" in text and "554.3 GiB still to download" in text
+    assert "0 GPU(s) visible to nvidia-smi, 8 required" in text
+    assert "/usr/bin/python3" in text and "3.11.2" in text
+
+
+def test_preflight_refuses_another_minor_version():
+    found = problems(INFO, CFG, "3.12.1", gpus_required=0, bytes_needed=0, reference_name="ct200", venv="/opt/v")
+    assert found and "not portable" in found[0]
