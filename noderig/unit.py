@@ -15,6 +15,9 @@ from .errors import NoderigError
 # How each speculative mode is spelled on the command line (DDTree exists in two forks).
 SPECULATIVE_MODES = ("none", "ddtree", "ddtree-dflash", "dflash", "eagle3")
 
+# Attention backends that force a KV page size above 1 (so they cannot run DDTree).
+PAGED_ONLY_BACKENDS = ("trtllm_mla", "flashmla", "cutlass_mla")
+
 _SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_./:@+=,-]+$")
 
 
@@ -95,6 +98,12 @@ def speculative_flags(s: ServerSettings) -> list[str]:
         # DDTree verifies a tree with one token per KV slot: SGLang's forks require page size 1.
         if s.page_size not in (None, 1):
             raise NoderigError(f"DDTree speculative decoding needs page_size 1, the inventory has {s.page_size}")
+        # Left unset, SGLang picks trtllm_mla for Kimi/DeepSeek on Blackwell, which forces
+        # page size 32/64 and the server refuses DDTree at startup.
+        if s.attention_backend is None or s.attention_backend in PAGED_ONLY_BACKENDS:
+            raise NoderigError(
+                f"DDTree needs page size 1, which attention_backend={s.attention_backend!r} does not allow "
+                "(unset means trtllm_mla on Blackwell); set attention_backend to flashinfer or triton")
     if s.speculative == "ddtree":
         flags = ["--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", draft]
         if s.ddtree_budget is not None:

@@ -12,7 +12,7 @@ from noderig.unit import ServerSettings, exec_start, server_argv, systemd_quote
 
 def settings_for(**kw) -> ServerSettings:
     base = dict(venv="/opt/sglang/venv", model_dir="/models/Kimi-K2.6", served_model_name="kimi-k2.6",
-                draft_dir="/models/Kimi-K2.6-DFlash")
+                draft_dir="/models/Kimi-K2.6-DFlash", attention_backend="flashinfer")
     return ServerSettings(**{**base, **kw})
 
 
@@ -27,6 +27,12 @@ def test_ddtree_pr_spelling_with_budget_and_page_size_one():
 def test_ddtree_fork_spelling_is_a_flag_on_dflash():
     joined = " ".join(server_argv(settings_for(speculative="ddtree-dflash")))
     assert "--speculative-algorithm DFLASH" in joined and "--speculative-dflash-enable-ddtree" in joined
+
+
+@pytest.mark.parametrize("backend", [None, "trtllm_mla", "flashmla"])
+def test_ddtree_refuses_attention_backends_that_force_larger_pages(backend):
+    with pytest.raises(NoderigError, match="flashinfer or triton"):
+        server_argv(settings_for(speculative="ddtree", attention_backend=backend))
 
 
 def test_ddtree_refuses_a_page_size_other_than_one():
