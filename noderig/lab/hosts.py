@@ -114,7 +114,7 @@ def boot(layout: LabLayout, host: LabHost) -> int:
     }
     with open(layout.host_log(host.name), "ab") as log:
         proc = subprocess.Popen(
-            ["bash", "-c", BOOT_WRAPPER, f"{WRAPPER_TAG}:{host.name}"],
+            ["bash", "-c", BOOT_WRAPPER, f"{WRAPPER_TAG}:{layout.name}:{host.name}"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
         )
     host.pid = proc.pid
@@ -175,13 +175,14 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def is_our_wrapper(pid: int, name: str) -> bool:
-    """True when pid is a boot wrapper this lab started for `name` (never kill strangers)."""
+def is_our_wrapper(layout: LabLayout, pid: int, name: str) -> bool:
+    """True when pid is the boot wrapper this lab started for host `name`: a recorded pid
+    that now belongs to another process is never signalled."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return f"{WRAPPER_TAG}:{name}".encode() in argv
+    return f"{WRAPPER_TAG}:{layout.name}:{name}".encode() in argv
 
 
 def leader_pid(pid: int) -> int | None:
@@ -195,7 +196,7 @@ def leader_pid(pid: int) -> int | None:
 def stop(layout: LabLayout, host: LabHost, timeout: float = 10.0) -> None:
     """Clean poweroff (SIGTERM to nspawn makes the container shut down), then force."""
     pid = host.pid
-    if pid and is_our_wrapper(pid, host.name):
+    if pid and is_our_wrapper(layout, pid, host.name):
         (layout.host_dir(host.name) / "stopping").touch()
         nspawns = children(pid)
         for p in nspawns or [pid]:

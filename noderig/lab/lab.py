@@ -233,7 +233,7 @@ class Lab:
             return {"up": False, "hosts": []}
         rows = []
         for h in self.hosts:
-            alive = bool(h.pid) and hostlib.is_our_wrapper(h.pid, h.name)
+            alive = bool(h.pid) and hostlib.is_our_wrapper(self.layout, h.pid, h.name)
             state = "stopped"
             if alive:
                 res = subprocess.run(hostlib.ssh_command(self.layout, h, "systemctl is-system-running"),

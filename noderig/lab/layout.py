@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,9 @@ class LabLayout:
     def from_env(cls, name: str | None = None) -> "LabLayout":
         """The lab named ``name`` (or $NODERIG_LAB, default "lab"); the test suite uses "test"."""
         name = name or os.environ.get("NODERIG_LAB", "lab")
-        default_subnet = {"lab": "10.231.0", "test": "10.231.1"}.get(name, "10.231.2")
+        fixed = {"lab": 0, "test": 1}
+        third = fixed.get(name, 2 + int(hashlib.sha256(name.encode()).hexdigest(), 16) % 200)
+        default_subnet = f"10.231.{third}"
         return cls(
             state_dir=Path(os.environ.get("NODERIG_LAB_DIR", str(Path(DEFAULT_STATE_DIR).with_name(name)))),
             cache_dir=Path(os.environ.get("NODERIG_CACHE_DIR", DEFAULT_CACHE_DIR)),
