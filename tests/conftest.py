@@ -1,0 +1,47 @@
+"""Shared fixtures. The lab tier (marker ``lab``) boots one lab, named "test", for the whole
+session and shares its hosts across tests; a test that needs a pristine host resets it (drops
+its overlay, ~2 s) instead of rebuilding the lab.
+
+The lab tier needs root. It is required, not optional, where NODERIG_REQUIRE_LAB=1 (CI):
+a lab that cannot boot then fails the run instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.geteuid() == 0 or os.environ.get("NODERIG_REQUIRE_LAB") == "1":
+        return
+    skip = pytest.mark.skip(reason="the lab tier boots containers and needs root")
+    for item in items:
+        if "lab" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def lab():
+    from noderig.lab.lab import Lab
+    from noderig.lab.layout import LabLayout
+
+    instance = Lab(LabLayout.from_env("test"), log=lambda m: print(f"[lab] {m}", file=sys.stderr))
+    targets = int(os.environ.get("NODERIG_TEST_TARGETS", "1"))
+    instance.inventory = instance.up(targets=targets)
+    yield instance
+    if os.environ.get("NODERIG_KEEP_LAB") != "1":
+        instance.down()
+
+
+def run_pyinfra(inventory: Path, *args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The user's path: pyinfra's own CLI from the project root."""
+    cmd = [str(Path(sys.executable).with_name("pyinfra")), str(inventory), *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PYINFRA_PROGRESS": "off", **(env or {})})

@@ -1,0 +1,50 @@
+"""The walking skeleton end to end on the lab: pyinfra's own CLI, the real deploy.py."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.conftest import run_pyinfra
+
+pytestmark = pytest.mark.lab
+
+
+def _changed_ops(output: str) -> dict[str, int]:
+    """Operation -> number of hosts where it changed something, from pyinfra's results table."""
+    changed = {}
+    table = output.split("--> Results:")[-1]
+    for line in table.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) == 5 and cells[1].isdigit():
+            success = 0 if cells[2] == "-" else int(cells[2])
+            if success:
+                changed[cells[0]] = success
+    return changed
+
+
+def test_deploy_provisions_b300_from_ct200_then_changes_nothing(lab):
+    lab.reset("b300")  # a bare node, whatever earlier tests did to it
+    dry = run_pyinfra(lab.inventory, "deploy.py", "--dry")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "Venv /opt/sglang/venv from ct200" in dry.stdout + dry.stderr
+    # the dry run changed nothing on the node
+    assert lab.run("b300", "test -e /opt/sglang/venv || test -e /etc/systemd/system/sglang.service",
+                   check=False).returncode == 1
+
+    first = run_pyinfra(lab.inventory, "-y", "deploy.py")
+    out = first.stdout + first.stderr
+    assert first.returncode == 0, out[-5000:]
+    assert "ready in" in out
+    models = json.loads(lab.run("b300", "curl -sf http://127.0.0.1:30000/v1/models").stdout)
+    assert [m["id"] for m in models["data"]] == ["kimi-k2.6"]
+    unit = lab.run("b300", "cat /etc/systemd/system/sglang.service").stdout
+    assert "--skip-server-warmup" in unit and "DDTREE" in unit
+    pid_before = lab.run("b300", "systemctl show -p MainPID --value sglang").stdout.strip()
+
+    second = run_pyinfra(lab.inventory, "-y", "deploy.py")
+    assert second.returncode == 0, (second.stdout + second.stderr)[-5000:]
+    assert _changed_ops(second.stdout + second.stderr) == {}, second.stdout[-3000:]
+    assert lab.run("b300", "systemctl show -p MainPID --value sglang").stdout.strip() == pid_before
