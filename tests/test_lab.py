@@ -32,6 +32,11 @@ def _hub_json(lab, path: str, data: dict | None = None) -> dict:
         return json.loads(resp.read() or b"{}")
 
 
+def test_booting_the_hosts_on_the_cached_image_takes_seconds(lab):
+    seconds = lab.read_record()["boot_seconds"]
+    assert seconds < 10, f"booting {len(lab.hosts)} hosts took {seconds} s"
+
+
 def test_status_reports_every_host_running(lab):
     status = lab.status()
     assert status["up"], status

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import inspect
 import os
 import shutil
 import subprocess
@@ -35,7 +36,7 @@ IMAGE_PACKAGES = [
 # What the lab's package source serves (with dependencies missing from the image).
 SOURCE_PACKAGES = ["python3-dev", "aria2"]
 
-# Bump when the customisation below changes in a way the key would not see.
+# Bump to force a rebuild (the key already covers the package lists and the setup code).
 IMAGE_FORMAT = 3
 
 SSHD_DROPIN = """\
@@ -46,8 +47,11 @@ UseDNS no
 
 
 def image_key(mirror: str) -> str:
+    """Hash of everything that shapes the image: the package lists and the setup code itself."""
+    setup_code = inspect.getsource(Image._customise) + inspect.getsource(Image._download_source_packages)
     h = hashlib.sha256()
-    for part in (SUITE, mirror, ",".join(IMAGE_PACKAGES), ",".join(SOURCE_PACKAGES), str(IMAGE_FORMAT)):
+    for part in (SUITE, mirror, ",".join(IMAGE_PACKAGES), ",".join(SOURCE_PACKAGES), str(IMAGE_FORMAT),
+                 SSHD_DROPIN, setup_code):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:16]
 
@@ -78,7 +82,15 @@ class Image:
                 return 0.0
             t0 = time.monotonic()
             self._build(log)
+            self._prune_old_images()
             return time.monotonic() - t0
+
+    def _prune_old_images(self) -> None:
+        """Images of earlier keys are dead weight (~350 MB each) unless a running host uses one."""
+        mounts = Path("/proc/self/mounts").read_text()
+        for other in self.dir.parent.iterdir():
+            if other.is_dir() and other != self.dir and f"lowerdir={other}/rootfs" not in mounts:
+                shutil.rmtree(other, ignore_errors=True)
 
     def _build(self, log) -> None:
         for tool in ("debootstrap", "chroot"):

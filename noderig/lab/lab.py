@@ -126,7 +126,8 @@ class Lab:
             self._write_known_hosts(all_hosts)
             with ThreadPoolExecutor(len(all_hosts)) as pool:
                 states = list(pool.map(lambda h: hostlib.wait_ready(lay, h), all_hosts))
-            self.log(f"{len(all_hosts)} hosts booted in {time.monotonic() - t_boot:.1f} s "
+            record["boot_seconds"] = round(time.monotonic() - t_boot, 2)
+            self.log(f"{len(all_hosts)} hosts booted in {record['boot_seconds']:.1f} s "
                      f"({', '.join(f'{h.name}={s}' for h, s in zip(all_hosts, states))})")
 
             self._provision_reference(all_hosts[0])
