@@ -14,6 +14,11 @@ from noderig.unit import ServerSettings
 from operations import checkpoint, diagnosis, environment, preflight, service
 
 data = host.data
+STEPS = ("preflight", "prerequisites", "environment", "checkpoint", "service", "readiness")
+steps = STEPS if data.get("steps", "all") == "all" else tuple(str(data.steps).split(","))
+unknown = set(steps) - set(STEPS)
+if unknown:
+    raise ValueError(f"steps={data.steps!r}: unknown {sorted(unknown)}; choose from {', '.join(STEPS)} or all")
 
 if "targets" in host.groups:
     reference = inventory.get_host(data.reference_host)
@@ -21,7 +26,7 @@ if "targets" in host.groups:
     if data.speculative != "none":
         pins.append((data.draft_repo, data.draft_revision, data.draft_dir))
 
-    # 1. Preflight: nothing changes on a host that fails it.
+    # 1. Preflight: nothing changes on a host that fails it (always runs).
     preflight.node(
         name="Preflight: OS, disk, GPUs, base Python",
         model_dir=data.model_dir, venv=data.venv_path, reference=reference,
@@ -29,21 +34,27 @@ if "targets" in host.groups:
     )
 
     # 2. Prerequisites the runtime needs (python3-dev: Triton's JIT includes Python.h).
-    apt.packages(name="Prerequisites", packages=data.packages, update=True, cache_time=3600,
-                 no_recommends=True)
+    if "prerequisites" in steps:
+        apt.packages(name="Prerequisites", packages=data.packages, update=True, cache_time=3600,
+                     no_recommends=True)
 
     # 3. Environment: the reference's venv, host to host.
-    venv = environment.venv(name=f"Venv {data.venv_path} from {reference.name}",
-                            path=data.venv_path, reference=reference)
+    venv = None
+    if "environment" in steps:
+        venv = environment.venv(name=f"Venv {data.venv_path} from {reference.name}",
+                                path=data.venv_path, reference=reference, transfer=data.venv_transfer)
 
     # 4. Checkpoint (and the speculative draft): pinned, downloaded on the node, verified.
-    fetched = [
-        checkpoint.fetch(name=f"Checkpoint {repo}", repo=repo, revision=revision, dest=dest,
-                         endpoint=data.hf_endpoint, token_file=data.hf_token_file,
-                         connections=data.aria2_connections, jobs=data.aria2_jobs)
-        for repo, revision, dest in pins
-    ]
+    fetched = []
+    if "checkpoint" in steps:
+        fetched = [
+            checkpoint.fetch(name=f"Checkpoint {repo}", repo=repo, revision=revision, dest=dest,
+                             endpoint=data.hf_endpoint, token_file=data.hf_token_file,
+                             connections=data.aria2_connections, jobs=data.aria2_jobs)
+            for repo, revision, dest in pins
+        ]
 
+if "targets" in host.groups and "service" in steps:
     # 5. Service: environment file (0600), unit from the template, running.
     env_file = f"/etc/noderig/{data.service_name}.env"
     env = files.template(name="Server environment file", src="templates/sglang.env.j2", dest=env_file,
@@ -58,8 +69,9 @@ if "targets" in host.groups:
         page_size=data.page_size, extra_flags=list(data.extra_flags),
     )
     service.install(data.service_name, settings, start_timeout=data.start_timeout, env_file=env_file,
-                    restart_if=[env, venv, *fetched])
+                    restart_if=[op for op in (env, venv, *fetched) if op is not None])
 
+if "targets" in host.groups and "readiness" in steps:
     # 6. Readiness: health, one smoke request, and the failed invocation's journal if it crashed.
     diagnosis.ready(name=f"{data.service_name} ready", service=data.service_name, port=data.server_port,
                     served_model_name=data.served_model_name, timeout=data.ready_timeout)

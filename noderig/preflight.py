@@ -38,3 +38,17 @@ def problems(info: dict, ref_cfg: dict | None, base_python: str | None, *, gpus_
                 found.append(f"{home}/python3 is Python {base_python} here but the reference venv was built "
                              f"on {want}; a venv is not portable across minor versions")
     return found
+
+
+def describe(info: dict, model_dir: str) -> str:
+    """One line of what preflight saw: the facts a user wants before anything changes."""
+    gpus = info.get("gpus") or []
+    if gpus:
+        caps = sorted({g["compute_cap"] for g in gpus})
+        drivers = sorted({g["driver"] for g in gpus})
+        gpu_text = f"{len(gpus)}x {gpus[0]['name']} (compute {', '.join(caps)}, driver {', '.join(drivers)})"
+    else:
+        gpu_text = "no GPU visible (nvidia-smi absent or empty)"
+    free = info.get("free_bytes")
+    free_text = f"{_gib(free)} free for {model_dir}" if free is not None else f"free space for {model_dir} unknown"
+    return f"{info.get('os')}, python {info.get('python')}, {gpu_text}, {free_text}"

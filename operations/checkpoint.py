@@ -17,6 +17,7 @@ from noderig.manifest import RepoPin, build_manifest, read_token, resolve_url, s
 from noderig.node import script_path
 
 from .facts import FileStats, JsonFile
+from .util import first_pass
 
 VERIFY_SCRIPT = "/usr/local/lib/noderig/verify_files.py"
 
@@ -62,9 +63,10 @@ def fetch(repo: str, dest: str, revision: str = "main", endpoint: str = "https:/
         return
 
     counts = {s: sum(1 for v in todo.values() if v == s) for s in sorted(set(todo.values()))}
-    logger.info(f"[{host.name}] {repo}@{manifest['commit'][:12]} in {dest}: "
-                f"{', '.join(f'{n} {s}' for s, n in counts.items())}; "
-                f"{plan.bytes_to_fetch(manifest, states, stats) / 2**20:.1f} MiB to fetch")
+    if first_pass(host):
+        logger.info(f"[{host.name}] {repo}@{manifest['commit'][:12]} in {dest}: "
+                    f"{', '.join(f'{n} {s}' for s, n in counts.items())}; "
+                    f"{plan.bytes_to_fetch(manifest, states, stats) / 2**20:.1f} MiB to fetch")
     manifest_path = f"{dest}/{plan.MANIFEST_FILE}"
     yield from files.put._inner(src=io.StringIO(plan.manifest_text(manifest)), dest=manifest_path)
     yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")

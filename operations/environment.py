@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+import os
+import re
 import secrets
+import shlex
 import subprocess
 import tempfile
 from pathlib import Path
@@ -14,23 +17,33 @@ from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
 from noderig.treediff import diff_listings, summarize
 
-from .facts import TreeListing
+from .facts import DistributionsDigest, TreeListing
+from .util import fail, first_pass
+
+TRANSFERS = ("auto", "direct", "relay")
+RSYNC_FLAGS = ["-aH", "--delete", "--numeric-ids", "--mkpath", "--stats"]
+TRANSIENT_TAG = "noderig-transient-"
 
 
 @operation(is_idempotent=True)
-def venv(path: str, reference, import_check: str = "sglang"):
+def venv(path: str, reference, transfer: str = "auto", import_check: str = "sglang"):
     """
-    Make the venv at ``path`` on this node identical to the reference host's, copied by rsync
-    running on the reference straight to the node (nothing passes through the controller).
+    Make the venv at ``path`` on this node identical to the reference host's: same files,
+    sizes, mtimes, modes and links, deletions included. rsync runs on the reference and
+    pushes straight to the node (nothing passes through the controller); with
+    ``transfer="relay"``, or ``auto`` when the reference cannot reach the node, the
+    controller relays (pull to a local cache, push to the node).
 
     + path: absolute path of the venv, the same on both hosts (a venv is not relocatable)
     + reference: the pyinfra host with the working venv
+    + transfer: ``auto``, ``direct`` or ``relay``
     + import_check: a module the venv's Python must import on the node afterwards
     """
+    if transfer not in TRANSFERS:
+        yield from fail(host, f"venv_transfer={transfer!r} must be one of {', '.join(TRANSFERS)}")
+        return
     want = reference.get_fact(TreeListing, root=path)
     if not want:
-        from .util import fail
-
         yield from fail(host, f"the reference host {reference.name} has no venv at {path}")
         return
     have = host.get_fact(TreeListing, root=path)
@@ -38,52 +51,143 @@ def venv(path: str, reference, import_check: str = "sglang"):
     if not diff:
         host.noop(f"venv {path} is identical to {reference.name}'s ({len(want)} entries)")
         return
-    logger.info(f"[{host.name}] venv {path}: {summarize(diff)} (from {reference.name})")
-    yield FunctionCommand(_rsync_from_reference, (reference, path), {})
+    if first_pass(host):
+        logger.info(f"[{host.name}] venv {path}: {summarize(diff)} (from {reference.name})")
+    yield FunctionCommand(_copy, (reference, path, transfer), {})
+    yield FunctionCommand(_verify_copy, (reference, path), {})
     yield StringCommand(QuoteString(f"{path}/bin/python"), "-c", QuoteString(f"import {import_check}"))
 
 
-def _run(h, command: str | StringCommand, what: str) -> list[str]:
-    ok, output = h.run_shell_command(command if isinstance(command, StringCommand) else StringCommand(command))
+def _address(h) -> str:
+    return h.data.get("ssh_hostname") or h.name
+
+
+def _run(h, command: StringCommand, what: str) -> list[str]:
+    ok, output = h.run_shell_command(command)
     if not ok:
-        raise RuntimeError(f"{what} failed on {h.name}: {output.stderr or output.stdout}")
+        raise CopyError(f"{what} failed on {h.name}: {(output.stderr or output.stdout).strip()[-500:]}")
     return output.stdout_lines
 
 
-def _rsync_from_reference(state, host, reference, path: str) -> bool:
+class CopyError(Exception):
+    pass
+
+
+def _copy(state, host, reference, path: str, transfer: str) -> bool:
+    try:
+        if transfer == "auto":
+            transfer = "direct" if _reference_reaches(reference, host) else "relay"
+            if transfer == "relay":
+                logger.warning(f"[{host.name}] {reference.name} cannot reach {_address(host)}:22; "
+                               "relaying the venv through the controller")
+        stats = _relay(reference, host, path) if transfer == "relay" else _direct(reference, host, path)
+    except CopyError as e:
+        host.log_styled(str(e), fg="red", log_func=logger.error)
+        return False
+    logger.info(f"[{host.name}] venv copied ({transfer}): {stats}")
+    return True
+
+
+def _reference_reaches(reference, target) -> bool:
+    port = target.data.get("ssh_port") or 22
+    ok, _ = reference.run_shell_command(StringCommand(
+        "timeout", "5", "bash", "-c", QuoteString(f"exec 3<>/dev/tcp/{_address(target)}/{port}")))
+    return ok
+
+
+def rsync_stats(lines: list[str]) -> str:
+    """"N files, X MiB transferred" from rsync --stats."""
+    text = "\n".join(lines)
+    files = re.search(r"Number of regular files transferred: ([\d,]+)", text)
+    size = re.search(r"Total transferred file size: ([\d,]+)", text)
+    n = int(files.group(1).replace(",", "")) if files else 0
+    b = int(size.group(1).replace(",", "")) if size else 0
+    return f"{n} files, {b / 2**20:.1f} MiB transferred"
+
+
+def _direct(reference, host, path: str) -> str:
     """rsync on the reference pushes to the node over SSH with a key made for this copy only:
     authorised on the node for the reference's address alone and removed afterwards from
-    both hosts, so no credential outlives the copy."""
-    tag = f"noderig-transient-{secrets.token_hex(6)}"
-    target_addr = host.data.get("ssh_hostname") or host.name
-    ref_addr = reference.data.get("ssh_hostname") or reference.name
+    both hosts, so no credential outlives the copy (an interrupted copy's leftovers are
+    removed by the next one, before it adds its own)."""
+    tag = f"{TRANSIENT_TAG}{secrets.token_hex(6)}"
+    target_addr, ref_addr = _address(host), _address(reference)
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "key"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", tag, "-f", str(key)], check=True)
-        pub = key.with_suffix(".pub").read_text().strip()
-        private = key.read_text()
-    host_key = _run(host, "cat /etc/ssh/ssh_host_ed25519_key.pub", "reading the ssh host key")[0].split()[:2]
+        pub, private = key.with_suffix(".pub").read_text().strip(), key.read_text()
+    host_key = _run(host, StringCommand("cat", "/etc/ssh/ssh_host_ed25519_key.pub"), "reading the ssh host key")
     remote_key, remote_known = f"/root/.ssh/{tag}", f"/root/.ssh/{tag}.known_hosts"
-    authorized = f'restrict,from="{ref_addr}" {pub}'
     try:
-        # Drop leftovers of an interrupted earlier copy first, then authorise this one.
+        _run(reference, StringCommand("rm", "-f", f"/root/.ssh/{TRANSIENT_TAG}*"), "removing stale copy keys")
         _run(host, StringCommand(
             "mkdir", "-p", "-m", "700", "/root/.ssh", "&&", "touch", "/root/.ssh/authorized_keys", "&&",
-            "sed", "-i", QuoteString("/noderig-transient-/d"), "/root/.ssh/authorized_keys", "&&",
-            "echo", QuoteString(authorized), ">>", "/root/.ssh/authorized_keys"), "authorising the copy")
-        reference.put_file(io.StringIO(private), remote_key)
-        reference.put_file(io.StringIO(f"{target_addr} {' '.join(host_key)}\n"), remote_known)
+            "sed", "-i", QuoteString(f"/{TRANSIENT_TAG}/d"), "/root/.ssh/authorized_keys", "&&",
+            "echo", QuoteString(f'restrict,from="{ref_addr}" {pub}'), ">>", "/root/.ssh/authorized_keys"),
+            "authorising the copy")
+        if not reference.put_file(io.StringIO(private), remote_key):
+            raise CopyError(f"could not place the copy key on {reference.name}")
+        reference.put_file(io.StringIO(f"{target_addr} {' '.join(host_key[0].split()[:2])}\n"), remote_known)
         ssh = (f"ssh -i {remote_key} -o UserKnownHostsFile={remote_known} -o StrictHostKeyChecking=yes "
                "-o BatchMode=yes -o ConnectTimeout=10")
-        _run(reference, StringCommand(
-            "chmod", "600", remote_key, "&&",
-            "rsync", "-aH", "--delete", "--numeric-ids", "--mkpath", "-e", QuoteString(ssh),
-            QuoteString(f"{path}/"), QuoteString(f"root@{target_addr}:{path}/")), "rsync of the venv")
-    except RuntimeError as e:
-        host.log_styled(str(e), fg="red", log_func=logger.error)
-        return False
+        lines = _run(reference, StringCommand(
+            "chmod", "600", remote_key, "&&", "rsync", *RSYNC_FLAGS, "-e", QuoteString(ssh),
+            QuoteString(f"{path}/"), QuoteString(f"root@{target_addr}:{path}/")),
+            f"rsync of the venv from {reference.name} to {host.name}")
     finally:
         reference.run_shell_command(StringCommand("rm", "-f", remote_key, remote_known))
-        host.run_shell_command(StringCommand(
-            "sed", "-i", QuoteString(f"/{tag}/d"), "/root/.ssh/authorized_keys"))
+        host.run_shell_command(StringCommand("sed", "-i", QuoteString(f"/{tag}/d"), "/root/.ssh/authorized_keys"))
+    return rsync_stats(lines)
+
+
+def ssh_argv(h) -> list[str]:
+    """An OpenSSH command line for a pyinfra host, from its inventory data."""
+    d = h.data
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-p", str(d.get("ssh_port") or 22)]
+    if d.get("ssh_key"):
+        argv += ["-i", os.path.expanduser(d.get("ssh_key"))]
+    if d.get("ssh_known_hosts_file"):
+        argv += ["-o", f"UserKnownHostsFile={os.path.expanduser(d.get('ssh_known_hosts_file'))}"]
+    strict = d.get("ssh_strict_host_key_checking")
+    if strict:
+        argv += ["-o", f"StrictHostKeyChecking={strict}"]
+    if d.get("ssh_user"):
+        argv += ["-l", d.get("ssh_user")]
+    return argv
+
+
+def relay_cache(reference, path: str) -> Path:
+    base = Path(os.environ.get("NODERIG_RELAY_CACHE", Path.home() / ".cache" / "noderig" / "relay"))
+    return base / reference.name / path.strip("/").replace("/", "_")
+
+
+def _relay(reference, host, path: str) -> str:
+    """Fallback when the hosts cannot reach each other: rsync pulls the venv into a cache on
+    the controller and pushes it to the node; both legs are incremental, so a rerun moves
+    only what changed."""
+    cache = relay_cache(reference, path)
+    cache.mkdir(parents=True, exist_ok=True)
+    for src, dst, h in ((f"{_address(reference)}:{path}/", f"{cache}/", reference),
+                        (f"{cache}/", f"{_address(host)}:{path}/", host)):
+        res = subprocess.run(["rsync", *RSYNC_FLAGS, "-e", shlex.join(ssh_argv(h)), src, dst],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            raise CopyError(f"relaying the venv via the controller failed ({h.name}): {res.stderr.strip()[-500:]}")
+        last = res.stdout.splitlines()
+    return rsync_stats(last) + " (last leg)"
+
+
+def _verify_copy(state, host, reference, path: str) -> bool:
+    """The copy equals the reference: every entry (type, size, mtime, mode, link) and the
+    installed distributions (their RECORD files, which list every file's hash)."""
+    diff = diff_listings(reference.get_fact(TreeListing, root=path), host.get_fact(TreeListing, root=path))
+    if diff:
+        host.log_styled(f"venv {path} still differs from {reference.name} after the copy: {summarize(diff)}",
+                        fg="red", log_func=logger.error)
+        return False
+    want, have = (h.get_fact(DistributionsDigest, venv=path) for h in (reference, host))
+    if want != have:
+        host.log_styled(f"venv {path}: installed distributions differ from {reference.name}'s "
+                        f"({have} vs {want})", fg="red", log_func=logger.error)
+        return False
     return True

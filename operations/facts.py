@@ -194,3 +194,23 @@ class TreeListing(FactBase):
             else:
                 listing[path] = (kind, int(size), int(float(mtime)), mode, link)
         return listing
+
+
+class DistributionsDigest(FactBase):
+    """
+    A digest of the Python distributions installed in a venv: sha256 over every
+    ``*.dist-info/RECORD`` (each lists its distribution's files with their hashes), sorted by
+    path. ``None`` when the venv has none.
+    """
+
+    def command(self, venv: str) -> StringCommand:
+        return StringCommand(
+            "cd", QuoteString(venv), "2>/dev/null", "&&",
+            "find", ".", "-path", QuoteString("*.dist-info/RECORD"), "-type", "f", "-print0", "|",
+            "LC_ALL=C", "sort", "-z", "|", "xargs", "-0r", "sha256sum", "|", "sha256sum", "||", "true",
+        )
+
+    def process(self, output):
+        digest = output[0].split()[0] if output else None
+        # sha256 of empty input: no RECORD files at all
+        return None if digest in (None, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") else digest

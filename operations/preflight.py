@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pyinfra import host
+from pyinfra import host, logger
 from pyinfra.api import operation
 
-from noderig.preflight import problems
+from noderig.preflight import describe, problems
 
 from .facts import NodeInfo, PythonVersion, PyvenvCfg
-from .util import fail
+from .util import fail, first_pass
 
 
 @operation(is_idempotent=True)
@@ -23,6 +23,11 @@ def node(model_dir: str, venv: str, reference=None, gpus_required: int = 0, byte
     + gpus_required: the number of GPUs the node must show in ``nvidia-smi`` (0: none needed)
     + bytes_needed: bytes still to be written under ``model_dir``
     """
+    if reference is not None and not reference.connected:
+        yield from fail(host, f"the reference host {reference.name} is unreachable (pyinfra could not connect to "
+                              f"it over SSH), so the venv cannot be copied; nothing was changed on {host.name}. "
+                              f"Check that {reference.name} is up and reachable, then rerun")
+        return
     info = host.get_fact(NodeInfo, path=model_dir)
     ref_cfg = reference.get_fact(PyvenvCfg, venv=venv) if reference is not None else None
     base_python = None
@@ -30,10 +35,9 @@ def node(model_dir: str, venv: str, reference=None, gpus_required: int = 0, byte
         base_python = host.get_fact(PythonVersion, executable=f"{ref_cfg['home']}/python3")
     found = problems(info, ref_cfg, base_python, gpus_required=gpus_required, bytes_needed=bytes_needed,
                      reference_name=getattr(reference, "name", None), venv=venv)
+    if first_pass(host):
+        logger.info(f"[{host.name}] {describe(info, model_dir)}")
     if found:
         yield from fail(host, f"preflight on {host.name}: " + "; ".join(found))
     else:
-        host.noop(
-            f"{info['os']}, python {info['python']}, {len(info['gpus'])} GPU(s), "
-            f"{(info['free_bytes'] or 0) / 2**30:.1f} GiB free for {model_dir}"
-        )
+        host.noop(describe(info, model_dir))

@@ -11,6 +11,14 @@ def _report_failure(state, host, message: str) -> bool:
     return False  # a False status fails this host only; the others go on
 
 
+def first_pass(host) -> bool:
+    """True in exactly one of the two passes pyinfra makes over an operation body: the
+    change-detection pass when there is one (also under --dry), else the execution pass
+    (-y skips change detection). For messages that should print once per run."""
+    state = host.state
+    return not state.is_executing or not state.should_check_for_changes()
+
+
 def fail(host, message: str):
     """Fail this host with one sentence: shown by `--dry` too, and at execution."""
     if not host.state.is_executing:

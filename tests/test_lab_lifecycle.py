@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from noderig.lab import net
-from noderig.lab.hosts import is_mounted, pid_alive
+from noderig.lab.hosts import is_mounted, leader_pid, pid_alive
 from noderig.lab.layout import LabLayout
 
 NODERIG = str(Path(sys.executable).with_name("noderig"))
@@ -53,15 +53,16 @@ def test_a_killed_up_is_cleaned_up_and_strangers_are_spared(lab):
     proc = subprocess.Popen([NODERIG, "lab", "up"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # kill it once it has booted hosts
+        while time.monotonic() < deadline:  # kill it once its hosts run beside the test lab's
             try:
-                if len(json.loads(layout.record.read_text()).get("hosts", [])) == 2:
-                    break
+                hosts = json.loads(layout.record.read_text()).get("hosts", [])
             except (OSError, ValueError):
-                pass
+                hosts = []
+            if len(hosts) == 2 and all(h["pid"] and leader_pid(h["pid"]) for h in hosts):
+                break
             time.sleep(0.05)
         else:
-            pytest.fail("lab up never recorded its hosts")
+            pytest.fail(f"lab up never booted its hosts; see {layout.state_dir}/hosts/*/nspawn.log")
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         assert _leftovers(layout), "the killed run should have left hosts behind for this test to mean anything"

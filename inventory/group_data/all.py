@@ -7,6 +7,7 @@ speculative decoding, the venv copied from a reference machine where SGLang alre
 # Topology: which host holds the working venv (must be in the inventory's `reference` group).
 reference_host = "ct200"
 venv_path = "/opt/sglang/venv"  # same absolute path on both hosts: a venv is not relocatable
+venv_transfer = "auto"  # direct (reference rsyncs to the node) | relay (via the controller) | auto
 
 # Hub and checkpoint. Pin revisions to commit shas for a reproducible deploy.
 hf_endpoint = "https://huggingface.co"
@@ -42,5 +43,8 @@ ddtree_budget = None  # None: the fork's default (block size - 1)
 page_size = 1  # DDTree requires 1
 extra_flags = []
 server_environment = {}
+# Which steps to run (comma list of preflight, prerequisites, environment, checkpoint,
+# service, readiness), e.g. --data steps=environment; preflight always runs.
+steps = "all"
 start_timeout = 1800  # load + CUDA graph capture of ~590 GB takes minutes
 ready_timeout = 1800

@@ -25,8 +25,8 @@ WRAPPER_TAG = "noderig-lab-host"
 BOOT_WRAPPER = r"""
 for cg in $CGROUPS; do echo $$ > "$cg/cgroup.procs"; done
 while :; do
-  systemd-nspawn --quiet -D "$ROOT" -M "$NAME" --register=no --keep-unit --boot \
-      --console=pipe --network-bridge="$BRIDGE" && exit 0
+  systemd-nspawn --quiet -D "$ROOT" -M "$MACHINE" --hostname="$NAME" --register=no --keep-unit \
+      --boot --console=pipe --network-bridge="$BRIDGE" && exit 0
   rc=$?
   [ "$rc" -eq 133 ] || exit "$rc"
   [ -e "$STOPFILE" ] && exit 0
@@ -109,6 +109,9 @@ def boot(layout: LabLayout, host: LabHost) -> int:
         "CGROUPS": " ".join(str(c) for c in layout.cgroup_dirs(host.name)),
         "ROOT": str(layout.host_root(host.name)),
         "NAME": host.name,
+        # The machine name also names the host end of its veth (vb-<machine>), which must be
+        # unique on the controller: labs side by side each have a ct200.
+        "MACHINE": f"{layout.name}-{host.name}",
         "BRIDGE": layout.bridge,
         "STOPFILE": str(stopfile),
     }

@@ -205,6 +205,19 @@ class Lab:
             raise NoderigError(f"`{command}` failed on lab host {host.name} (exit {res.returncode}):\n{res.stderr[-2000:]}")
         return res
 
+    def exec(self, name: str, command: str, check: bool = True) -> subprocess.CompletedProcess:
+        """Run a shell command inside a lab host without ssh (nsenter into its namespaces):
+        for when a test has taken its sshd or network away."""
+        host = self.host(name)
+        leader = hostlib.leader_pid(host.pid) if host.pid else None
+        if leader is None:
+            raise NoderigError(f"lab host {name} is not running")
+        res = subprocess.run(["nsenter", "-t", str(leader), "-a", "sh", "-c", command], capture_output=True,
+                             text=True, timeout=120)
+        if check and res.returncode != 0:
+            raise NoderigError(f"`{command}` failed inside lab host {name}: {res.stderr[-2000:]}")
+        return res
+
     def ssh_argv(self, name: str, command: list[str]) -> list[str]:
         return hostlib.ssh_command(self.layout, self.host(name), command, tty=not command and sys.stdin.isatty())
 

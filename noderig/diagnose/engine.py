@@ -1,0 +1,598 @@
+"""Root cause of a failed launch from its log: tracebacks, signatures, ranking.
+
+`diagnose(text)` normalises the log (normalize.py), parses every Python traceback per rank,
+matches each line against the catalog's signatures (catalog.toml) and picks the root cause:
+the first decisive error in time order across ranks, not the last one printed. Errors that a
+root cause provokes later (a CalledProcessError after a gcc error, NCCL timeouts on the ranks
+that outlived a crashed peer, "Received sigquit from a child process") do not win.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from .normalize import Line, normalize
+
+__all__ = [
+    "Catalog", "CatalogClass", "Diagnosis", "Evidence", "Frame", "Traceback", "TracebackSection",
+    "diagnose", "diagnose_lines", "load_catalog", "parse_tracebacks", "format_chain",
+]
+
+CATALOG_PATH = Path(__file__).with_name("catalog.toml")
+SUPPORTED_CATALOG_VERSIONS = {1}
+
+
+# --------------------------------------------------------------------------------------------
+# catalog
+
+
+@dataclass(frozen=True)
+class CatalogClass:
+    id: str
+    title: str
+    meaning: str
+    evidence: tuple[re.Pattern, ...]
+    symptoms: tuple[re.Pattern, ...]
+    supporting: tuple[re.Pattern, ...]
+    decisive: bool
+    priority: int
+    components: tuple[tuple[re.Pattern, str], ...]
+    fix: str
+    remedy: str | None
+    remedies: tuple[tuple[re.Pattern, str], ...]
+    alternatives: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    version: int
+    classes: tuple[CatalogClass, ...]
+    ignore: tuple[re.Pattern, ...]
+    healthy_strong: tuple[re.Pattern, ...]
+    healthy_weak: tuple[re.Pattern, ...]
+    sglang_markers: tuple[re.Pattern, ...]
+    sglang_ready: tuple[re.Pattern, ...]
+    prefilter: re.Pattern  # every evidence/symptom pattern in one alternation: a cheap first pass
+
+    def get(self, class_id: str) -> CatalogClass:
+        for c in self.classes:
+            if c.id == class_id:
+                return c
+        raise KeyError(class_id)
+
+    @property
+    def ids(self) -> list[str]:
+        return [c.id for c in self.classes]
+
+
+class CatalogError(ValueError):
+    pass
+
+
+def _compile(patterns, where: str) -> tuple[re.Pattern, ...]:
+    out = []
+    for p in patterns or ():
+        try:
+            out.append(re.compile(p, re.IGNORECASE))
+        except re.error as e:
+            raise CatalogError(f"{where}: bad regex {p!r}: {e}") from None
+    return tuple(out)
+
+
+def load_catalog(path: Path | str | None = None) -> Catalog:
+    path = Path(path) if path is not None else CATALOG_PATH
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    version = data.get("version")
+    if version not in SUPPORTED_CATALOG_VERSIONS:
+        raise CatalogError(f"{path}: catalog version {version!r} is not supported (expected one of "
+                           f"{sorted(SUPPORTED_CATALOG_VERSIONS)})")
+    classes, seen = [], set()
+    for entry in data.get("class", []):
+        cid = entry.get("id")
+        if not cid or cid in seen or cid in ("healthy", "unknown"):
+            raise CatalogError(f"{path}: class id {cid!r} is missing, reserved or duplicated")
+        seen.add(cid)
+        for key in ("title", "meaning", "evidence", "fix"):
+            if not entry.get(key):
+                raise CatalogError(f"{path}: class {cid} has no {key}")
+        classes.append(CatalogClass(
+            id=cid, title=entry["title"].strip(), meaning=" ".join(entry["meaning"].split()),
+            evidence=_compile(entry["evidence"], cid), symptoms=_compile(entry.get("symptoms"), cid),
+            supporting=_compile(entry.get("supporting"), cid), decisive=bool(entry.get("decisive", True)),
+            priority=int(entry.get("priority", 50)),
+            components=tuple((re.compile(c["match"], re.IGNORECASE), c["name"]) for c in entry.get("components", [])),
+            fix=" ".join(entry["fix"].split()), remedy=entry.get("remedy") or None,
+            remedies=tuple((re.compile(r["when"], re.IGNORECASE), r["remedy"]) for r in entry.get("remedies", [])),
+            alternatives=tuple(entry.get("alternatives", [])),
+        ))
+    healthy = data.get("healthy", {})
+    every = [p.pattern for c in classes for p in (*c.evidence, *c.symptoms)]
+    return Catalog(
+        version=version, classes=tuple(classes),
+        ignore=_compile(data.get("ignore", {}).get("patterns"), "ignore"),
+        healthy_strong=_compile(healthy.get("strong"), "healthy"),
+        healthy_weak=_compile(healthy.get("weak"), "healthy"),
+        sglang_markers=_compile(healthy.get("sglang_markers"), "healthy"),
+        sglang_ready=_compile(healthy.get("sglang_ready"), "healthy"),
+        prefilter=re.compile("|".join(f"(?:{p})" for p in every), re.IGNORECASE),
+    )
+
+
+@lru_cache(maxsize=1)
+def default_catalog() -> Catalog:
+    return load_catalog()
+
+
+# --------------------------------------------------------------------------------------------
+# tracebacks
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
+_CONNECTOR = re.compile(r"^\s*(?P<kind>The above exception was the direct cause of the following exception:|"
+                        r"During handling of the above exception, another exception occurred:)")
+_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
+_TB_START = "Traceback (most recent call last):"
+
+
+@dataclass
+class Frame:
+    file: str
+    line: int
+    function: str
+
+    @property
+    def module(self) -> str:
+        name = self.file.replace("\\", "/").rsplit("/", 1)[-1]
+        return name[:-3] if name.endswith(".py") else name
+
+    def label(self) -> str:
+        return f"{self.module}.{self.function}"
+
+
+@dataclass
+class TracebackSection:
+    frames: list[Frame] = field(default_factory=list)
+    exc_type: str | None = None
+    message: str = ""
+    exc_index: int | None = None  # index (into the normalised lines) of the exception line
+    start_index: int = 0
+    link: str | None = None  # how the NEXT section relates: "cause" / "context"
+
+
+@dataclass
+class Traceback:
+    rank: str | None
+    sections: list[TracebackSection]
+    start_index: int
+    end_index: int
+    code_lines: set[int] = field(default_factory=set)  # echoed source lines and carets, never evidence
+
+    @property
+    def final(self) -> TracebackSection:
+        return self.sections[-1]
+
+    def section_at(self, index: int) -> TracebackSection | None:
+        for s in self.sections:
+            end = s.exc_index if s.exc_index is not None else self.end_index
+            if s.start_index <= index <= end + 3:
+                return s
+        return None
+
+
+_NOISE_FUNCS = {"_call_impl", "_wrapped_call_impl", "decorate_context", "_run_code", "_run_module_as_main",
+                "inner", "wrapper", "wrapped", "_fn", "__call__", "<lambda>", "<listcomp>", "<genexpr>",
+                "<dictcomp>", "<module>"}
+
+
+def _is_noise(frame: Frame) -> bool:
+    f = frame.file.replace("\\", "/")
+    if f.startswith("<"):
+        return True
+    if frame.function in _NOISE_FUNCS:
+        return True
+    # the standard library (not site-/dist-packages): subprocess, threading, runpy, importlib, ...
+    if re.search(r"/lib/python3[\d.]*/(?!site-packages|dist-packages)[^/]+(/|\.py$)", f):
+        return True
+    return bool(re.search(r"/torch/(nn/modules/module|utils/_contextlib|_dynamo/eval_frame)\.py$", f))
+
+
+def format_chain(frames: list[Frame]) -> list[str]:
+    """`module.function` labels, outermost first, without wrapper/stdlib noise or repeats."""
+    out: list[str] = []
+    for fr in frames:
+        if _is_noise(fr):
+            continue
+        label = fr.label()
+        if not out or out[-1] != label:
+            out.append(label)
+    return out
+
+
+def parse_tracebacks(lines: list[Line]) -> list[Traceback]:
+    """Every Python traceback, parsed separately per rank (so two ranks' tracebacks printed
+    interleaved line by line come out as two). Chained sections ("The above exception was the
+    direct cause...", "During handling...") belong to one Traceback."""
+    groups: dict[str | None, list[int]] = {}
+    for i, ln in enumerate(lines):
+        groups.setdefault(ln.rank, []).append(i)
+    result: list[Traceback] = []
+    for rank, idxs in groups.items():
+        tb: Traceback | None = None
+        sec: TracebackSection | None = None
+        state = "idle"  # idle | frames | message | between
+        pending_link: str | None = None
+        msg_lines = 0
+        for i in idxs:
+            text = lines[i].text
+            stripped = text.strip()
+            if _TB_START in text:
+                if tb is not None and pending_link is not None:
+                    tb.sections[-1].link = pending_link
+                    sec = TracebackSection(start_index=i)
+                    tb.sections.append(sec)
+                else:
+                    if tb is not None:
+                        result.append(tb)
+                    sec = TracebackSection(start_index=i)
+                    tb = Traceback(rank, [sec], i, i)
+                pending_link, state, msg_lines = None, "frames", 0
+                tb.end_index = i
+                continue
+            if tb is None:
+                continue
+            m = _CONNECTOR.match(text)
+            if m:
+                pending_link = "cause" if "direct cause" in m["kind"] else "context"
+                state, tb.end_index = "between", i
+                continue
+            if state == "frames":
+                fm = _FRAME.match(text)
+                if fm:
+                    sec.frames.append(Frame(fm["file"], int(fm["line"]), fm["func"]))
+                    tb.end_index = i
+                    continue
+                if not stripped or text[:1].isspace() or stripped.startswith("[Previous line repeated"):
+                    if stripped and sec.frames:
+                        tb.code_lines.add(i)
+                    tb.end_index = i
+                    continue
+                em = _EXC.match(stripped)
+                if em and (sec.frames or "." in em["type"] or em["type"][:1].isupper()):
+                    sec.exc_type, sec.message, sec.exc_index = em["type"], (em["msg"] or "").strip(), i
+                    state, msg_lines, tb.end_index = "message", 0, i
+                    continue
+                state = "idle"
+                result.append(tb)
+                tb, sec = None, None
+                continue
+            if state == "message":
+                if not stripped:
+                    state, tb.end_index = "between", i
+                    continue
+                if msg_lines < 12 and not lines[i].prefixed:
+                    sec.message = (sec.message + "\n" + stripped).strip()
+                    msg_lines += 1
+                    tb.end_index = i
+                    continue
+                result.append(tb)
+                tb, sec, state = None, None, "idle"
+                continue
+            if state == "between":
+                if not stripped:
+                    continue
+                result.append(tb)
+                tb, sec, state = None, None, "idle"
+        if tb is not None:
+            result.append(tb)
+    result.sort(key=lambda t: t.start_index)
+    return result
+
+
+def traceback_chain(tb: Traceback, section: TracebackSection | None = None) -> list[str]:
+    """The call chain of a traceback, outermost first: the final section's frames (the full path
+    from the entry point), followed by the matched earlier section's frames when those are a
+    call path of their own (not a module-level import)."""
+    chain = format_chain(tb.final.frames)
+    if section is not None and section is not tb.final:
+        extra = [label for label in format_chain(section.frames) if label not in chain]
+        chain += extra
+    return chain
+
+
+# --------------------------------------------------------------------------------------------
+# diagnosis
+
+
+@dataclass
+class Evidence:
+    line: str
+    rank: str | None = None
+    lineno: int | None = None
+
+    def to_json(self) -> dict:
+        return {"line": self.line, "rank": self.rank, "lineno": self.lineno}
+
+
+@dataclass
+class Diagnosis:
+    cls: str
+    cause: str
+    evidence: list[Evidence]
+    chain: list[str]
+    fix: str
+    remedy: str | None
+    confidence: float
+    title: str = ""
+    meaning: str = ""
+    component: str | None = None
+    alternatives: list[str] = field(default_factory=list)
+    also_seen: list[str] = field(default_factory=list)  # other classes matched later (consequences)
+    ranks: list[str] = field(default_factory=list)  # ranks that showed the root cause
+
+    @property
+    def healthy(self) -> bool:
+        return self.cls == "healthy"
+
+    def to_dict(self) -> dict:
+        return {
+            "class": self.cls, "title": self.title, "cause": self.cause,
+            "evidence": [e.to_json() for e in self.evidence], "chain": self.chain, "component": self.component,
+            "fix": self.fix, "remedy": self.remedy, "alternatives": self.alternatives,
+            "confidence": round(self.confidence, 2), "meaning": self.meaning, "also_seen": self.also_seen,
+            "ranks": self.ranks,
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+
+@dataclass
+class _Match:
+    cls: CatalogClass
+    index: int
+    strong: bool  # evidence (True) or symptom (False)
+
+
+_ERRORISH = re.compile(r"\b(Traceback|Error|Exception|FATAL|fatal error|Killed|Segmentation fault|core dumped|"
+                       r"Aborted|exit (code|status)|returned non-zero|failed)\b", re.IGNORECASE)
+_CAUSE_MAX = 220
+
+
+def _clip(text: str, n: int = _CAUSE_MAX) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _is_sglang(lines: list[Line], cat: Catalog) -> bool:
+    for ln in lines[:4000]:
+        if ln.rank and ln.rank.startswith(("TP", "DP", "PP", "EP")) and ln.prefixed and ln.time and len(ln.time) >= 8:
+            return True
+        if any(p.search(ln.text) for p in cat.sglang_markers):
+            return True
+    return False
+
+
+def _ready_index(lines: list[Line], cat: Catalog) -> int | None:
+    """Index of the last line saying the server reached ready, if any."""
+    sglang = _is_sglang(lines, cat)
+    strong = cat.sglang_ready if sglang else cat.healthy_strong
+    weak = () if sglang else cat.healthy_weak
+    found = None
+    for i, ln in enumerate(lines):
+        t = ln.text
+        if any(p.search(t) for p in strong) or any(p.search(t) for p in weak):
+            found = i
+    return found
+
+
+def _find_matches(lines: list[Line], cat: Catalog, skip: set[int] = frozenset()) -> list[_Match]:
+    matches: list[_Match] = []
+    pre = cat.prefilter.search
+    for i, ln in enumerate(lines):
+        t = ln.text
+        if not t or pre(t) is None or i in skip:
+            continue
+        if any(p.search(t) for p in cat.ignore):
+            continue
+        for c in cat.classes:
+            if any(p.search(t) for p in c.evidence):
+                matches.append(_Match(c, i, True))
+            elif any(p.search(t) for p in c.symptoms):
+                matches.append(_Match(c, i, False))
+    return matches
+
+
+def _pick_root(matches: list[_Match]) -> _Match | None:
+    """First decisive evidence in line order (ties on one line: highest priority); else the
+    strongest symptom, earliest first."""
+    decisive = [m for m in matches if m.strong and m.cls.decisive]
+    if decisive:
+        first = min(m.index for m in decisive)
+        return max((m for m in decisive if m.index == first), key=lambda m: m.cls.priority)
+    others = [m for m in matches if m.strong] or matches
+    if not others:
+        return None
+    return min(others, key=lambda m: (-m.cls.priority, m.index))
+
+
+def _related_traceback(tbs: list[Traceback], lines: list[Line], index: int) -> tuple[Traceback | None, TracebackSection | None]:
+    """The traceback that contains the matched line, else the nearest one after it (same rank
+    first), within a window: the error that a compiler or library printed before raising."""
+    rank = lines[index].rank
+    for tb in tbs:
+        if tb.start_index <= index <= tb.end_index + 2 and (tb.rank == rank or rank is None):
+            return tb, tb.section_at(index)
+    after = [tb for tb in tbs if tb.start_index > index and tb.start_index - index <= 400]
+    same = [tb for tb in after if tb.rank == rank and rank is not None]
+    pick = (same or after or [None])[0]
+    return pick, (pick.final if pick else None)
+
+
+def _component(cls: CatalogClass | None, chain: list[str], lines: list[Line]) -> str | None:
+    text = " -> ".join(chain)
+    name = None
+    if cls is not None and text:
+        for pattern, label in cls.components:
+            if pattern.search(text):
+                name = label
+                break
+    if name is None and text:
+        for pattern, label in _GENERIC_COMPONENTS:
+            if pattern.search(text):
+                name = label
+                break
+    if name and "warmup" not in name and _during_warmup(lines):
+        name += ", during the server warmup"
+    return name
+
+
+_GENERIC_COMPONENTS = [
+    (re.compile(r"_execute_server_warmup|_wait_and_warmup"), "server warmup"),
+    (re.compile(r"get_image_feature|vision_tower|VisionAttention"), "vision tower"),
+    (re.compile(r"cuda_graph_runner|capture_one_batch_size"), "CUDA graph capture"),
+    (re.compile(r"load_weights|weights_iterator|load_model"), "model weight loading"),
+    (re.compile(r"init_memory_pool|profile_max_num_token"), "KV cache allocation"),
+    (re.compile(r"init_torch_distributed|initialize_model_parallel|init_distributed_environment"), "distributed init"),
+    (re.compile(r"tokenizer", re.IGNORECASE), "tokenizer"),
+]
+
+
+def _during_warmup(lines: list[Line]) -> bool:
+    """SGLang sends its warmup request after uvicorn starts; a crash between that and the
+    'ready to roll' line, with warmup not skipped, happened in the warmup."""
+    started = skipped = False
+    for ln in lines:
+        t = ln.text
+        if "skip_server_warmup=True" in t or "--skip-server-warmup" in t:
+            skipped = True
+        if "Uvicorn running on" in t or "Application startup complete" in t:
+            started = True
+        if "warmup error" in t or "Initialization failed. warmup" in t:
+            return True
+    return started and not skipped
+
+
+def _collapse(evidence: list[Evidence]) -> list[Evidence]:
+    """One entry per distinct text; the ranks that printed it joined ('TP0,TP1')."""
+    by_text: dict[str, Evidence] = {}
+    order: list[str] = []
+    for e in evidence:
+        key = e.line
+        if key in by_text:
+            prev = by_text[key]
+            if e.rank and (not prev.rank or e.rank not in prev.rank.split(",")):
+                prev.rank = f"{prev.rank},{e.rank}" if prev.rank else e.rank
+            continue
+        by_text[key] = Evidence(e.line, e.rank, e.lineno)
+        order.append(key)
+    return [by_text[k] for k in order]
+
+
+def _unknown(lines: list[Line], tbs: list[Traceback], ready: int | None) -> Diagnosis:
+    """No known signature: show the lines a human would read first."""
+    ev: list[Evidence] = []
+    if tbs:
+        tb = tbs[-1]
+        s = tb.final
+        if s.exc_index is not None:
+            ln = lines[s.exc_index]
+            ev.append(Evidence(_clip(ln.text, 400), ln.rank, ln.no))
+    first = next((i for i, ln in enumerate(lines) if _ERRORISH.search(ln.text) and ln.text.strip()), None)
+    if first is not None:
+        for ln in lines[max(0, first - 2): first + 4]:
+            if ln.text.strip():
+                ev.append(Evidence(_clip(ln.text, 400), ln.rank, ln.no))
+    if not ev:
+        tail = [ln for ln in lines if ln.text.strip()][-5:]
+        ev = [Evidence(_clip(ln.text, 400), ln.rank, ln.no) for ln in tail]
+    chain = traceback_chain(tbs[-1]) if tbs else []
+    if tbs and tbs[-1].final.exc_type:
+        s = tbs[-1].final
+        cause = _clip(f"unrecognised failure: {s.exc_type}: {s.message.splitlines()[0] if s.message else ''}")
+    elif first is not None:
+        cause = _clip(f"unrecognised failure: {lines[first].text.strip()}")
+    else:
+        cause = "the server never reported ready and no error was logged (still starting, or killed silently)"
+    return Diagnosis(
+        cls="unknown", title="Unrecognised failure", cause=cause, evidence=_collapse(ev), chain=chain,
+        fix="No known signature matched. Read the evidence lines and the traceback; if this is a recurring "
+            "failure, add its signature to noderig/diagnose/catalog.toml.",
+        remedy=None, confidence=0.2 if ev else 0.1, meaning="The launch failed with no signature in the catalog.",
+        component=_component(None, chain, lines),
+    )
+
+
+def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnosis:
+    cat = catalog or default_catalog()
+    tbs = parse_tracebacks(lines)
+    code = set().union(*(tb.code_lines for tb in tbs)) if tbs else set()
+    matches = _find_matches(lines, cat, code)
+    ready = _ready_index(lines, cat)
+    fatal_after_ready = [m for m in matches if ready is not None and m.index > ready and m.strong]
+    if ready is not None and not fatal_after_ready:
+        ln = lines[ready]
+        return Diagnosis(
+            cls="healthy", title="Server reached ready", cause=_clip(f"the server reached ready: {ln.text.strip()}"),
+            evidence=[Evidence(_clip(ln.text), ln.rank, ln.no)], chain=[], fix="Nothing to fix.", remedy=None,
+            confidence=0.95, meaning="The server started and reported that it is ready to serve.",
+        )
+    if ready is not None:
+        matches = [m for m in matches if m.index > ready]  # it was fine until then
+    root = _pick_root(matches)
+    if root is None:
+        return _unknown(lines, tbs, ready)
+    cls = root.cls
+    root_line = lines[root.index]
+    tb, section = _related_traceback(tbs, lines, root.index)
+    chain = traceback_chain(tb, section) if tb else []
+    # evidence: the decisive line(s) of the root class on every rank, then supporting context
+    same = [m for m in matches if m.cls is cls and m.strong == root.strong]
+    ev = [Evidence(_clip(lines[m.index].text, 400), lines[m.index].rank, lines[m.index].no) for m in same[:40]]
+    if tb is not None and tb.final.exc_index is not None and tb.final.exc_index != root.index:
+        x = lines[tb.final.exc_index]
+        ev.append(Evidence(_clip(x.text, 400), x.rank, x.no))
+    if cls.supporting:
+        lo, hi = max(0, root.index - 300), min(len(lines), root.index + 300)
+        for ln in lines[lo:hi]:
+            if len(ev) >= 24:
+                break
+            if ln.text and any(p.search(ln.text) for p in cls.supporting):
+                ev.append(Evidence(_clip(ln.text, 400), ln.rank, ln.no))
+    evidence = _collapse(ev)[:12]
+    ranks = sorted({lines[m.index].rank for m in same if lines[m.index].rank}, key=_rank_key)
+    later = []
+    for m in matches:
+        if m.cls is not cls and m.index > root.index and m.cls.id not in later:
+            later.append(m.cls.id)
+    remedy = cls.remedy
+    for pattern, rid in cls.remedies:
+        if pattern.search(root_line.text):
+            remedy = rid
+            break
+    confidence = 0.9 if (root.strong and cls.decisive) else 0.6
+    component = _component(cls, chain, lines)
+    if component and cls.components and any(p.search(" -> ".join(chain)) for p, _ in cls.components):
+        confidence = min(0.97, confidence + 0.05)
+    where = f" [{root_line.rank}]" if root_line.rank else ""
+    cause = _clip(f"{cls.title}{where}: {root_line.text.strip()}")
+    if component:
+        cause = _clip(f"{cls.title} in the {component}{where}: {root_line.text.strip()}")
+    return Diagnosis(
+        cls=cls.id, title=cls.title, cause=cause, evidence=evidence, chain=chain, fix=cls.fix, remedy=remedy,
+        confidence=confidence, meaning=cls.meaning, component=component, alternatives=list(cls.alternatives),
+        also_seen=later, ranks=ranks,
+    )
+
+
+def _rank_key(rank: str):
+    return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", rank)]
+
+
+def diagnose(text: str, catalog: Catalog | None = None) -> Diagnosis:
+    """Diagnose one launch's log (journal output, a `-o cat` dump, container logs or a paste)."""
+    return diagnose_lines(normalize(text), catalog)

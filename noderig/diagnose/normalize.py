@@ -1,0 +1,260 @@
+"""Raw log text -> clean lines, each with the rank (process) that wrote it.
+
+A crash log reaches us as `journalctl` output (several timestamp formats, or `-o cat`), a
+`docker compose logs` dump, or a paste from a terminal. Before any signature can be matched,
+every line loses the decoration the transports and loggers added:
+
+- ANSI colour codes and carriage-return progress redraws;
+- the journal prefix (`Dec 02 13:31:17 b300 sglang[536]: `, `-o short-precise`, `-o short-iso`);
+- container prefixes (`sglang-1  | `) and log-shipper timestamps (`2024-06-28T06:11:52.68Z `);
+- process prefixes: vLLM/Ray (`(Worker_TP4 pid=1234) `, `(VllmWorker rank=3 pid=9) `,
+  `(EngineCore_DP0 pid=5) `), torch elastic (`[rank2]: `);
+- logger prefixes: SGLang (`[2026-05-30 14:47:43 DP3 TP3] `), vLLM (`ERROR 05-24 00:20:47 [core.py:1108] `).
+
+The rank a prefix names is kept on the line. SGLang logs a traceback as ONE record, so its
+continuation lines carry no prefix: they inherit the rank of the record that opened them while
+they still look like part of it (indented frames, the exception line, chain connectors).
+Lines that a terminal hard-wrapped are joined back first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+__all__ = ["Line", "normalize", "strip_prefixes", "strip_ansi"]
+
+
+@dataclass(frozen=True)
+class Line:
+    no: int  # 1-based number of the (first) raw line it came from
+    text: str  # the message, prefixes removed
+    rank: str | None = None  # "TP0", "DP3 TP3", "TP4", "rank3", ... or None (main process / unknown)
+    source: str | None = None  # journal ident[pid] or container name, when the transport said
+    time: str | None = None  # the logger's timestamp, as written
+    prefixed: bool = False  # a logger/process prefix was found on this very line
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
+_MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
+# journalctl -o short / short-precise / short-full-ish:  "Dec 02 13:31:17[.123456] host ident[pid]: "
+_JOURNAL_SHORT = re.compile(
+    rf"^(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) )?(?:{_MONTHS}) [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?(?: \d{{4}})?(?: [A-Z]{{2,5}})? "
+    r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?"
+)
+# journalctl -o short-iso / short-iso-precise:  "2026-12-02T13:31:17+0000 host ident[pid]: "
+_JOURNAL_ISO = re.compile(
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? "
+    r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?"
+)
+# journalctl -o short-unix: "1733146277.123456 host ident[pid]: "
+_JOURNAL_UNIX = re.compile(r"^\d{9,10}\.\d+ (?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?")
+# docker compose: "sglang-1  | ", "deepseek-v4-1-1  |", "tensorrtllm_backend-1  | "
+_CONTAINER = re.compile(r"^(?P<name>[A-Za-z0-9][\w.-]*-\d+|[A-Za-z0-9][\w.-]*_\d+)\s+\| ?")
+# log shippers / kubectl --timestamps / GitHub Actions: "2024-06-28T06:11:52.685300953Z ", "[2025-11-06T02:09:46.576Z] "
+_SHIP_TS = re.compile(r"^\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]? ")
+# vLLM / Ray process prefix: "(Worker_TP4 pid=1234) ", "(VllmWorker rank=3 pid=99) ", "(EngineCore_DP0 pid=5) ",
+# "(LLMRayActor pid=20770) ", "(ServeReplica:app:Deployment pid=12249, ip=10.0.155.99) "
+_PROC = re.compile(r"^\((?P<who>[^()\s]+(?: rank=\d+)?) pid=(?P<pid>\d+)(?:, ip=[\d.:a-f]+)?\)\s?")
+# vLLM logger: "ERROR 05-24 00:20:47 [core.py:1108] ", "INFO 01-11 15:51:02 llm_engine.py:70] ",
+# "WARNING 03-23 21:43:38.123 [engine.py:448] "
+_VLLM = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) "
+    r"\[?[\w./-]+:\d+\] ?"
+)
+# SGLang logger: "[2026-05-30 14:47:43 TP0] ", "[2026-05-30 14:47:43 DP3 TP3] ", "[23:23:54 TP7] ",
+# "[2025-03-10 14:17:52,123 TP0 EP0] ", "[2026-05-30 14:47:43] "
+_SGLANG = re.compile(
+    r"^\[(?P<time>(?:\d{4}-\d\d-\d\d[ T])?\d\d:\d\d:\d\d(?:[.,]\d+)?)"
+    r"(?P<rank>(?: (?:TP|DP|EP|PP|CP|ATTN_DP|ATTN_CP|MOE_DP|MOE_EP|MOE_TP|PD)\d+)*)\] ?"
+)
+# torch elastic / torchrun: "[rank2]: ", "[default0]:", "[rank0]:[W ...]"
+_TORCH_RANK = re.compile(r"^\[(?P<rank>rank\d+|default\d+)\]: ?")
+
+_TB_START = "Traceback (most recent call last)"
+_CONNECTOR = re.compile(r"^(The above exception was the direct cause of the following exception:|"
+                        r"During handling of the above exception, another exception occurred:)")
+_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Fault|Requested|Timeout)\b")
+_FRAME_OPEN = re.compile(r'^\s*File "[^"]*$')  # a frame line cut inside its path
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+def _proc_rank(who: str) -> str:
+    m = re.search(r"rank=(\d+)", who)
+    if m:
+        return f"rank{m.group(1)}"
+    m = re.search(r"_((?:TP|DP|PP|EP)\d+(?:_(?:TP|DP|PP|EP)\d+)*)$", who)
+    if m:
+        return m.group(1).replace("_", " ")
+    return who
+
+
+def strip_prefixes(raw: str) -> tuple[str, dict]:
+    """Remove every known prefix from one line. Returns (message, info) where info may hold
+    source, rank, time and prefixed=True when a logger/process prefix named the writer."""
+    text = strip_ansi(raw)
+    if "\r" in text:  # progress bars redraw with CR: keep what the terminal finally showed
+        parts = [p for p in text.split("\r") if p.strip()]
+        text = parts[-1] if parts else ""
+    info: dict = {}
+    for _ in range(6):  # transports nest in either order; each pass peels one layer
+        c = text[:1]
+        if not c:
+            break
+        m = None
+        if c in "JFMASOND" or c in "MTWS":
+            m = _JOURNAL_SHORT.match(text)
+            if m:
+                info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
+        if m is None and c.isdigit():
+            m = _JOURNAL_ISO.match(text) or _JOURNAL_UNIX.match(text)
+            if m:
+                info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
+            else:
+                m = _SHIP_TS.match(text)
+        if m is None and c == "(":
+            m = _PROC.match(text)
+            if m:
+                info.setdefault("rank", _proc_rank(m["who"]))
+                info.setdefault("source", f"pid{m['pid']}")
+                info["prefixed"] = True
+        if m is None and c == "[":
+            m = _SGLANG.match(text)
+            if m:
+                rank = m["rank"].strip()
+                if rank:
+                    info["rank"] = rank
+                info.setdefault("time", m["time"])
+                info["prefixed"] = True
+            else:
+                m = _TORCH_RANK.match(text) or _SHIP_TS.match(text)
+                if m and "rank" in m.groupdict():
+                    info.setdefault("rank", m["rank"])
+                    info["prefixed"] = True
+        if m is None and c in "DIWEC":
+            m = _VLLM.match(text)
+            if m:
+                info.setdefault("time", m["time"])
+                info["prefixed"] = True
+        if m is None and " |" in text[:64]:
+            m = _CONTAINER.match(text)
+            if m:
+                info.setdefault("source", m["name"])
+        if m is None:
+            break
+        text = text[m.end():]
+    return text.rstrip("\n"), info
+
+
+def _wrap_width(lines: list[str]) -> int | None:
+    """The column at which a terminal hard-wrapped this paste, if it clearly did: many lines of
+    exactly one length >= 60 and (almost) none longer. Real logs have varied lengths."""
+    lengths = Counter(len(line) for line in lines if len(line) >= 60)
+    if not lengths:
+        return None
+    width, count = lengths.most_common(1)[0]
+    longer = sum(n for length, n in lengths.items() if length > width)
+    if count >= 3 and longer <= len(lines) // 100 and count >= 0.2 * sum(lengths.values()):
+        return width
+    return None
+
+
+def _looks_like_line_start(text: str) -> bool:
+    """A line that clearly begins a record of its own (so it is not a wrapped remainder)."""
+    stripped = strip_prefixes(text)[1]
+    if stripped.get("prefixed") or stripped.get("source"):
+        return True
+    s = text.lstrip()
+    return (s.startswith(("File \"", "Traceback", "During handling", "The above exception", "Loading "))
+            or bool(_EXC_LINE.match(text)))
+
+
+def _rejoin(raw_lines: list[str]) -> list[tuple[int, str]]:
+    """Join lines a terminal hard-wrapped, and frame lines cut inside their path. Keeps the
+    1-based number of each logical line's first raw line."""
+    clean = [strip_ansi(line).rstrip("\n") for line in raw_lines]
+    width = _wrap_width(clean)
+    out: list[tuple[int, str]] = []
+    i = 0
+    while i < len(clean):
+        start, text = i, clean[i]
+        while i + 1 < len(clean):
+            nxt = clean[i + 1]
+            wrapped = width is not None and len(clean[i]) == width and nxt and not _looks_like_line_start(nxt)
+            cut_frame = ('File "' in text and bool(_FRAME_OPEN.match(strip_prefixes(text)[0])) and bool(nxt)
+                         and not _looks_like_line_start(nxt))
+            if not (wrapped or cut_frame):
+                break
+            text += nxt
+            i += 1
+        out.append((start + 1, text))
+        i += 1
+    return out
+
+
+class _Block:
+    """The record a prefixed line opened, per source: whose unprefixed continuation lines follow."""
+
+    __slots__ = ("rank", "mode", "after_blank", "time")
+
+    def __init__(self, rank, mode, time):
+        self.rank, self.mode, self.after_blank, self.time = rank, mode, False, time
+
+
+def normalize(text: str) -> list[Line]:
+    """Split, clean and attribute every line of a log. Empty lines are kept (they delimit
+    tracebacks) as Line(text="")."""
+    raw_lines = text.splitlines()
+    blocks: dict[str | None, _Block | None] = {}
+    out: list[Line] = []
+    for no, raw in _rejoin(raw_lines):
+        msg, info = strip_prefixes(raw)
+        source = info.get("source")
+        # journald gives every line of one unit the main PID; key continuation by the transport
+        key = source
+        if info.get("prefixed"):
+            rank = info.get("rank")
+            if _TB_START in msg:
+                mode = "tb"
+            elif msg.rstrip().endswith(":") or not msg.strip():
+                mode = "msg"
+            else:
+                mode = "line"  # one-line record; indented follow-ups still belong to it
+            blocks[key] = _Block(rank, mode, info.get("time"))
+            out.append(Line(no, msg, rank, source, info.get("time"), True))
+            continue
+        block = blocks.get(key)
+        rank = None
+        if block is not None:
+            stripped = msg.strip()
+            if block.mode == "tb":
+                if not stripped:
+                    block.after_blank = True
+                    rank = block.rank
+                elif block.after_blank and not (_CONNECTOR.match(stripped) or stripped.startswith(_TB_START)
+                                                or msg[:1].isspace()):
+                    blocks[key] = None
+                else:
+                    block.after_blank = False
+                    rank = block.rank
+            elif block.mode == "msg":
+                if not stripped:
+                    blocks[key] = None
+                else:
+                    rank = block.rank
+                    if _TB_START in msg:
+                        block.mode = "tb"
+            else:  # "line": only indented continuation
+                if msg[:1].isspace() and stripped:
+                    rank = block.rank
+                elif stripped.startswith(_TB_START):
+                    block.mode, rank = "tb", block.rank
+                else:
+                    blocks[key] = None
+        out.append(Line(no, msg, rank if rank is not None else info.get("rank"), source,
+                        block.time if (block is not None and rank is not None) else None, False))
+    return out
