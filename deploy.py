@@ -35,14 +35,15 @@ if "targets" in host.groups:
 
     # 2. Prerequisites the runtime needs (python3-dev: Triton's JIT includes Python.h).
     if "prerequisites" in steps:
-        apt.packages(name="Prerequisites", packages=data.packages, update=True, cache_time=3600,
-                     no_recommends=True)
+        apt.packages(name="Prerequisites", packages=[*data.packages, *data.cuda_packages], update=True,
+                     cache_time=3600, no_recommends=True)
 
     # 3. Environment: the reference's venv, host to host.
     venv = None
     if "environment" in steps:
         venv = environment.venv(name=f"Venv {data.venv_path} from {reference.name}",
-                                path=data.venv_path, reference=reference, transfer=data.venv_transfer)
+                                path=data.venv_path, reference=reference, transfer=data.venv_transfer,
+                                import_check=data.venv_import_check)
 
     # 4. Checkpoint (and the speculative draft): pinned, downloaded on the node, verified.
     fetched = []

@@ -7,6 +7,7 @@ speculative decoding, the venv copied from a reference machine where SGLang alre
 # Topology: which host holds the working venv (must be in the inventory's `reference` group).
 reference_host = "ct200"
 venv_path = "/opt/sglang/venv"  # same absolute path on both hosts: a venv is not relocatable
+venv_import_check = "sglang"  # the copied venv's Python must import this on the node
 venv_transfer = "auto"  # direct (reference rsyncs to the node) | relay (via the controller) | auto
 
 # Hub and checkpoint. Pin revisions to commit shas for a reproducible deploy.
@@ -23,6 +24,9 @@ aria2_jobs = 4
 
 # Node prerequisites (python3-dev: Triton/SGLang JIT compiles against Python.h).
 packages = ["python3-dev", "aria2", "rsync", "curl"]
+# CUDA headers for kernels that JIT-compile against the toolkit (from NVIDIA's apt
+# repository, which the node must already have), e.g. ["cuda-toolkit-12-8"].
+cuda_packages = []
 gpus_required = 8
 
 # Server.

@@ -1,0 +1,55 @@
+"""Preflight on the lab: GPU facts from nvidia-smi (a stand-in answering the real query
+format, since the lab has no GPU), required GPU count, and not-enough-disk refusal."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_pyinfra
+
+pytestmark = pytest.mark.lab
+
+FAKE_SMI = Path(__file__).resolve().parent.parent / "noderig" / "lab" / "nvidia-smi"
+
+
+def preflight(lab, *data: str):
+    args = ["-y", "deploy.py", "--data", "steps=preflight"]
+    for d in data:
+        args += ["--data", d]
+    res = run_pyinfra(lab.inventory, *args)
+    return res, res.stdout + res.stderr
+
+
+@pytest.fixture
+def gpus(lab):
+    root = lab.layout.host_root("b300")
+    shutil.copy(FAKE_SMI, root / "usr/local/bin/nvidia-smi")
+    (root / "etc/noderig-lab").mkdir(exist_ok=True)
+
+    def install(count: int) -> None:
+        (root / "etc/noderig-lab/gpus").write_text("NVIDIA B300, 10.3, 580.82.07\n" * count)
+
+    yield install
+    (root / "usr/local/bin/nvidia-smi").unlink(missing_ok=True)
+    shutil.rmtree(root / "etc/noderig-lab", ignore_errors=True)
+
+
+def test_gpus_are_reported_and_the_required_count_enforced(lab, gpus):
+    gpus(8)
+    res, out = preflight(lab, "gpus_required=8")
+    assert res.returncode == 0, out[-3000:]
+    assert "8x NVIDIA B300 (compute 10.3, driver 580.82.07)" in out
+
+    gpus(4)
+    res, out = preflight(lab, "gpus_required=8")
+    assert res.returncode != 0
+    assert "4 GPU(s) visible to nvidia-smi, 8 required" in out
+
+
+def test_no_gpu_is_reported_not_an_error_unless_required(lab):
+    res, out = preflight(lab, "gpus_required=0")
+    assert res.returncode == 0, out[-3000:]
+    assert "no GPU visible" in out
