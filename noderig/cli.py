@@ -50,6 +50,26 @@ def cmd_lab_down(args) -> int:
     return 0
 
 
+def cmd_diagnose(args) -> int:
+    from .diagnose import diagnose  # lazily: the other subcommands do not need the catalog
+    from .diagnose.report import print_report, to_json
+
+    if args.file == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(args.file).read_text(errors="replace")
+        except OSError as e:
+            print(f"noderig diagnose: cannot read {args.file}: {e.strerror or e}", file=sys.stderr)
+            return 2
+    result = diagnose(text)
+    if args.json:
+        print(to_json(result))
+    else:
+        print_report(result)
+    return 0 if result.healthy else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="noderig", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -69,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     ssh.set_defaults(func=cmd_lab_ssh)
     down = lab_sub.add_parser("down", help="stop every host and service the lab started, remove its network")
     down.set_defaults(func=cmd_lab_down)
+
+    diag = sub.add_parser("diagnose", help="name the root cause of a failed launch from its log (exit 0: healthy, 1: failure)")
+    diag.add_argument("file", metavar="FILE|-", help="a saved journal / log / paste, or - for standard input")
+    diag.add_argument("--json", action="store_true", help="machine-readable output")
+    diag.set_defaults(func=cmd_diagnose)
     return parser
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -57,7 +57,7 @@ class Catalog:
     healthy_weak: tuple[re.Pattern, ...]
     sglang_markers: tuple[re.Pattern, ...]
     sglang_ready: tuple[re.Pattern, ...]
-    prefilter: re.Pattern  # every evidence/symptom pattern in one alternation: a cheap first pass
+    index: "_AnchorIndex"  # which patterns a line's words can possibly match: a cheap first pass
 
     def get(self, class_id: str) -> CatalogClass:
         for c in self.classes:
@@ -112,7 +112,6 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
             alternatives=tuple(entry.get("alternatives", [])),
         ))
     healthy = data.get("healthy", {})
-    every = [p.pattern for c in classes for p in (*c.evidence, *c.symptoms)]
     return Catalog(
         version=version, classes=tuple(classes),
         ignore=_compile(data.get("ignore", {}).get("patterns"), "ignore"),
@@ -120,8 +119,117 @@ def load_catalog(path: Path | str | None = None) -> Catalog:
         healthy_weak=_compile(healthy.get("weak"), "healthy"),
         sglang_markers=_compile(healthy.get("sglang_markers"), "healthy"),
         sglang_ready=_compile(healthy.get("sglang_ready"), "healthy"),
-        prefilter=re.compile("|".join(f"(?:{p})" for p in every), re.IGNORECASE),
+        index=_AnchorIndex(classes),
     )
+
+
+try:  # the regex parser, to find the words a pattern cannot match without
+    import re._parser as _sre_parse  # Python 3.11+
+    import re._constants as _sre_c
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _sre_c
+    import sre_parse as _sre_parse
+
+_WORD = re.compile(r"[a-z0-9_]+")
+
+
+def _split_alternatives(pattern: str) -> list[str]:
+    """Split a pattern at its top-level '|' (not inside groups or classes)."""
+    out, depth, in_class, cur, i = [], 0, False, [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            cur.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            out.append("".join(cur))
+            cur = []
+            i += 1
+            continue
+        cur.append(ch)
+        i += 1
+    out.append("".join(cur))
+    return out
+
+
+def _anchor(alternative: str) -> tuple[str | None, str | None]:
+    """(word, literal): the longest whole word (a run of [a-z0-9_], lowercased) that every match
+    of this alternative must contain, and the longest literal substring it must contain (>= 3
+    characters), each or None. Pattern ends count as word boundaries."""
+    try:
+        seq = list(_sre_parse.parse(alternative, re.IGNORECASE))
+    except re.error:  # pragma: no cover - validated by compile before
+        return None, None
+    runs, cur, left_ok = [], [], True
+    for op, av in seq:
+        if op is _sre_c.LITERAL:
+            cur.append(chr(av).lower())
+            continue
+        boundary = op is _sre_c.AT
+        if cur:
+            runs.append(("".join(cur), left_ok, boundary))
+        cur, left_ok = [], boundary
+    if cur:
+        runs.append(("".join(cur), left_ok, True))
+    best = None
+    for run, lok, rok in runs:
+        for m in _WORD.finditer(run):
+            if (m.start() > 0 or lok) and (m.end() < len(run) or rok):
+                if best is None or len(m.group()) > len(best):
+                    best = m.group()
+    literal = max((run for run, _, _ in runs), key=len, default="")
+    return best, (literal if len(literal) >= 3 else None)
+
+
+class _AnchorIndex:
+    """word -> the (class, kind, pattern) entries that need it; plus the patterns without one.
+    Lets a 50k-line log be scanned with one tokenisation per line instead of every regex."""
+
+    def __init__(self, classes):
+        self.by_word: dict[str, list[tuple[int, str, re.Pattern]]] = {}
+        self.by_literal: dict[str, list[tuple[int, str, re.Pattern]]] = {}
+        self.always: list[tuple[int, str, re.Pattern]] = []
+        for ci, c in enumerate(classes):
+            for kind, patterns in (("e", c.evidence), ("s", c.symptoms)):
+                for p in patterns:
+                    anchors = [_anchor(alt) for alt in _split_alternatives(p.pattern)]
+                    entry = (ci, kind, p)
+                    if all(word for word, _ in anchors):
+                        for word in {word for word, _ in anchors}:
+                            self.by_word.setdefault(word, []).append(entry)
+                    elif all(lit for _, lit in anchors):
+                        for lit in {lit for _, lit in anchors}:
+                            self.by_literal.setdefault(lit, []).append(entry)
+                    else:
+                        self.always.append(entry)
+        self.words = frozenset(self.by_word)
+
+    def hits(self, text: str) -> set[tuple[int, str]]:
+        low = text.lower()
+        found = self.words.intersection(_WORD.findall(low))
+        out: set[tuple[int, str]] = set()
+        for w in found:
+            for ci, kind, p in self.by_word[w]:
+                if (ci, kind) not in out and p.search(text):
+                    out.add((ci, kind))
+        for lit, entries in self.by_literal.items():
+            if lit in low:
+                for ci, kind, p in entries:
+                    if (ci, kind) not in out and p.search(text):
+                        out.add((ci, kind))
+        for ci, kind, p in self.always:
+            if (ci, kind) not in out and p.search(text):
+                out.add((ci, kind))
+        return out
 
 
 @lru_cache(maxsize=1)
@@ -227,6 +335,7 @@ def parse_tracebacks(lines: list[Line]) -> list[Traceback]:
         state = "idle"  # idle | frames | message | between
         pending_link: str | None = None
         msg_lines = 0
+        prev_frame = False
         for i in idxs:
             text = lines[i].text
             stripped = text.strip()
@@ -240,11 +349,17 @@ def parse_tracebacks(lines: list[Line]) -> list[Traceback]:
                         result.append(tb)
                     sec = TracebackSection(start_index=i)
                     tb = Traceback(rank, [sec], i, i)
-                pending_link, state, msg_lines = None, "frames", 0
+                pending_link, state, msg_lines, prev_frame = None, "frames", 0, False
                 tb.end_index = i
                 continue
             if tb is None:
-                continue
+                fm = _FRAME.match(text)
+                if fm is None:
+                    continue
+                # a traceback whose header was cut off (an excerpt, a paste): start at its first frame
+                sec = TracebackSection(start_index=i)
+                tb = Traceback(rank, [sec], i, i)
+                state, pending_link, msg_lines, prev_frame = "frames", None, 0, False
             m = _CONNECTOR.match(text)
             if m:
                 pending_link = "cause" if "direct cause" in m["kind"] else "context"
@@ -254,14 +369,18 @@ def parse_tracebacks(lines: list[Line]) -> list[Traceback]:
                 fm = _FRAME.match(text)
                 if fm:
                     sec.frames.append(Frame(fm["file"], int(fm["line"]), fm["func"]))
-                    tb.end_index = i
-                    continue
-                if not stripped or text[:1].isspace() or stripped.startswith("[Previous line repeated"):
-                    if stripped and sec.frames:
-                        tb.code_lines.add(i)
-                    tb.end_index = i
+                    tb.end_index, prev_frame = i, True
                     continue
                 em = _EXC.match(stripped)
+                after_frame, prev_frame = prev_frame, False
+                if (not stripped or text[:1].isspace() or stripped.startswith("[Previous line repeated")
+                        or (after_frame and em is None)):  # the echoed source line, even when unindented
+                    if stripped and sec.frames:
+                        tb.code_lines.add(i)
+                    elif not stripped:
+                        prev_frame = after_frame  # blank lines inside a paste keep the frame's context
+                    tb.end_index = i
+                    continue
                 if em and (sec.frames or "." in em["type"] or em["type"][:1].isupper()):
                     sec.exc_type, sec.message, sec.exc_index = em["type"], (em["msg"] or "").strip(), i
                     state, msg_lines, tb.end_index = "message", 0, i
@@ -392,17 +511,18 @@ def _ready_index(lines: list[Line], cat: Catalog) -> int | None:
 
 def _find_matches(lines: list[Line], cat: Catalog, skip: set[int] = frozenset()) -> list[_Match]:
     matches: list[_Match] = []
-    pre = cat.prefilter.search
+    hits_of = cat.index.hits
     for i, ln in enumerate(lines):
         t = ln.text
-        if not t or pre(t) is None or i in skip:
+        if not t or i in skip:
             continue
-        if any(p.search(t) for p in cat.ignore):
+        hits = hits_of(t)
+        if not hits or any(p.search(t) for p in cat.ignore):
             continue
-        for c in cat.classes:
-            if any(p.search(t) for p in c.evidence):
+        for ci, c in enumerate(cat.classes):
+            if (ci, "e") in hits:
                 matches.append(_Match(c, i, True))
-            elif any(p.search(t) for p in c.symptoms):
+            elif (ci, "s") in hits:
                 matches.append(_Match(c, i, False))
     return matches
 
@@ -468,7 +588,7 @@ def _during_warmup(lines: list[Line]) -> bool:
     started = skipped = False
     for ln in lines:
         t = ln.text
-        if "skip_server_warmup=True" in t or "--skip-server-warmup" in t:
+        if "skip_server_warmup=True" in t:  # SGLang logs its ServerArgs at startup
             skipped = True
         if "Uvicorn running on" in t or "Application startup complete" in t:
             started = True

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 __all__ = ["Line", "normalize", "strip_prefixes", "strip_ansi"]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Line:
     no: int  # 1-based number of the (first) raw line it came from
     text: str  # the message, prefixes removed
@@ -37,15 +37,20 @@ class Line:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
-_MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
 # journalctl -o short / short-precise / short-full-ish:  "Dec 02 13:31:17[.123456] host ident[pid]: "
+# (the month is localised: "Dec", "авг", "déc.")
 _JOURNAL_SHORT = re.compile(
-    rf"^(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) )?(?:{_MONTHS}) [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?(?: \d{{4}})?(?: [A-Z]{{2,5}})? "
+    r"^(?:[^\W\d_]{2,4}\.? )?(?:[^\W\d_]{3,5}\.?) [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?(?: \d{4})?(?: [A-Z]{2,5})? "
     r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?"
 )
 # journalctl -o short-iso / short-iso-precise:  "2026-12-02T13:31:17+0000 host ident[pid]: "
 _JOURNAL_ISO = re.compile(
     r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? "
+    r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?"
+)
+# journalctl -o short-full: "Wed 2026-12-02 13:31:17 UTC host ident[pid]: "
+_JOURNAL_FULL = re.compile(
+    r"^(?:[^\W\d_]{2,4} )?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [A-Za-z+\d:-]{2,6} "
     r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?"
 )
 # journalctl -o short-unix: "1733146277.123456 host ident[pid]: "
@@ -106,12 +111,12 @@ def strip_prefixes(raw: str) -> tuple[str, dict]:
         if not c:
             break
         m = None
-        if c in "JFMASOND" or c in "MTWS":
-            m = _JOURNAL_SHORT.match(text)
+        if c.isalpha() and (text[3:4] in (" ", ".") or text[4:5] in (" ", ".")):
+            m = _JOURNAL_SHORT.match(text) or _JOURNAL_FULL.match(text)
             if m:
                 info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
         if m is None and c.isdigit():
-            m = _JOURNAL_ISO.match(text) or _JOURNAL_UNIX.match(text)
+            m = _JOURNAL_ISO.match(text) or _JOURNAL_UNIX.match(text) or _JOURNAL_FULL.match(text)
             if m:
                 info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
             else:

@@ -1,0 +1,62 @@
+"""Render a Diagnosis: a readable report (rich) and the JSON form for machines."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .engine import Diagnosis
+
+__all__ = ["render", "print_report", "to_json"]
+
+_STYLE = {"healthy": "green", "unknown": "yellow"}
+
+
+def to_json(diagnosis: Diagnosis, indent: int | None = 2) -> str:
+    """At least: class, cause, evidence [{line, rank, lineno}], chain (outermost first), fix."""
+    return json.dumps(diagnosis.to_dict(), indent=indent, ensure_ascii=False)
+
+
+def render(d: Diagnosis) -> Panel:
+    style = _STYLE.get(d.cls, "red")
+    head = Text()
+    head.append(d.cls, style=f"bold {style}")
+    if d.title:
+        head.append(f"  {d.title}", style="bold")
+    head.append(f"  (confidence {d.confidence:.2f})", style="dim")
+    parts: list = [head, Text(d.cause)]
+    if d.component:
+        parts.append(Text.assemble(("component: ", "bold"), d.component))
+    if d.ranks:
+        parts.append(Text.assemble(("ranks: ", "bold"), ", ".join(d.ranks)))
+    if d.evidence:
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
+        table.add_column("line", justify="right", style="dim", no_wrap=True)
+        table.add_column("rank", style="cyan", no_wrap=True)
+        table.add_column("evidence", overflow="fold")
+        for e in d.evidence:
+            table.add_row(str(e.lineno) if e.lineno else "", e.rank or "", Text(e.line))
+        parts += [Text("evidence", style="bold"), table]
+    if d.chain:
+        chain = Text()
+        for i, label in enumerate(d.chain):
+            if i:
+                chain.append(" -> ", style="dim")
+            chain.append(label)
+        parts += [Text("call chain (outermost first)", style="bold"), chain]
+    if d.cls != "healthy":
+        parts += [Text("fix", style="bold"), Text(d.fix)]
+        if d.remedy:
+            parts.append(Text.assemble(("remedy: ", "bold"), (d.remedy, "green"),
+                                       (f"  (also: {', '.join(d.alternatives)})" if d.alternatives else "", "dim")))
+        if d.also_seen:
+            parts.append(Text.assemble(("seen later (consequences): ", "dim"), (", ".join(d.also_seen), "dim")))
+    return Panel(Group(*parts), title="noderig diagnose", border_style=style, expand=False)
+
+
+def print_report(d: Diagnosis, console: Console | None = None) -> None:
+    (console or Console()).print(render(d))

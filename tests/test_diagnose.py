@@ -1,0 +1,521 @@
+"""Crash diagnosis (noderig.diagnose): normalisation, tracebacks, root cause, catalog, report, CLI.
+
+The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
+its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
+directory's class. The per-class accuracy is printed in the terminal summary of every run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from noderig.diagnose import CatalogError, diagnose, load_catalog, normalize, parse_tracebacks
+from noderig.diagnose.engine import CATALOG_PATH, default_catalog, traceback_chain
+from noderig.diagnose.normalize import strip_prefixes
+from noderig.diagnose.report import render, to_json
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "crashlogs"
+ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
+REQUIRED_IDS = [
+    "flash_attn_cute_missing", "missing_python_headers", "missing_cuda_headers", "nvcc_not_found",
+    "unsupported_gpu_arch", "kernel_abi_mismatch", "cuda_oom", "kv_cache_insufficient", "nccl_failure",
+    "shm_too_small", "port_in_use", "checkpoint_corrupt", "trust_remote_code", "unsupported_architecture",
+    "cuda_graph_capture", "speculative_config", "driver_mismatch", "hf_gated_repo",
+    "triton_out_of_shared_memory", "tokenizer_error", "too_many_open_files",
+]
+IMPORTANT = ["flash_attn_cute_missing", "missing_python_headers", "cuda_oom", "nccl_failure", "port_in_use",
+             "checkpoint_corrupt"]
+REMEDY_FORMS = re.compile(r"^(add_flag:--[\w-]+|set:[\w.]+=[\w.-]+|lower:\w+|raise:\w+|install_package:[\w.+-]+|"
+                          r"free_port|reverify_checkpoint|resync_venv|enlarge_shm|provide_hf_token)$")
+
+
+def fixture_text(path: Path) -> str:
+    return path.read_text()
+
+
+def fixture_id(path: Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
+
+
+# --------------------------------------------------------------------------------------------
+# fixtures: every one diagnosed as its directory's class; accuracy in the terminal summary
+
+_RESULTS: dict[str, list[tuple[str, str]]] = defaultdict(list)  # expected class -> [(fixture, got)]
+
+
+class _AccuracyReport:
+    """Registered as a plugin by the first fixture test: prints the per-class table at the end
+    of the run whatever the capture mode (-s or not)."""
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not _RESULTS:
+            return
+        tr = terminalreporter
+        tr.section("crash diagnosis accuracy (tests/fixtures/crashlogs)")
+        total = correct = 0
+        for cls in sorted(_RESULTS):
+            rows = _RESULTS[cls]
+            ok = sum(1 for _, got in rows if got == cls)
+            total, correct = total + len(rows), correct + ok
+            wrong = ", ".join(f"{name}->{got}" for name, got in rows if got != cls)
+            tr.write_line(f"{cls:<30} {ok:>3}/{len(rows):<3}" + (f"  wrong: {wrong}" if wrong else ""))
+        tr.write_line(f"{'total':<30} {correct:>3}/{total:<3} ({100.0 * correct / max(total, 1):.1f}%)")
+
+
+@pytest.fixture(scope="module")
+def accuracy_report(request):
+    plugin = _AccuracyReport()
+    if not request.config.pluginmanager.is_registered(plugin):
+        request.config.pluginmanager.register(plugin, "noderig-diagnose-accuracy")
+    return _RESULTS
+
+
+@pytest.mark.parametrize("path", ALL_FIXTURES, ids=fixture_id)
+def test_fixture_is_diagnosed_as_its_class(path, accuracy_report):
+    expected = path.parent.name
+    d = diagnose(fixture_text(path))
+    accuracy_report[expected].append((path.stem, d.cls))
+    assert d.cls == expected, f"{path.name}: {d.cls}: {d.cause}"
+    if expected not in ("healthy", "unknown"):
+        assert d.evidence and d.fix and d.cause
+        assert d.confidence >= 0.5
+
+
+def test_accuracy_is_total():
+    results = {p: diagnose(fixture_text(p)).cls for p in ALL_FIXTURES}
+    per_class: dict[str, list[bool]] = defaultdict(list)
+    for p, got in results.items():
+        per_class[p.parent.name].append(got == p.parent.name)
+    table = "\n".join(f"{cls:<30} {sum(v)}/{len(v)}" for cls, v in sorted(per_class.items()))
+    print("\naccuracy per class:\n" + table)
+    assert all(all(v) for v in per_class.values()), table
+
+
+def test_fixture_set_covers_every_class():
+    counts = defaultdict(int)
+    for p in ALL_FIXTURES:
+        counts[p.parent.name] += 1
+    catalog_ids = default_catalog().ids
+    assert sorted(REQUIRED_IDS) == sorted(catalog_ids)
+    for cid in [*catalog_ids, "healthy"]:
+        assert counts[cid] >= 1, f"no fixture for {cid}"
+    for cid in IMPORTANT:
+        assert counts[cid] >= 2, f"{cid} needs two fixtures or more"
+    assert counts["healthy"] >= 3
+    healthy = [p.read_text() for p in FIXTURES.glob("healthy/*.log")]
+    assert any("sglang" in t.lower() for t in healthy) and any("vLLM" in t for t in healthy)
+
+
+@pytest.mark.parametrize("path", ALL_FIXTURES, ids=fixture_id)
+def test_fixture_names_its_source(path):
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# source: "), path
+    assert "github.com/" in first or "stand-in" in first or "synthesized" in first
+
+
+# --------------------------------------------------------------------------------------------
+# the reference cases (stand-in logs)
+
+VISION = FIXTURES / "flash_attn_cute_missing" / "standin-vision-warmup-tp2.log"
+PYTHON_H = FIXTURES / "missing_python_headers" / "standin-no-python-dev-tp2.log"
+
+
+def test_standin_vision_crash_names_the_vision_tower_warmup():
+    d = diagnose(VISION.read_text())
+    assert d.cls == "flash_attn_cute_missing"
+    assert d.remedy == "add_flag:--skip-server-warmup"
+    first = d.chain.index("mm_utils._get_chunked_embedding_by_item")
+    assert d.chain.index("kimi_k25.get_image_feature") > first
+    assert d.chain[0] == "scheduler.run_scheduler_process"  # outermost first
+    assert "vision tower" in d.component and "warmup" in d.component
+    assert d.ranks == ["TP0", "TP1"]
+    assert any("flash_attn.cute" in e.line for e in d.evidence)
+
+
+def test_standin_vision_crash_in_journal_form_with_ep_ranks():
+    d = diagnose((FIXTURES / "flash_attn_cute_missing" / "standin-vision-warmup-tp4-ep4-journal.log").read_text())
+    assert d.cls == "flash_attn_cute_missing"
+    assert d.ranks == ["TP0 EP0", "TP1 EP1", "TP2 EP2", "TP3 EP3"]
+    assert d.chain.index("mm_utils._get_chunked_embedding_by_item") < d.chain.index("kimi_k25.get_image_feature")
+
+
+def test_python_h_wins_over_the_errors_it_causes():
+    text = PYTHON_H.read_text() + "\n".join([
+        "[2026-12-02 13:36:18 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.11/site-packages/sglang/srt/models/registry.py", line 80, in resolve',
+        "    raise ValueError(msg)",
+        "ValueError: Model architectures ['KimiK25ForConditionalGeneration'] are not supported for now.",
+        "",
+        "[2026-12-02 13:36:19 TP1] RuntimeError: NCCL error: unhandled system error",
+        "[2026-12-02 13:36:19] Received sigquit from a child process. It usually means the child failed.",
+    ]) + "\n"
+    d = diagnose(text)
+    assert d.cls == "missing_python_headers"
+    assert d.remedy == "install_package:python3-dev"
+    assert "Python.h" in d.evidence[0].line
+    assert {"unsupported_architecture", "nccl_failure"} <= set(d.also_seen)
+    assert d.chain[-1] == "build._build" and "Triton" in d.component
+
+
+def test_standin_healthy_and_port_in_use_after_uvicorn_start():
+    assert diagnose((FIXTURES / "healthy" / "standin-sglang-skip-warmup-tp2.log").read_text()).healthy
+    d = diagnose((FIXTURES / "port_in_use" / "standin-port-taken.log").read_text())
+    assert d.cls == "port_in_use" and d.remedy == "free_port"
+
+
+# --------------------------------------------------------------------------------------------
+# root cause ordering: a cause followed by its consequences
+
+
+def sg(rank: str | None, msg: str, t: str = "13:31:17") -> str:
+    return f"[2026-05-30 {t}{' ' + rank if rank else ''}] {msg}"
+
+
+def test_dead_peer_oom_wins_over_nccl_timeouts_on_the_other_ranks():
+    lines = [sg("TP3", "Scheduler hit an exception: Traceback (most recent call last):"),
+             '  File "/x/sglang/srt/model_executor/model_runner.py", line 10, in forward', "    x = f()",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", ""]
+    for r in (0, 1, 2):
+        lines.append(f"[rank{r}]:[E530 13:41:17.1 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+                     f"operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600020 milliseconds before timing out.")
+    lines.append(sg(None, "Received sigquit from a child process. It usually means the child failed.", "13:41:18"))
+    d = diagnose("\n".join(lines))
+    assert d.cls == "cuda_oom" and d.ranks == ["TP3"] and d.remedy == "lower:mem_fraction_static"
+    assert "nccl_failure" in d.also_seen
+
+
+def test_timeouts_alone_are_an_nccl_failure():
+    lines = [f"[rank{r}]:[E530 13:41:17.1 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+             "timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600020 milliseconds before timing out." for r in range(4)]
+    d = diagnose("\n".join(lines))
+    assert d.cls == "nccl_failure" and d.confidence < 0.9  # a symptom, not a decisive signature
+
+
+def test_shm_exhaustion_wins_over_the_nccl_error_it_causes():
+    text = "\n".join([
+        "b300:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
+        sg("TP1", "Scheduler hit an exception: Traceback (most recent call last):"),
+        '  File "/x/pynccl_wrapper.py", line 329, in NCCL_CHECK', '    raise RuntimeError(f"NCCL error: {error_str}")',
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)", "",
+    ])
+    d = diagnose(text)
+    assert d.cls == "shm_too_small" and d.remedy == "enlarge_shm" and "nccl_failure" in d.also_seen
+
+
+def test_scheduler_exception_wins_over_sigquit_and_dead_scheduler():
+    text = "\n".join([
+        sg("TP0", "Scheduler hit an exception: Traceback (most recent call last):"),
+        '  File "/x/weight_utils.py", line 77, in read_safetensors_header',
+        '    raise _header_error("incomplete metadata, file not fully covered")',
+        "safetensors_rust.SafetensorError: Error while deserializing header: incomplete metadata, file not fully covered",
+        "",
+        sg(None, "Received sigquit from a child process. It usually means the child failed."),
+        sg(None, "Rank 1 scheduler is dead. Please check if there are relevant logs."),
+    ])
+    d = diagnose(text)
+    assert d.cls == "checkpoint_corrupt" and d.remedy == "reverify_checkpoint"
+    assert d.evidence[0].line.startswith("safetensors_rust.SafetensorError")  # not the echoed `raise` source line
+
+
+def test_crash_after_ready_is_not_healthy_but_errors_before_ready_do_not_count():
+    ready = sg(None, "The server is fired up and ready to roll!")
+    oom = sg("TP0", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.")
+    assert diagnose("\n".join([ready, oom])).cls == "cuda_oom"
+    noisy = sg("TP0", "Ignore import error when loading sglang.srt.models.mllama4: No module named 'flash_attn.cute'")
+    assert diagnose("\n".join([noisy, ready])).healthy
+
+
+def test_healthy_startup_with_scary_words_stays_healthy():
+    text = "\n".join([
+        sg(None, "server_args=ServerArgs(model_path='/m', trust_remote_code=False, disable_cuda_graph=False, "
+                 "skip_server_warmup=False, speculative_algorithm=None)"),
+        sg("TP0", "The 'deprecated' flag --enable-flashinfer-mla is deprecated. Please use --attention-backend."),
+        "2025-03-10 10:45:15,370 - INFO - flashinfer.jit: Loading JIT ops: cascade",
+        sg("TP0", "Warning: custom all-reduce is disabled because it is not supported on more than two PCIe-only GPUs."),
+        sg("TP0", "Decode batch. #running-req: 1, #token: 42, token usage: 0.00, error_rate=0, #queue-req: 0"),
+        sg(None, "INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)"),
+        sg(None, "The server is fired up and ready to roll!"),
+    ])
+    d = diagnose(text)
+    assert d.healthy, d.cause
+
+
+def test_sglang_uvicorn_lines_are_not_ready_without_the_warmup_line():
+    text = "\n".join([sg("TP0", "Capture cuda graph end. Time elapsed: 2.19 s"),
+                      sg(None, "INFO:     Application startup complete."),
+                      sg(None, "INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)")])
+    d = diagnose(text)
+    assert d.cls == "unknown"  # still warming up, or killed silently: not ready yet
+
+
+def test_unknown_failure_shows_the_relevant_lines():
+    d = diagnose((FIXTURES / "unknown" / "sglang-2468-warmup-502.log").read_text())
+    assert d.cls == "unknown" and d.remedy is None
+    lines = [e.line for e in d.evidence]
+    assert lines[0].startswith("AssertionError: res=<Response [502]>")
+    assert any("Traceback" in line for line in lines)
+    assert d.chain == ["server._wait_and_warmup"]
+    assert diagnose("").cls == "unknown"
+
+
+# --------------------------------------------------------------------------------------------
+# tracebacks
+
+
+def test_interleaved_two_rank_tracebacks_parse_separately_vllm_prefixes():
+    tp0 = ["Traceback (most recent call last):", '  File "/v/vllm/worker/worker.py", line 10, in load_model',
+           "    self.model_runner.load_model()", '  File "/v/vllm/model_loader/loader.py", line 20, in load_weights',
+           "    w = f()", "RuntimeError: boom on zero"]
+    tp1 = ["Traceback (most recent call last):", '  File "/v/vllm/worker/worker.py", line 30, in init_device',
+           "    init_distributed()", '  File "/v/vllm/distributed/parallel_state.py", line 40, in init_distributed',
+           "    nccl()", "RuntimeError: NCCL error: unhandled system error"]
+    lines = []
+    for a, b in zip(tp0, tp1):
+        lines.append(f"(Worker_TP0 pid=100) ERROR 05-24 00:20:47 [multiproc_executor.py:1108] {a}")
+        lines.append(f"(Worker_TP1 pid=101) ERROR 05-24 00:20:47 [multiproc_executor.py:1108] {b}")
+    tbs = parse_tracebacks(normalize("\n".join(lines)))
+    by_rank = {tb.rank: tb for tb in tbs}
+    assert set(by_rank) == {"TP0", "TP1"}
+    assert traceback_chain(by_rank["TP0"]) == ["worker.load_model", "loader.load_weights"]
+    assert traceback_chain(by_rank["TP1"]) == ["worker.init_device", "parallel_state.init_distributed"]
+    assert by_rank["TP0"].final.message == "boom on zero"
+    assert by_rank["TP1"].final.exc_type == "RuntimeError"
+    d = diagnose("\n".join(lines))
+    assert d.cls == "nccl_failure" and d.ranks == ["TP1"]
+    assert d.chain == ["worker.init_device", "parallel_state.init_distributed"]
+
+
+def test_interleaved_torch_rank_prefixes_and_chained_sections():
+    r0 = ["Traceback (most recent call last):", '  File "/a/mod_a.py", line 1, in load_kernel', "ImportError: no cute", "",
+          "The above exception was the direct cause of the following exception:", "",
+          "Traceback (most recent call last):", '  File "/a/mod_b.py", line 2, in outer',
+          '  File "/a/mod_c.py", line 3, in middle', "RuntimeError: wrapped"]
+    r1 = ["Traceback (most recent call last):", '  File "/b/other.py", line 9, in run', "KeyError: 'x'",
+          "", "", "", "", "", "", ""]
+    lines = []
+    for a, b in zip(r0, r1):
+        lines += [f"[rank0]: {a}", f"[rank1]: {b}"]
+    tbs = {tb.rank: tb for tb in parse_tracebacks(normalize("\n".join(lines)))}
+    assert len(tbs["rank0"].sections) == 2 and tbs["rank0"].sections[0].link == "cause"
+    assert [s.exc_type for s in tbs["rank0"].sections] == ["ImportError", "RuntimeError"]
+    assert traceback_chain(tbs["rank0"]) == ["mod_b.outer", "mod_c.middle"]
+    assert traceback_chain(tbs["rank0"], tbs["rank0"].sections[0]) == ["mod_b.outer", "mod_c.middle", "mod_a.load_kernel"]
+    assert tbs["rank1"].final.exc_type == "KeyError" and traceback_chain(tbs["rank1"]) == ["other.run"]
+
+
+def test_sglang_traceback_continuation_lines_inherit_the_rank():
+    lines = normalize(VISION.read_text())
+    tbs = parse_tracebacks(lines)
+    scheduler_tbs = [tb for tb in tbs if tb.rank in ("TP0", "TP1")]
+    assert sorted(tb.rank for tb in scheduler_tbs) == ["TP0", "TP1"]
+    for tb in scheduler_tbs:
+        assert [s.exc_type for s in tb.sections] == ["ModuleNotFoundError", "ImportError"]
+        assert tb.sections[0].link == "cause"
+
+
+def test_chain_drops_wrapper_and_stdlib_frames():
+    text = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "<frozen runpy>", line 198, in _run_module_as_main',
+        '  File "/usr/lib/python3.10/threading.py", line 1016, in run',
+        '  File "/opt/v/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1736, in _wrapped_call_impl',
+        '  File "/opt/v/lib/python3.10/site-packages/sglang/srt/models/qwen2.py", line 299, in forward',
+        '  File "/opt/v/lib/python3.10/site-packages/sglang/srt/layers/logits_processor.py", line 184, in forward',
+        "RuntimeError: x",
+    ])
+    (tb,) = parse_tracebacks(normalize(text))
+    assert traceback_chain(tb) == ["qwen2.forward", "logits_processor.forward"]
+
+
+# --------------------------------------------------------------------------------------------
+# normalisation
+
+
+@pytest.mark.parametrize("raw, text, info", [
+    ("Dec 02 13:31:17 b300 sglang[536]: hello", "hello", {"source": "sglang[536]"}),
+    ("Dec 02 13:31:17.123456 b300 sglang[536]: [2026-05-30 14:47:43 TP0] x", "x",
+     {"source": "sglang[536]", "rank": "TP0", "time": "2026-05-30 14:47:43", "prefixed": True}),
+    ("2026-12-02T13:31:17+0000 b300 python3[12]: [2026-05-30 14:47:43 DP3 TP3] x", "x",
+     {"source": "python3[12]", "rank": "DP3 TP3"}),
+    ("2026-12-02T13:31:17.123456+00:00 b300 python3[12]: y", "y", {"source": "python3[12]"}),
+    ("Wed 2026-12-02 13:31:17 UTC b300 python3[12]: y", "y", {"source": "python3[12]"}),
+    ("авг 18 14:15:04 llm python3[28059]: (EngineCore pid=28059) INFO 08-18 14:15:04 [vllm.py:1295] z", "z",
+     {"source": "python3[28059]", "rank": "EngineCore"}),
+    ("[2026-05-30 14:47:43 TP0 EP0] Load weight begin.", "Load weight begin.", {"rank": "TP0 EP0"}),
+    ("[2026-05-30 14:47:43] The server is fired up", "The server is fired up", {"prefixed": True}),
+    ("[23:23:54 TP7] Traceback (most recent call last):", "Traceback (most recent call last):", {"rank": "TP7"}),
+    ("(Worker_TP4 pid=1234) ERROR 05-24 00:20:47 [core.py:1108]   File \"x.py\", line 3, in f",
+     '  File "x.py", line 3, in f', {"rank": "TP4", "source": "pid1234"}),
+    ("(VllmWorker rank=3 pid=99) INFO 01-11 15:51:02 llm_engine.py:70] hi", "hi", {"rank": "rank3"}),
+    ("(EngineCore_0 pid=7) ERROR 10-23 11:30:25 [core.py:779] boom", "boom", {"rank": "EngineCore_0"}),
+    ("(EngineCore_DP0 pid=5014) ERROR 10-23 11:30:25 [core.py:779] boom", "boom", {"rank": "DP0"}),
+    ("sglang-1  | [2026-05-30 14:47:43 TP0] hi", "hi", {"source": "sglang-1", "rank": "TP0"}),
+    ("2024-06-28T06:11:52.685300953Z (LLMRayActor pid=20770) ERROR 06-28 06:11:45 worker_base.py:145] x", "x",
+     {"rank": "LLMRayActor"}),
+    ("[rank2]:   File \"a.py\", line 1, in f", '  File "a.py", line 1, in f', {"rank": "rank2"}),
+    ("\x1b[32m[2026-05-30 14:47:43 TP1]\x1b[0m \x1b[1;31mERROR\x1b[0m colour", "ERROR colour", {"rank": "TP1"}),
+    ("Loading safetensors checkpoint shards:  25% Completed\rLoading safetensors checkpoint shards: 100% Completed",
+     "Loading safetensors checkpoint shards: 100% Completed", {}),
+    ("/tmp/x/cuda_utils.c:7:10: fatal error: Python.h: No such file or directory",
+     "/tmp/x/cuda_utils.c:7:10: fatal error: Python.h: No such file or directory", {}),
+])
+def test_strip_prefixes(raw, text, info):
+    got_text, got_info = strip_prefixes(raw)
+    assert got_text == text
+    for key, value in info.items():
+        assert got_info.get(key) == value, (key, got_info)
+
+
+def test_journal_cat_output_is_taken_as_is():
+    lines = normalize("Traceback (most recent call last):\n  File \"a.py\", line 1, in f\nValueError: x\n")
+    assert [ln.text for ln in lines] == ["Traceback (most recent call last):", '  File "a.py", line 1, in f', "ValueError: x"]
+    assert all(ln.rank is None for ln in lines)
+
+
+def test_continuation_rank_stops_at_unrelated_output():
+    lines = normalize("\n".join([
+        sg("TP1", "Load weight end. type=X"),
+        "/tmp/x.c:7:10: fatal error: Python.h: No such file or directory",  # gcc, not TP1's record
+        "    7 | #include <Python.h>",
+        sg("TP0", "Scheduler hit an exception: Traceback (most recent call last):"),
+        '  File "/a/b.py", line 1, in f',
+        "subprocess.CalledProcessError: Command 'gcc' returned non-zero exit status 1.",
+        "",
+        "Loading safetensors checkpoint shards: 100% Completed",
+    ]))
+    assert [ln.rank for ln in lines] == ["TP1", None, None, "TP0", "TP0", "TP0", "TP0", None]
+
+
+def test_hard_wrapped_paste_is_rejoined():
+    width = 80
+    long_msg = ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can "
+                "be stored in KV cache (7344). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
+                "when initializing the engine.")
+    frame = '  File "/home/user/miniconda3/lib/python3.12/site-packages/vllm/engine/llm_engine.py", line 309, in from_engine_args'
+    original = ["Traceback (most recent call last):", frame, "    engine = cls(*engine_configs,", long_msg]
+    wrapped = []
+    for line in original:
+        wrapped += [line[i:i + width] for i in range(0, len(line), width)]
+    lines = [ln.text for ln in normalize("\n".join(wrapped)) if ln.text]
+    assert lines == original
+    d = diagnose("\n".join(wrapped))
+    assert d.cls == "kv_cache_insufficient" and d.chain == ["llm_engine.from_engine_args"]
+
+
+def test_frame_line_cut_inside_its_path_is_rejoined():
+    text = "\n".join([
+        "ERROR 03-25 02:21:41 [engine.py:448] Traceback (most recent call last):",
+        '  File "/home/user/miniconda3/lib/python3.12/site-',
+        'packages/vllm/model_executor/models/utils.py", line 235, in load_weights',
+        "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer",
+    ])
+    (tb,) = parse_tracebacks(normalize(text))
+    assert traceback_chain(tb) == ["utils.load_weights"]
+
+
+# --------------------------------------------------------------------------------------------
+# catalog, report, JSON
+
+
+def test_catalog_is_versioned_data():
+    raw = CATALOG_PATH.read_text()
+    assert raw.lstrip().splitlines()[0].startswith("#") and "\nversion = 1\n" in raw
+    cat = load_catalog()
+    assert cat.version == 1 and len(cat.ids) == len(set(cat.ids))
+    for c in cat.classes:
+        assert c.title and c.meaning and c.fix and c.evidence
+        for rid in [c.remedy, *c.alternatives, *(r for _, r in c.remedies)]:
+            assert rid is None or REMEDY_FORMS.match(rid), (c.id, rid)
+    assert not cat.index.always, "every signature needs a literal word or substring (keeps 50k-line logs fast)"
+
+
+def test_catalog_version_and_regex_errors_are_refused(tmp_path):
+    bad = tmp_path / "catalog.toml"
+    bad.write_text("version = 99\n")
+    with pytest.raises(CatalogError, match="version"):
+        load_catalog(bad)
+    bad.write_text('version = 1\n[[class]]\nid = "x"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["(unclosed"]\n')
+    with pytest.raises(CatalogError, match="bad regex"):
+        load_catalog(bad)
+
+
+def test_json_form_has_the_contract_fields():
+    d = diagnose(VISION.read_text())
+    data = json.loads(to_json(d))
+    assert data["class"] == "flash_attn_cute_missing"
+    for key in ("cause", "evidence", "chain", "fix", "remedy", "confidence"):
+        assert key in data
+    assert all(set(e) >= {"line", "rank"} for e in data["evidence"])
+    assert data["chain"][0] == "scheduler.run_scheduler_process"
+    assert json.loads(d.to_json()) == data
+
+
+def test_readable_report_shows_class_cause_evidence_chain_fix():
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    console.print(render(diagnose(VISION.read_text())))
+    out = console.export_text()
+    for needle in ("flash_attn_cute_missing", "TP1", "mm_utils._get_chunked_embedding_by_item -> "
+                   "kimi_k25.get_image_feature", "--skip-server-warmup", "evidence", "fix"):
+        assert needle in out
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+
+
+def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "160"}
+    return subprocess.run([sys.executable, "-m", "noderig.cli", "diagnose", *args], input=stdin, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_cli_json_on_a_file_exits_1_on_failure():
+    r = run_cli(str(PYTHON_H), "--json")
+    assert r.returncode == 1, r.stderr
+    data = json.loads(r.stdout)
+    assert data["class"] == "missing_python_headers" and data["remedy"] == "install_package:python3-dev"
+
+
+def test_cli_reads_stdin_and_exits_0_when_healthy():
+    r = run_cli("-", stdin=(FIXTURES / "healthy" / "standin-sglang-skip-warmup-tp2.log").read_text())
+    assert r.returncode == 0, r.stderr
+    assert "healthy" in r.stdout
+    r = run_cli("-", "--json", stdin=VISION.read_text())
+    assert r.returncode == 1 and json.loads(r.stdout)["class"] == "flash_attn_cute_missing"
+
+
+def test_cli_usage_errors_exit_2(tmp_path):
+    assert run_cli().returncode == 2
+    r = run_cli(str(tmp_path / "missing.log"))
+    assert r.returncode == 2 and "cannot read" in r.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# speed
+
+
+def test_fifty_thousand_lines_in_under_a_second():
+    healthy = (FIXTURES / "healthy" / "standin-sglang-skip-warmup-tp2.log").read_text().splitlines()
+    busy = [line for line in healthy if "batch" in line or "HTTP/1.1" in line]
+    crash = VISION.read_text().splitlines()
+    lines = crash[:45] + (busy * (50_000 // len(busy) + 1))[:50_000 - len(crash)] + crash[45:]
+    text = "\n".join(f"Dec 02 13:31:17 b300 python3[536]: {line}" for line in lines)
+    assert len(lines) == 50_000
+    diagnose("warm up the catalog")
+    start = time.perf_counter()
+    d = diagnose(text)
+    elapsed = time.perf_counter() - start
+    assert d.cls == "flash_attn_cute_missing"
+    assert elapsed < 1.0, f"{elapsed:.2f} s"
