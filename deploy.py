@@ -8,8 +8,9 @@ Every step compares facts with the desired state and changes only the difference
 """
 
 from pyinfra import host, inventory
-from pyinfra.operations import apt, files
+from pyinfra.operations import apt
 
+from noderig.manifest import RepoPin
 from noderig.unit import ServerSettings
 from operations import checkpoint, diagnosis, environment, preflight, service
 
@@ -25,12 +26,14 @@ if "targets" in host.groups:
     pins = [(data.model_repo, data.model_revision, data.model_dir)]
     if data.speculative != "none":
         pins.append((data.draft_repo, data.draft_revision, data.draft_dir))
+    checkpoints = [(RepoPin(repo, revision, data.hf_endpoint, tuple(data.checkpoint_patterns)), data.hf_token_file, dest)
+                   for repo, revision, dest in pins] if "checkpoint" in steps else []
 
     # 1. Preflight: nothing changes on a host that fails it (always runs).
     preflight.node(
         name="Preflight: OS, disk, GPUs, base Python",
         model_dir=data.model_dir, venv=data.venv_path, reference=reference,
-        gpus_required=data.gpus_required,
+        gpus_required=data.gpus_required, checkpoints=checkpoints,
     )
 
     # 2. Prerequisites the runtime needs (python3-dev: Triton's JIT includes Python.h).
@@ -49,30 +52,21 @@ if "targets" in host.groups:
     fetched = []
     if "checkpoint" in steps:
         fetched = [
-            checkpoint.fetch(name=f"Checkpoint {repo}", repo=repo, revision=revision, dest=dest,
-                             endpoint=data.hf_endpoint, token_file=data.hf_token_file,
+            checkpoint.fetch(name=f"Checkpoint {pin.repo}", pin=pin, dest=dest, token_file=token_file,
                              connections=data.aria2_connections, jobs=data.aria2_jobs)
-            for repo, revision, dest in pins
+            for pin, token_file, dest in checkpoints
         ]
 
+settings = ServerSettings.from_inventory(data)
+
 if "targets" in host.groups and "service" in steps:
-    # 5. Service: environment file (0600), unit from the template, running.
-    env_file = f"/etc/noderig/{data.service_name}.env"
-    env = files.template(name="Server environment file", src="templates/sglang.env.j2", dest=env_file,
-                         mode="600", environment=data.server_environment)
-    settings = ServerSettings(
-        venv=data.venv_path, model_dir=data.model_dir, served_model_name=data.served_model_name,
-        host=data.server_host, port=data.server_port, tp_size=data.tp_size, ep_size=data.ep_size,
-        trust_remote_code=data.trust_remote_code, reasoning_parser=data.reasoning_parser,
-        tool_call_parser=data.tool_call_parser, mem_fraction_static=data.mem_fraction_static,
-        attention_backend=data.attention_backend, skip_server_warmup=data.skip_server_warmup,
-        speculative=data.speculative, draft_dir=data.draft_dir, ddtree_budget=data.ddtree_budget,
-        page_size=data.page_size, extra_flags=list(data.extra_flags),
-    )
-    service.install(data.service_name, settings, start_timeout=data.start_timeout, env_file=env_file,
-                    restart_if=[op for op in (env, venv, *fetched) if op is not None])
+    # 5. Service: flags checked against the installed SGLang, then the launcher, the 0600
+    # environment file (secrets) and the unit; restarted only when something it runs changed.
+    service.install(settings, api_key_file=data.api_key_file, reference=reference,
+                    restart_if=[op for op in (venv, *fetched) if op is not None])
 
 if "targets" in host.groups and "readiness" in steps:
     # 6. Readiness: health, one smoke request, and the failed invocation's journal if it crashed.
     diagnosis.ready(name=f"{data.service_name} ready", service=data.service_name, port=data.server_port,
-                    served_model_name=data.served_model_name, timeout=data.ready_timeout)
+                    served_model_name=data.served_model_name, timeout=data.ready_timeout,
+                    api_key_file=data.api_key_file)

@@ -27,18 +27,22 @@ class RepoPin:
     patterns: tuple[str, ...] = tuple(DEFAULT_PATTERNS)
 
 
+def read_private(path_text: str, what: str) -> str | None:
+    """A secret from a file on the controller that only its owner can read (0600)."""
+    path = Path(path_text).expanduser()
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise NoderigError(f"the {what} file {path} does not exist; create it (mode 0600) or unset the setting")
+    if mode & 0o077:
+        raise NoderigError(f"the {what} file {path} is readable by others (mode {oct(mode & 0o777)}); chmod 600 it")
+    return path.read_text().strip() or None
+
+
 def read_token(token_file: str | None) -> str | None:
     """The Hub token: from ``token_file`` (must be private: 0600) or ``HF_TOKEN``."""
     if token_file:
-        path = Path(token_file).expanduser()
-        try:
-            mode = path.stat().st_mode & 0o077
-        except FileNotFoundError:
-            raise NoderigError(f"the Hub token file {path} does not exist; create it (mode 0600) or unset hf_token_file")
-        if mode:
-            raise NoderigError(f"the Hub token file {path} is readable by others (mode {oct(path.stat().st_mode & 0o777)}); chmod 600 it")
-        token = path.read_text().strip()
-        return token or None
+        return read_private(token_file, "Hub token")
     return os.environ.get("HF_TOKEN") or None
 
 
@@ -78,6 +82,7 @@ def build_manifest(pin: RepoPin, token: str | None) -> dict:
         "revision": pin.revision,
         "commit": info.sha,
         "endpoint": pin.endpoint,
+        "patterns": list(pin.patterns),
         "files": files,
         "total_bytes": sum(f["size"] for f in files),
     }

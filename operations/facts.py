@@ -25,6 +25,7 @@ class NodeInfo(FactBase):
             'echo "os=$(. /etc/os-release; echo "$ID $VERSION_ID")"; '
             "echo \"python=$(python3 -c 'import platform; print(platform.python_version())' 2>/dev/null)\"; "
             'echo "free=$(df -PB1 "$p" | awk \'NR==2 {print $4}\')"; '
+            'echo "dev=$(stat -c %d "$p")"; '
             "if command -v nvidia-smi >/dev/null 2>&1; then "
             "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null "
             "| sed 's/^/gpu=/'; fi"
@@ -41,6 +42,8 @@ class NodeInfo(FactBase):
                 info["python"] = value or None
             elif key == "free" and value.isdigit():
                 info["free_bytes"] = int(value)
+            elif key == "dev":
+                info["device"] = value
             elif key == "gpu":
                 name, cap, driver = ([v.strip() for v in value.split(",")] + ["", "", ""])[:3]
                 info["gpus"].append({"name": name, "compute_cap": cap, "driver": driver})
@@ -214,3 +217,66 @@ class DistributionsDigest(FactBase):
         digest = output[0].split()[0] if output else None
         # sha256 of empty input: no RECORD files at all
         return None if digest in (None, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") else digest
+
+
+class FsType(FactBase):
+    """
+    The filesystem type (``stat -f -c %T``) of ``path``, or of its nearest existing parent.
+    """
+
+    def command(self, path: str) -> StringCommand:
+        script = 'p="$1"; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; stat -f -c %T "$p"'
+        return StringCommand("sh", "-c", QuoteString(script), "noderig-fstype", QuoteString(path))
+
+    def process(self, output):
+        return output[0].strip() if output else None
+
+
+class Sha256(FactBase):
+    """
+    The sha256 of a (small) file, or ``None`` if it does not exist. Never for checkpoints.
+    """
+
+    def command(self, path: str) -> StringCommand:
+        return StringCommand("sha256sum", QuoteString(path), "2>/dev/null", "||", "true")
+
+    def process(self, output):
+        return output[0].split()[0] if output else None
+
+
+class FileMode(FactBase):
+    """
+    A file's permission bits in octal (``"644"``), or ``None`` if it does not exist.
+    """
+
+    def command(self, path: str) -> StringCommand:
+        return StringCommand("stat", "-c", "%a", QuoteString(path), "2>/dev/null", "||", "true")
+
+    def process(self, output):
+        return output[0].strip() if output else None
+
+
+class FileText(FactBase):
+    """
+    A (small, non-secret) text file's content, or ``None`` if it does not exist.
+    """
+
+    def command(self, path: str) -> StringCommand:
+        return StringCommand("test", "-f", QuoteString(path), "&&", "cat", QuoteString(path), "&&", "echo", "||", "true")
+
+    def process(self, output):
+        return "\n".join(output) if output else None
+
+
+class ServerVersion(FactBase):
+    """
+    The version of the SGLang installed in a venv (from its metadata, without importing
+    the server), or ``None``.
+    """
+
+    def command(self, venv: str) -> StringCommand:
+        code = "import importlib.metadata as m; print(m.version('sglang'))"
+        return StringCommand(QuoteString(f"{venv}/bin/python"), "-c", QuoteString(code), "2>/dev/null", "||", "true")
+
+    def process(self, output):
+        return output[0].strip() if output else None

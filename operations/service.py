@@ -1,41 +1,149 @@
-"""Step 5, service: the SGLang systemd unit rendered from the template, installed, running."""
+"""Step 5, service: the SGLang unit and its 0600 environment file, validated, installed, running."""
 
 from __future__ import annotations
 
+import difflib
+import hashlib
+import io
+import json
+import os
 from pathlib import Path
 
-from pyinfra.operations import files, systemd
+from pyinfra import host, logger
+from pyinfra.api import operation
+from pyinfra.api.command import FileUploadCommand, QuoteString, StringCommand
+from pyinfra.operations import systemd
 
-from noderig.unit import ServerSettings, exec_start, server_argv
+from noderig.errors import NoderigError
+from noderig.flags import ServerFlags, parse_help
+from noderig.manifest import read_private
+from noderig.node import script_path
+from noderig.unit import ServerSettings, check_against_server, help_command, render_env, render_unit, validate
 
-TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "sglang.service.j2"
+from .facts import DistributionsDigest, FileMode, FileText, ServerVersion, Sha256
+from .util import fail, first_pass
+
+LAUNCHER = "/usr/local/lib/noderig/launch.py"
 
 
 def unit_path(service: str) -> str:
     return f"/etc/systemd/system/{service}.service"
 
 
-def install(service: str, settings: ServerSettings, start_timeout: int, env_file: str, restart_if: list):
-    """Render and install the unit; reload systemd when it changed; start and enable it; restart
-    it when the unit or anything it runs (``restart_if`` operations) changed."""
-    argv = server_argv(settings)
-    unit = files.template(
-        name=f"Render {service}.service",
-        src=str(TEMPLATE),
-        dest=unit_path(service),
-        mode="644",
-        exec_start=exec_start(argv),
-        served_model_name=settings.served_model_name,
-        model_dir=settings.model_dir,
-        env_file=env_file,
-        start_timeout=start_timeout,
-        service=service,
-    )
+def _help_cache(digest: str) -> Path:
+    base = Path(os.environ.get("NODERIG_CACHE", Path.home() / ".cache" / "noderig")) / "server-help"
+    return base / f"{digest}.json"
+
+
+def server_flags_of(venv_host, venv: str, settings: ServerSettings) -> ServerFlags | None:
+    """The flags the SGLang in ``venv`` on ``venv_host`` accepts, from its ``--help``: asked once
+    per venv content (keyed by its installed distributions) and kept on the controller, since
+    the real server's --help imports torch and takes seconds."""
+    digest = venv_host.get_fact(DistributionsDigest, venv=venv)
+    if digest is None:
+        return None
+    cache = _help_cache(digest)
+    if cache.exists():
+        return ServerFlags.from_json(json.loads(cache.read_text()))
+    ok, out = venv_host.run_shell_command(StringCommand(*(QuoteString(a) for a in help_command(settings))))
+    if not ok:
+        return None
+    version = venv_host.get_fact(ServerVersion, venv=venv)
+    flags = parse_help("\n".join(out.stdout_lines), venv=venv, version=version)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(flags.to_json()))
+    return flags
+
+
+@operation(is_idempotent=True)
+def check_flags(settings: ServerSettings, reference=None, api_key: bool = False):
+    """
+    Refuse, before the unit is touched, inventory values that are invalid and flags the
+    installed SGLang does not know (a renamed flag is caught here, not after a long start).
+    The venv's ``--help`` is read on the node, or on the reference when the node has no venv yet
+    (the node's will be its copy).
+
+    + settings: the server settings from the inventory
+    + reference: the reference host, whose venv the node's copies
+    + api_key: an API key will be passed (so ``--api-key`` must exist too)
+    """
+    problems = validate(settings)
+    if not problems:
+        source = host if host.get_fact(DistributionsDigest, venv=settings.venv) else reference
+        flags = server_flags_of(source, settings.venv, settings) if source is not None else None
+        if flags is None:
+            problems = [f"cannot read the server's flags: `{' '.join(help_command(settings))}` failed on "
+                        f"{getattr(source, 'name', host.name)}"]
+        else:
+            problems = check_against_server(settings, flags, api_key=api_key)
+    if problems:
+        yield from fail(host, f"server flags for {host.name}: " + " ".join(problems))
+    else:
+        host.noop("every server flag is valid and known to the installed SGLang")
+
+
+@operation(is_idempotent=True)
+def text_file(path: str, text: str, mode: str = "644", secret: bool = False):
+    """
+    A text file with exactly ``text``, replaced atomically (written beside it, then renamed):
+    an interrupted deploy never leaves half a file in place. With ``--diff`` the change is
+    shown as a unified diff, except for a ``secret`` file (contents never shown).
+
+    + path: the file on the node
+    + text: its whole desired content
+    + mode: octal permissions, set before any content is written
+    + secret: the file holds secrets: compare by hash, show nothing
+    """
+    want = hashlib.sha256(text.encode()).hexdigest()
+    have = host.get_fact(Sha256, path=path)
+    mode_now = host.get_fact(FileMode, path=path)
+    if have == want and mode_now == mode:
+        host.noop(f"{path} is up to date")
+        return
+    if first_pass(host):
+        if secret:
+            logger.info(f"[{host.name}] {path}: will be {'replaced' if have else 'created'} (contents not shown)")
+        elif host.state.config.DIFF:
+            old = host.get_fact(FileText, path=path) or ""
+            diff = difflib.unified_diff(old.splitlines(), text.splitlines(), f"{path} (node)", f"{path} (deploy)",
+                                        lineterm="")
+            logger.info(f"[{host.name}] {path}:\n" + "\n".join(diff))
+    tmp = f"{path}.noderig-tmp"
+    yield StringCommand("install", "-d", "-m", "755", QuoteString(str(Path(path).parent)), "&&",
+                        "install", "-m", mode, "/dev/null", QuoteString(tmp))
+    yield FileUploadCommand(io.StringIO(text), tmp)
+    yield StringCommand("chmod", mode, QuoteString(tmp), "&&", "mv", "-f", QuoteString(tmp), QuoteString(path))
+
+
+def install(settings: ServerSettings, api_key_file: str | None, reference, restart_if: list):
+    """Validate, then install the launcher, the environment file and the unit; reload systemd
+    when the unit changed; restart when the unit, its environment, the venv or the
+    checkpoint changed; keep it running and enabled."""
+    secrets = {"api_key": read_private(api_key_file, "API key")} if api_key_file else {}
+    try:
+        env_text = render_env(settings, secrets)
+        unit_text = render_unit(settings)
+    except NoderigError as e:
+        env_text = unit_text = None
+        problem = str(e)
+    check_flags(name="Server flags valid and known to the installed SGLang", settings=settings,
+                reference=reference, api_key=bool(secrets.get("api_key")))
+    if unit_text is None:
+        logger.error(f"[{host.name}] {problem}")
+        return None
+    # (A host whose flags fail stops there: pyinfra runs nothing more on it.)
+    launcher = text_file(name="Server launcher (keeps secrets out of argv and logs)", path=LAUNCHER,
+                         text=script_path("launch.py").read_text(), mode="755")
+    env = text_file(name="Server environment file (0600)", path=settings.env_path, text=env_text, mode="600",
+                    secret=True)
+    unit = text_file(name=f"{settings.service_name}.service", path=unit_path(settings.service_name), text=unit_text)
     systemd.daemon_reload(name="Reload systemd (unit changed)", _if=unit.did_change)
-    changed = [unit, *restart_if]
+    changed = [unit, env, launcher, *restart_if]
     systemd.service(
-        name=f"Restart {service} (unit, venv or checkpoint changed)", service=f"{service}.service",
-        running=True, restarted=True, _if=lambda: any(op.did_change() for op in changed),
+        name=f"Restart {settings.service_name} (unit, environment, venv or checkpoint changed)",
+        service=f"{settings.service_name}.service", running=True, restarted=True,
+        _if=lambda: any(op.did_change() for op in changed),
     )
-    systemd.service(name=f"{service} running and enabled", service=f"{service}.service", running=True, enabled=True)
+    systemd.service(name=f"{settings.service_name} running and enabled", service=f"{settings.service_name}.service",
+                    running=True, enabled=True)
     return unit

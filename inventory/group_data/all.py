@@ -19,6 +19,8 @@ model_dir = "/models/Kimi-K2.6"
 draft_repo = "z-lab/Kimi-K2.6-DFlash"  # gated: needs a token with access
 draft_revision = "main"
 draft_dir = "/models/Kimi-K2.6-DFlash"
+# Files to fetch (shards, index, configs, tokenizer, remote code).
+checkpoint_patterns = ["*.safetensors", "*.json", "*.py", "*.model", "*.jinja", "*.tiktoken", "*.txt"]
 aria2_connections = 16
 aria2_jobs = 4
 
@@ -47,6 +49,8 @@ ddtree_budget = None  # None: the fork's default (block size - 1)
 page_size = 1  # DDTree requires 1
 extra_flags = []
 server_environment = {}
+api_key_file = None  # a 0600 file on the controller; the server then requires it (Bearer)
+sglang_version = None  # flag spellings of this SGLang release; None: the installed one
 # Which steps to run (comma list of preflight, prerequisites, environment, checkpoint,
 # service, readiness), e.g. --data steps=environment; preflight always runs.
 steps = "all"
