@@ -19,7 +19,62 @@ def explain_exit(code: int) -> str:
     return f"aria2c exit {code}: {EXIT_CODES.get(code, 'unknown exit status')}"
 
 
-def error_lines(journal: list[str]) -> list[str]:
-    """aria2's own error lines (which file, which error) from its unit's journal."""
-    keep = ("errorCode=", "Download aborted", "ERROR")
-    return [line.strip() for line in journal if any(k in line for k in keep)]
+# aria2 errors worth another attempt after re-resolving the URL (a signed CDN URL expired:
+# the CDN answers 403, which aria2 reports as a bad response; resume uses the control file).
+RETRY_AFTER_RESOLVE = {"22", "24"}
+# What aria2 reports for a control file it cannot load (an "unknown error").
+UNUSABLE_CONTROL_FILE = "1"
+RPC_PORT = 6800
+SERVICE = "noderig-aria2"
+CONF = "/etc/noderig/aria2.conf"  # 0600: holds the RPC secret, so it never appears in argv
+
+
+def daemon_conf(secret: str, port: int = RPC_PORT) -> str:
+    """aria2c's config file: RPC on loopback only, with a secret."""
+    return (
+        "enable-rpc=true\n"
+        "rpc-listen-all=false\n"
+        f"rpc-listen-port={port}\n"
+        f"rpc-secret={secret}\n"
+        "rpc-allow-origin-all=false\n"
+        # the controller may vanish: keep the results until it comes back to read them
+        "max-download-result=10000\n"
+        "console-log-level=warn\n"
+        "summary-interval=0\n"
+    )
+
+
+def download_options(dest: str, path: str, connections: int, allocation: str) -> dict[str, str]:
+    """Per-file aria2 options (RPC values are strings)."""
+    return {
+        "dir": dest,
+        "out": path,
+        "split": str(connections),
+        "max-connection-per-server": str(min(connections, 16)),
+        "min-split-size": "1M",
+        "continue": "true",
+        "auto-file-renaming": "false",
+        "allow-overwrite": "true",
+        "file-allocation": allocation,
+        "max-tries": "5",
+        "retry-wait": "2",
+        "connect-timeout": "30",
+        "timeout": "60",
+    }
+
+
+def summarize_progress(downloads: list[dict]) -> dict:
+    """Totals over aria2 download snapshots ({status, total, done, speed})."""
+    total = sum(d["total"] for d in downloads)
+    done = sum(d["done"] for d in downloads)
+    speed = sum(d["speed"] for d in downloads if d["status"] == "active")
+    finished = sum(1 for d in downloads if d["status"] == "complete")
+    eta = (total - done) / speed if speed else None
+    return {"files_done": finished, "files": len(downloads), "bytes_done": done, "bytes_total": total,
+            "speed": speed, "eta": eta}
+
+
+def progress_line(label: str, p: dict) -> str:
+    eta = "--:--" if p["eta"] is None else f"{int(p['eta']) // 60:02d}:{int(p['eta']) % 60:02d}"
+    return (f"{label}: {p['files_done']}/{p['files']} files, {p['bytes_done'] / 2**20:.1f}/"
+            f"{p['bytes_total'] / 2**20:.1f} MiB, {p['speed'] / 2**20:.1f} MiB/s, ETA {eta}")

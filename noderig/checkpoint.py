@@ -72,6 +72,11 @@ def manifest_id(manifest: dict) -> str:
     return hashlib.sha256(manifest_text(manifest).encode()).hexdigest()[:12]
 
 
-def aria2_input(entries: list[tuple[str, str]]) -> str:
-    """An aria2 input file: one URL per file and its output path (relative to --dir)."""
-    return "".join(f"{url}\n  out={path}\n" for url, path in entries)
+def describe(todo: dict[str, str], limit: int = 3) -> str:
+    """"1 missing (a.safetensors), 2 unverified (b, c)": what is wrong, by file name."""
+    parts = []
+    for state in sorted(set(todo.values())):
+        names = sorted(p for p, s in todo.items() if s == state)
+        shown = ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
+        parts.append(f"{len(names)} {state} ({shown})")
+    return ", ".join(parts)

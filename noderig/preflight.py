@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # Room beyond the bytes still to fetch: logs, the verified record, aria2's control files.
-DISK_MARGIN_BYTES = 2 * 2**30
+DISK_MARGIN_BYTES = 64 * 2**20
 DISK_MARGIN_FRACTION = 0.02
 
 
@@ -11,16 +11,27 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
+def disk_problems(volumes: dict) -> list[str]:
+    """``volumes``: per node volume, ``{"free", "need", "dirs"}`` (bytes still to fetch into
+    the checkpoint directories on it). Each must hold its downloads plus a margin."""
+    found = []
+    for vol in volumes.values():
+        need, free = vol["need"], vol["free"]
+        if not need or free is None:
+            continue
+        margin = DISK_MARGIN_BYTES + int(need * DISK_MARGIN_FRACTION)
+        if free < need + margin:
+            found.append(f"not enough disk for {' and '.join(vol['dirs'])}: {_gib(free)} free, "
+                         f"{_gib(need)} still to download + {_gib(margin)} margin; free space or point "
+                         "model_dir/draft_dir at a larger volume")
+    return found
+
+
 def problems(info: dict, ref_cfg: dict | None, base_python: str | None, *, gpus_required: int,
-             bytes_needed: int, reference_name: str | None, venv: str) -> list[str]:
+             reference_name: str | None, venv: str) -> list[str]:
     found = []
     if not (info.get("os") or "").startswith(("debian", "ubuntu")):
         found.append(f"unsupported OS {info.get('os')!r} (Debian or Ubuntu expected)")
-    free = info.get("free_bytes")
-    need = bytes_needed + DISK_MARGIN_BYTES + int(bytes_needed * DISK_MARGIN_FRACTION) if bytes_needed else 0
-    if need and free is not None and free < need:
-        found.append(f"not enough disk: {_gib(free)} free, {_gib(bytes_needed)} still to download "
-                     f"+ {_gib(need - bytes_needed)} margin; free space or point model_dir at a larger volume")
     gpus = len(info.get("gpus") or [])
     if gpus < gpus_required:
         found.append(f"{gpus} GPU(s) visible to nvidia-smi, {gpus_required} required "

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import secrets
 import tempfile
+import time
 
 from pyinfra import host, logger
 from pyinfra.api import operation
@@ -12,14 +14,27 @@ from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 from pyinfra.operations import files
 
 from noderig import checkpoint as plan
-from noderig.aria2 import error_lines, explain_exit
+from noderig import aria2
+from noderig.errors import NoderigError
 from noderig.manifest import RepoPin, build_manifest, read_token, resolve_url, signed_location
 from noderig.node import script_path
 
-from .facts import FileStats, JsonFile
-from .util import first_pass
+from .facts import FileStats, FsType, JsonFile, UnitStatus
+from .tunnel import LoopbackForward
+from .util import fail, first_pass
 
 VERIFY_SCRIPT = "/usr/local/lib/noderig/verify_files.py"
+# Drops files from the verified record (atomically); run before they are fetched again.
+FORGET = (
+    "import json, os, sys\n"
+    "p = sys.argv[1]\n"
+    "try:\n    d = json.load(open(p))\nexcept (OSError, ValueError):\n    sys.exit(0)\n"
+    "for f in sys.argv[2:]:\n    d.pop(f, None)\n"
+    "open(p + '.tmp', 'w').write(json.dumps(d))\nos.replace(p + '.tmp', p)\n"
+)
+# Verifier statuses of a file whose bytes are wrong (not merely missing or short): resuming
+# would keep the damage, so it is deleted and fetched again from scratch.
+REFETCH_FROM_SCRATCH = {"sha256_mismatch", "header_invalid", "index_mismatch", "size_mismatch"}
 
 # One manifest per pin per controller run: the op body runs at prepare and again at execute.
 _manifests: dict[tuple, dict] = {}
@@ -27,7 +42,8 @@ _manifests: dict[tuple, dict] = {}
 
 def manifest_for(pin: RepoPin, token_file: str | None, on_node: dict | None) -> dict:
     """The node's manifest when it already pins this exact commit (no Hub call), else the Hub's."""
-    if on_node and on_node.get("repo") == pin.repo and on_node.get("commit") == pin.revision:
+    if (on_node and on_node.get("repo") == pin.repo and on_node.get("commit") == pin.revision
+            and on_node.get("patterns") == list(pin.patterns)):
         return on_node
     key = (pin.endpoint, pin.repo, pin.revision, pin.patterns)
     if key not in _manifests:
@@ -36,44 +52,47 @@ def manifest_for(pin: RepoPin, token_file: str | None, on_node: dict | None) -> 
 
 
 @operation(is_idempotent=True)
-def fetch(repo: str, dest: str, revision: str = "main", endpoint: str = "https://huggingface.co",
-          token_file: str | None = None, connections: int = 8, jobs: int = 4):
+def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: int = 16, jobs: int = 4):
     """
     Download a Hub repo at a pinned commit into ``dest`` on the node with aria2c (run as a
     transient systemd unit, so it outlives the controller), then verify every file against
     the manifest (size and the Hub's sha256 / git blob id). Files verified earlier and
     unchanged since (size and mtime as recorded) are neither hashed nor fetched again.
 
-    + repo: Hub repo id, e.g. ``moonshotai/Kimi-K2.6``
+    + pin: the Hub repo, revision (branch, tag or commit sha), endpoint and file patterns
     + dest: checkpoint directory on the node
-    + revision: branch, tag or commit sha to pin
-    + endpoint: the Hub's URL
     + token_file: a 0600 file with the Hub token (else ``HF_TOKEN``); never sent to the node
     + connections: aria2 connections per file
     + jobs: files downloaded (and hashed) at once
     """
     on_node = host.get_fact(JsonFile, path=f"{dest}/{plan.MANIFEST_FILE}")
-    manifest = manifest_for(RepoPin(repo, revision, endpoint), token_file, on_node)
+    try:
+        manifest = manifest_for(pin, token_file, on_node)
+    except NoderigError as e:
+        yield from fail(host, f"checkpoint {pin.repo} for {host.name}: {e}")
+        return
     stats = host.get_fact(FileStats, root=dest)
     record = host.get_fact(JsonFile, path=f"{dest}/{plan.RECORD_FILE}")
     states = plan.classify(manifest, stats, record)
     todo = {p: s for p, s in states.items() if s != plan.OK}
     if not todo and on_node == manifest:
-        host.noop(f"{repo}@{manifest['commit'][:12]}: {len(states)} files verified in {dest}")
+        host.noop(f"{pin.repo}@{manifest['commit'][:12]}: {len(states)} files verified in {dest}")
         return
 
-    counts = {s: sum(1 for v in todo.values() if v == s) for s in sorted(set(todo.values()))}
     if first_pass(host):
-        logger.info(f"[{host.name}] {repo}@{manifest['commit'][:12]} in {dest}: "
-                    f"{', '.join(f'{n} {s}' for s, n in counts.items())}; "
+        logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: {plan.describe(todo)}; "
                     f"{plan.bytes_to_fetch(manifest, states, stats) / 2**20:.1f} MiB to fetch")
     manifest_path = f"{dest}/{plan.MANIFEST_FILE}"
     yield from files.put._inner(src=io.StringIO(plan.manifest_text(manifest)), dest=manifest_path)
     yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
 
-    # Files of the right size are hashed first; the ones that fail join the fetch list.
-    fetch_list = [p for p, s in todo.items() if s in plan.FETCH]
-    unverified = [p for p, s in todo.items() if s == plan.UNVERIFIED]
+    # Files of the right size are hashed first; the ones that fail join the fetch list. But
+    # while aria2 runs (a killed controller left it downloading) a file it is writing may
+    # have its full (preallocated) size and no control file yet: everything goes through
+    # aria2, which re-attaches to its own downloads and reports the rest complete.
+    aria2_running = host.get_fact(UnitStatus, unit=f"{aria2.SERVICE}.service")["active"] == "active"
+    fetch_list = [p for p, s in todo.items() if s in plan.FETCH or aria2_running]
+    unverified = [p for p, s in todo.items() if s == plan.UNVERIFIED and not aria2_running]
     if unverified:
         yield FunctionCommand(_verify, (manifest_path, dest, jobs, fetch_list, True), {})
 
@@ -94,19 +113,12 @@ def fetch(repo: str, dest: str, revision: str = "main", endpoint: str = "https:/
             # token never reaches aria2 (which would forward it to the CDN) or the node.
             url = signed_location(manifest, path, token) if path in lfs and token else resolve_url(manifest, path)
             entries.append((url, path))
+        # What is about to be replaced is no longer verified, whatever happens next.
+        yield StringCommand("python3", "-c", QuoteString(FORGET), QuoteString(f"{dest}/{plan.RECORD_FILE}"),
+                            *(QuoteString(p) for p in sorted(fetch_list)))
         if entries:
-            input_file = f"{dest}/{plan.STATE_DIR}/aria2.input"
-            yield from files.put._inner(src=io.StringIO(plan.aria2_input(entries)), dest=input_file, mode="600")
-            unit = f"noderig-fetch-{plan.manifest_id(manifest)}"
-            yield FunctionCommand(_run_aria2_unit, (unit, StringCommand(
-                "systemd-run", "--quiet", "--wait", "--collect", f"--unit={unit}",
-                "--property=Type=exec", "aria2c", f"--input-file={input_file}", QuoteString(f"--dir={dest}"),
-                f"--max-concurrent-downloads={jobs}", f"--split={connections}",
-                f"--max-connection-per-server={connections}", "--min-split-size=1M", "--continue=true",
-                "--auto-file-renaming=false", "--allow-overwrite=true", "--file-allocation=none",
-                "--max-tries=5", "--retry-wait=2", "--console-log-level=warn", "--summary-interval=0",
-                "--download-result=hide",
-            ), dest), {})
+            allocation = "falloc" if host.get_fact(FsType, path=dest) in FALLOC_FILESYSTEMS else "none"
+            yield FunctionCommand(_download, (manifest, dest, entries, token, connections, jobs, allocation), {})
     yield FunctionCommand(_verify, (manifest_path, dest, jobs, None, False), {})
 
 
@@ -123,7 +135,7 @@ def _verify(state, host, manifest_path: str, dest: str, jobs: int, failed_into: 
     bad = [f for f in report["files"] if f["status"] != "ok"]
     if failed_into is not None:
         for f in bad:
-            if f["status"] == "sha256_mismatch":  # right size, wrong bytes: start it over
+            if f["status"] in REFETCH_FROM_SCRATCH:  # wrong bytes where they should be right: start over
                 host.run_shell_command(StringCommand("rm", "-f", QuoteString(f"{dest}/{f['file']}")))
                 logger.info(f"[{host.name}] {f['file']}: {f['status']} ({f['detail']}); fetching it again")
             if f["file"] not in failed_into:
@@ -146,19 +158,145 @@ def _upload_small_file(state, host, manifest: dict, path: str, dest: str, token:
         return host.put_file(local, f"{dest}/{path}")
 
 
-def _run_aria2_unit(state, host, unit: str, command: StringCommand, dest: str) -> bool:
-    """Run aria2c as a transient unit (it outlives a dropped controller); on failure, say why
-    from aria2's exit status and its own error lines in that unit's journal."""
-    host.run_shell_command(StringCommand("systemctl", "reset-failed", QuoteString(f"{unit}.service"), "||", "true"))
-    ok, _ = host.run_shell_command(command)
-    if ok:
-        return True
-    _, out = host.run_shell_command(StringCommand(
-        "systemctl", "show", "-p", "ExecMainStatus", "--value", QuoteString(f"{unit}.service"), ";",
-        "journalctl", "--no-pager", "-o", "cat", "-n", "200", "-u", QuoteString(f"{unit}.service")))
-    lines = out.stdout_lines
-    code = int(lines[0]) if lines and lines[0].isdigit() else 1
-    host.log_styled(f"downloading into {dest} failed: {explain_exit(code)}", fg="red", log_func=logger.error)
-    for line in error_lines(lines[1:])[-6:]:
-        logger.error(f"    {line}")
-    return False
+# Filesystems where aria2's falloc reserves a file's blocks at once (no fragmentation, and
+# disk-full shows up at the start, not at 90%).
+FALLOC_FILESYSTEMS = {"ext2/ext3", "xfs", "btrfs", "overlayfs", "tmpfs"}
+
+
+def _rpc_secret(host) -> str | None:
+    ok, out = host.run_shell_command(StringCommand("cat", aria2.CONF, "2>/dev/null", "||", "true"))
+    for line in out.stdout_lines:
+        if line.startswith("rpc-secret="):
+            return line.split("=", 1)[1].strip()
+    return None
+
+
+def _ensure_daemon(host) -> str:
+    """aria2c as a transient unit on the node, RPC on loopback with a secret kept in a 0600
+    file: the download outlives the controller, and a rerun re-attaches to it."""
+    unit = f"{aria2.SERVICE}.service"
+    ok, out = host.run_shell_command(StringCommand("systemctl", "is-active", unit, "||", "true"))
+    secret = _rpc_secret(host)
+    if out.stdout.strip() == "active" and secret:
+        return secret
+    secret = secrets.token_hex(24)
+    # Create the file 0600 first: the secret never sits in a world-readable file.
+    host.run_shell_command(StringCommand("install", "-d", "-m", "700", "/etc/noderig", "&&",
+                                         "install", "-m", "600", "/dev/null", aria2.CONF))
+    if not host.put_file(io.StringIO(aria2.daemon_conf(secret)), aria2.CONF):
+        raise DownloadError(f"could not write {aria2.CONF}")
+    ok, out = host.run_shell_command(StringCommand(
+        "systemctl", "reset-failed", unit, "2>/dev/null", ";",
+        "systemd-run", "--quiet", f"--unit={aria2.SERVICE}", "--property=Type=exec",
+        "aria2c", f"--conf-path={aria2.CONF}"))
+    if not ok:
+        raise DownloadError(f"could not start aria2c on the node: {out.stderr}")
+    return secret
+
+
+class DownloadError(Exception):
+    pass
+
+
+def _snapshot(api, gids: dict[str, str]) -> dict[str, dict]:
+    snap = {}
+    for path, gid in gids.items():
+        d = api.get_download(gid)
+        snap[path] = {"status": d.status, "total": d.total_length, "done": d.completed_length,
+                      "speed": d.download_speed, "error": d.error_code, "message": d.error_message, "gid": gid}
+    return snap
+
+
+def _download(state, host, manifest: dict, dest: str, entries: list, token, connections: int, jobs: int,
+              allocation: str) -> bool:
+    """Drive aria2 on the node over RPC (through the SSH connection) until every file is
+    complete, showing progress; re-resolve signed URLs that expired; stop the daemon at the end."""
+    import aria2p
+
+    label = f"[{host.name}] {manifest['repo']}"
+
+    def resolve_again(path: str) -> str:
+        lfs = any(f["path"] == path and "sha256" in f for f in manifest["files"])
+        return signed_location(manifest, path, token) if lfs and token else resolve_url(manifest, path)
+
+    try:
+        secret = _ensure_daemon(host)
+        with LoopbackForward(host, aria2.RPC_PORT) as fwd:
+            api = aria2p.API(aria2p.Client(host="http://127.0.0.1", port=fwd.port, secret=secret, timeout=30))
+            deadline = time.monotonic() + 15
+            while True:  # the daemon was just started: wait for its RPC to answer
+                try:
+                    api.client.get_version()
+                    break
+                except Exception as e:
+                    if time.monotonic() > deadline:
+                        raise DownloadError(f"aria2's RPC on {host.name} did not answer: {e}")
+                    time.sleep(0.2)
+            api.set_global_options({"max-concurrent-downloads": str(jobs)})
+            # Re-attach to downloads an earlier (maybe killed) run started for these files.
+            known = {}
+            for d in api.get_downloads():
+                if d.files:
+                    known[str(d.files[0].path)] = d
+            gids, attempts, reattached = {}, {}, 0
+            for url, path in entries:
+                d = known.get(f"{dest}/{path}")
+                if d is not None and d.status in ("active", "waiting", "paused", "complete"):
+                    gids[path] = d.gid
+                    reattached += 1
+                    if d.status == "paused":
+                        api.resume([d])
+                else:
+                    opts = aria2.download_options(dest, path, connections, allocation)
+                    gids[path] = api.add_uris([url], options=opts).gid
+            if reattached:
+                logger.info(f"{label}: re-attached to {reattached} download(s) already running on the node")
+            last_print = 0.0
+            while True:
+                snap = _snapshot(api, gids)
+                for path, d in snap.items():
+                    if d["status"] not in ("error", "removed"):
+                        continue
+                    attempts[path] = attempts.get(path, 0) + 1
+                    if d["error"] == aria2.UNUSABLE_CONTROL_FILE and attempts[path] <= 1:
+                        # A control file aria2 cannot use (a stale or damaged leftover): the
+                        # bytes it describes are unknown, so this file starts over.
+                        host.run_shell_command(StringCommand(
+                            "rm", "-f", QuoteString(f"{dest}/{path}"), QuoteString(f"{dest}/{path}.aria2")))
+                        api.client.remove_download_result(d["gid"])
+                        gids[path] = api.add_uris([resolve_again(path)], options=aria2.download_options(
+                            dest, path, connections, allocation)).gid
+                        logger.info(f"{label}: {path}: unusable aria2 control file; starting that file over")
+                        continue
+                    if d["error"] in aria2.RETRY_AFTER_RESOLVE and attempts[path] <= 3:
+                        url = resolve_again(path)
+                        api.client.remove_download_result(d["gid"])
+                        gids[path] = api.add_uris([url], options=aria2.download_options(
+                            dest, path, connections, allocation)).gid
+                        logger.info(f"{label}: {path}: {d['message'] or 'refused'}; URL re-resolved, resuming")
+                        continue
+                    code = int(d["error"] or 1)
+                    raise DownloadError(f"downloading {dest}/{path} failed: {aria2.explain_exit(code)}"
+                                        + (f" ({d['message']})" if d["message"] else ""))
+                progress = aria2.summarize_progress(list(snap.values()))
+                now = time.monotonic()
+                done = progress["files_done"] == progress["files"]
+                if done or now - last_print >= 2:
+                    logger.info(aria2.progress_line(label, progress))
+                    last_print = now
+                if done:
+                    break
+                time.sleep(0.5)
+            for gid in gids.values():
+                api.client.remove_download_result(gid)
+    except DownloadError as e:
+        host.log_styled(str(e), fg="red", log_func=logger.error)
+        _stop_daemon(host)
+        return False
+    _stop_daemon(host)
+    return True
+
+
+def _stop_daemon(host) -> None:
+    """Stop aria2 (SIGTERM: it writes its control files, so partial files resume next time)."""
+    host.run_shell_command(StringCommand("systemctl", "stop", f"{aria2.SERVICE}.service", "||", "true"))

@@ -45,3 +45,15 @@ def run_pyinfra(inventory: Path, *args: str, timeout: float = 900, env: dict | N
     cmd = [str(Path(sys.executable).with_name("pyinfra")), str(inventory), *args]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "PYINFRA_PROGRESS": "off", **(env or {})})
+
+
+def hub_call(lab, path: str, data: dict | None = None) -> dict:
+    """The lab Hub's test controls: /_lab/faults, /_lab/reset, /_lab/stats."""
+    import json
+    import urllib.request
+
+    req = urllib.request.Request(f"{lab.layout.hub_url}{path}", method="POST" if data is not None else "GET",
+                                 data=json.dumps(data).encode() if data is not None else None,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read() or b"{}")

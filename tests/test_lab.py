@@ -16,20 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_pyinfra
+from tests.conftest import hub_call, run_pyinfra
 
 pytestmark = pytest.mark.lab
 
 MODEL = "moonshotai/Kimi-K2.6"
 VENV = "/opt/sglang/venv"
-
-
-def _hub_json(lab, path: str, data: dict | None = None) -> dict:
-    req = urllib.request.Request(f"{lab.layout.hub_url}{path}", method="POST" if data is not None else "GET",
-                                 data=json.dumps(data).encode() if data is not None else None,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read() or b"{}")
 
 
 def test_booting_the_hosts_on_the_cached_image_takes_seconds(lab):
@@ -116,12 +108,12 @@ def test_package_source_installs_and_aria2c_fetches_a_shard_with_ranges(lab):
                     "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends aria2 >/dev/null")
     info = HfApi(endpoint=lab.layout.hub_url, token=False).model_info(MODEL, files_metadata=True)
     shard = max((s for s in info.siblings if s.rfilename.endswith(".safetensors")), key=lambda s: s.size)
-    _hub_json(lab, "/_lab/reset", {})
+    hub_call(lab, "/_lab/reset", {})
     url = f"{lab.layout.hub_url}/{MODEL}/resolve/{info.sha}/{shard.rfilename}"
     lab.run("b300", f"rm -rf /tmp/fetch && aria2c -q -x4 -s4 -k1M --file-allocation=none -d /tmp/fetch -o shard '{url}'")
     got = lab.run("b300", "sha256sum /tmp/fetch/shard").stdout.split()[0]
     assert got == shard.lfs.sha256
-    stats = _hub_json(lab, "/_lab/stats")
+    stats = hub_call(lab, "/_lab/stats")
     assert stats["status"]["by_kind"]["resolve"]["302"] >= 1, stats
     ranges = stats["files"][f"{MODEL}/{shard.rfilename}"]["range_requests"]
     assert ranges >= 2, f"aria2c should split the shard over several Range connections: {stats}"

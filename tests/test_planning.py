@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from noderig import checkpoint as plan
-from noderig.preflight import problems
+from noderig.preflight import disk_problems, problems
 from noderig.treediff import diff_listings
 
 MANIFEST = {"files": [
@@ -57,19 +57,24 @@ CFG = {"home": "/usr/bin", "version": "3.11.2"}
 
 
 def test_preflight_passes_a_matching_node():
-    assert problems(INFO, CFG, "3.11.2", gpus_required=0, bytes_needed=2**30, reference_name="ct200",
-                    venv="/opt/v") == []
+    assert problems(INFO, CFG, "3.11.2", gpus_required=0, reference_name="ct200", venv="/opt/v") == []
 
 
-def test_preflight_names_disk_gpu_and_interpreter_problems_with_numbers():
-    found = problems(INFO, CFG, None, gpus_required=8, bytes_needed=595_177_988_208, reference_name="ct200",
-                     venv="/opt/v")
-    text = " | ".join(found)
-    assert "100.0 GiB free" in text and "554.3 GiB still to download" in text
+def test_preflight_names_gpu_and_interpreter_problems():
+    text = " | ".join(problems(INFO, CFG, None, gpus_required=8, reference_name="ct200", venv="/opt/v"))
     assert "0 GPU(s) visible to nvidia-smi, 8 required" in text
     assert "/usr/bin/python3" in text and "3.11.2" in text
 
 
+def test_disk_is_checked_per_volume_with_the_numbers():
+    volumes = {"2049": {"free": 100 * 2**30, "need": 595_177_988_208, "dirs": ["/models/K", "/models/D"]},
+               "2050": {"free": 10 * 2**30, "need": 2**30, "dirs": ["/scratch/x"]}}
+    found = disk_problems(volumes)
+    assert len(found) == 1
+    assert "/models/K and /models/D: 100.0 GiB free, 554.3 GiB still to download" in found[0]
+    assert disk_problems({"1": {"free": 2**30, "need": 0, "dirs": ["/m"]}}) == []
+
+
 def test_preflight_refuses_another_minor_version():
-    found = problems(INFO, CFG, "3.12.1", gpus_required=0, bytes_needed=0, reference_name="ct200", venv="/opt/v")
+    found = problems(INFO, CFG, "3.12.1", gpus_required=0, reference_name="ct200", venv="/opt/v")
     assert found and "not portable" in found[0]

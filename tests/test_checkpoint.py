@@ -1,0 +1,186 @@
+"""Checkpoint step on the lab: manifest from the Hub, aria2 on the node over RPC, verification,
+idempotent reruns, faults, damage repair, crash safety and the disk check."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, hub_call, run_pyinfra
+
+pytestmark = pytest.mark.lab
+
+MODEL_DIR = "/models/Kimi-K2.6"
+DRAFT_DIR = "/models/Kimi-K2.6-DFlash"
+MODEL = "moonshotai/Kimi-K2.6"
+SHARD = "model-00002-of-000004.safetensors"
+STEPS = "steps=prerequisites,checkpoint"
+
+
+def deploy(lab, *data: str, timeout: float = 300):
+    args = ["-y", "deploy.py", "--data", STEPS]
+    for d in data:
+        args += ["--data", d]
+    res = run_pyinfra(lab.inventory, *args, timeout=timeout)
+    return res, res.stdout + res.stderr
+
+
+def fetched(lab, repo: str = MODEL) -> set[str]:
+    """Files of ``repo`` downloaded since the last reset: every download starts at the Hub's
+    /resolve/ (aria2 with a HEAD or a GET), redirected to the CDN or not."""
+    by_path = hub_call(lab, "/_lab/stats").get("requests", {}).get("by_path", {})
+    found = set()
+    for key in by_path:
+        method, _, url = key.partition(" ")
+        prefix = f"/{repo}/resolve/"
+        if method in ("GET", "HEAD") and url.startswith(prefix):
+            found.add(url[len(prefix):].split("?")[0].split("/", 1)[1])
+    return found
+
+
+def record(lab, d: str = MODEL_DIR) -> dict:
+    return json.loads(lab.run("b300", f"cat {d}/.noderig/verified.json").stdout)
+
+
+@pytest.fixture
+def converged(lab):
+    """b300 with both checkpoints downloaded and verified; Hub faults and counters cleared."""
+    hub_call(lab, "/_lab/reset", {})
+    res, out = deploy(lab)
+    assert res.returncode == 0, out[-4000:]
+    hub_call(lab, "/_lab/reset", {})
+    yield
+    hub_call(lab, "/_lab/reset", {})
+
+
+def test_download_through_the_redirect_then_rerun_changes_and_hashes_nothing(lab):
+    lab.reset("b300")
+    hub_call(lab, "/_lab/reset", {})
+    res, out = deploy(lab)
+    assert res.returncode == 0, out[-4000:]
+    assert "14 files verified in /models/Kimi-K2.6" in out and "2 files verified in /models/Kimi-K2.6-DFlash" in out
+    stats = hub_call(lab, "/_lab/stats")
+    assert stats["status"]["by_kind"]["resolve"]["302"] >= 5, "LFS files come through the Hub's redirect"
+    assert "noderig-transient" not in out and "hf_lab" not in out, "no secret in the output"
+    # the aria2 daemon is gone, its secret never in argv, its RPC only on loopback
+    assert lab.run("b300", "systemctl is-active noderig-aria2", check=False).stdout.strip() != "active"
+    assert lab.run("b300", "stat -c %a /etc/noderig/aria2.conf").stdout.strip() == "600"
+
+    before = lab.run("b300", f"stat -c %Y.%y {MODEL_DIR}/.noderig/verified.json").stdout
+    hub_call(lab, "/_lab/reset", {})
+    res, out = deploy(lab)
+    assert res.returncode == 0, out[-4000:]
+    assert re.search(r"Checkpoint moonshotai/Kimi-K2.6\s+1\s+-\s+-\s+1", out), out[-2000:]
+    assert re.search(r"Checkpoint z-lab/Kimi-K2.6-DFlash\s+1\s+-\s+-\s+1", out), out[-2000:]
+    assert fetched(lab) == set() and fetched(lab, "z-lab/Kimi-K2.6-DFlash") == set(), \
+        "a converged rerun fetches nothing"
+    assert lab.run("b300", f"stat -c %Y.%y {MODEL_DIR}/.noderig/verified.json").stdout == before, \
+        "a converged rerun hashes nothing (the verified record is not even rewritten)"
+
+
+DAMAGE = {
+    "truncated": (f"truncate -s 1000000 {MODEL_DIR}/{SHARD}", SHARD),
+    "header_byte": (f"printf 'X' | dd of={MODEL_DIR}/{SHARD} bs=1 seek=20 conv=notrunc status=none", SHARD),
+    "data_byte": (f"printf 'X' | dd of={MODEL_DIR}/{SHARD} bs=1 seek=3000000 conv=notrunc status=none", SHARD),
+    "deleted": (f"rm {MODEL_DIR}/{SHARD}", SHARD),
+    "stale_aria2": (f"echo garbage > {MODEL_DIR}/{SHARD}.aria2", SHARD),
+    "index_entry": (f"python3 -c \"import json; p='{MODEL_DIR}/model.safetensors.index.json'; "
+                    f"d=json.load(open(p)); d['weight_map'].pop(sorted(d['weight_map'])[0]); "
+                    f"json.dump(d, open(p, 'w'))\"", "model.safetensors.index.json"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_damage_on_the_node_is_found_by_name_and_only_that_file_fetched_again(lab, converged, damage):
+    command, victim = DAMAGE[damage]
+    lab.run("b300", command)
+    res, out = deploy(lab)
+    assert res.returncode == 0, out[-4000:]
+    assert victim in out, f"the damaged file must be named:\n{out[-3000:]}"
+    again = fetched(lab)
+    assert again == {victim}, f"only {victim} may be fetched again, got {again}"
+    assert lab.run("b300", f"test -e {MODEL_DIR}/{victim}.aria2", check=False).returncode == 1
+    assert victim in record(lab)
+
+
+def test_a_dropped_connection_resumes_to_the_right_sha256(lab, converged):
+    lab.run("b300", f"rm {MODEL_DIR}/{SHARD}")
+    hub_call(lab, "/_lab/faults", {"drop_after_bytes": {"bytes": 1_500_000, "count": 2, "scope": "cdn"}})
+    res, out = deploy(lab, "aria2_connections=1")
+    assert res.returncode == 0, out[-4000:]
+    stats = hub_call(lab, "/_lab/stats")
+    assert stats["files"][f"{MODEL}/{SHARD}"]["dropped"] >= 1, stats
+    assert SHARD in record(lab)
+
+
+def test_a_5xx_storm_ends_in_a_clear_error_with_nothing_marked_verified(lab, converged):
+    lab.run("b300", f"rm {MODEL_DIR}/{SHARD}")
+    hub_call(lab, "/_lab/faults", {"status": {"code": 503, "count": -1, "scope": "cdn"}})
+    t0 = time.monotonic()
+    res, out = deploy(lab)
+    assert res.returncode != 0
+    assert f"downloading {MODEL_DIR}/{SHARD} failed: aria2c exit" in out, out[-3000:]
+    assert time.monotonic() - t0 < 120, "retries must be bounded"
+    assert SHARD not in record(lab)
+
+
+def test_a_gated_repo_without_a_token_is_refused_in_one_sentence(lab):
+    res, out = deploy(lab, "hf_token_file=", "steps=checkpoint")
+    assert res.returncode != 0
+    assert "z-lab/Kimi-K2.6-DFlash is a gated repo" in out and "no token was given" in out, out[-3000:]
+    assert "Traceback" not in out
+
+
+def test_killing_the_controller_mid_download_then_rerunning_does_not_start_over(lab):
+    lab.reset("b300")
+    deploy(lab, "steps=prerequisites")
+    hub_call(lab, "/_lab/reset", {})
+    hub_call(lab, "/_lab/faults", {"rate_limit_bps": {"bps": 1_000_000, "count": -1, "scope": "cdn"}})
+    cmd = [str(Path(sys.executable).with_name("pyinfra")), "-y", str(lab.inventory), "deploy.py",
+           "--data", "steps=checkpoint", "--data", "aria2_connections=1"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYINFRA_PROGRESS": "off"})
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            served = hub_call(lab, "/_lab/stats").get("bytes_served", {}).get("cdn", 0)
+            if served > 4_000_000:
+                break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # the download goes on without the controller
+    assert lab.run("b300", "systemctl is-active noderig-aria2", check=False).stdout.strip() == "active"
+    hub_call(lab, "/_lab/faults", {"rate_limit_bps": None})
+    res, out = deploy(lab, "steps=checkpoint")
+    assert res.returncode == 0, out[-4000:]
+    assert "re-attached to" in out, out[-3000:]
+    total = sum(f["size"] for f in json.loads(lab.run(
+        "b300", f"cat {MODEL_DIR}/.noderig/manifest.json").stdout)["files"])
+    served = hub_call(lab, "/_lab/stats")["bytes_served"]["cdn"]
+    assert served < 1.3 * total, f"{served} bytes served for {total}: the rerun started over"
+
+
+def test_not_enough_disk_is_refused_before_downloading_with_the_numbers(lab):
+    lab.reset("b300")
+    lab.run("b300", f"mkdir -p {MODEL_DIR} && mount -t tmpfs -o size=8M tmpfs {MODEL_DIR}")
+    try:
+        res, out = deploy(lab)
+        assert res.returncode != 0
+        assert re.search(r"not enough disk for /models/Kimi-K2\.6: 0\.0 GiB free, 0\.0 GiB still to download", out) \
+            or "not enough disk for /models/Kimi-K2.6" in out, out[-3000:]
+        assert lab.run("b300", f"ls -A {MODEL_DIR}").stdout.strip() == ""
+        assert lab.run("b300", "dpkg -s aria2", check=False).returncode != 0, "refused before any change"
+    finally:
+        lab.run("b300", f"umount {MODEL_DIR}", check=False)
