@@ -59,12 +59,13 @@ RESTART_POLICIES = ("no", "on-failure", "on-abnormal")
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
-_SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_./:@+=,-]+$")
-_SAFE_PATH = re.compile(r"^/[A-Za-z0-9_./:@+=,-]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_UNIT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
-_SECRET_CHARS = re.compile(r"^[\x21-\x7e]+$")
+# Anchored with \Z, not $: "$" also matches before a trailing newline ("name\n" must fail).
+_SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_./:@+=,-]+\Z")
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9_./:@+=,-]*\Z")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_UNIT_NAME = re.compile(r"^[A-Za-z0-9_.-]+\Z")
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z")
+_SECRET_CHARS = re.compile(r"^[\x21-\x7e]+\Z")
 
 
 @dataclass
@@ -245,7 +246,7 @@ def _is_host(value) -> bool:
 
 def _host_port(p: _Problems, s: ServerSettings, name: str) -> bool:
     value = getattr(s, name)
-    m = re.match(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+):(\d{1,5})$", value) if isinstance(value, str) else None
+    m = re.match(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+):(\d{1,5})\Z", value) if isinstance(value, str) else None
     if m is None:
         p.add(name, value, "must be host:port of the head node (e.g. 10.0.0.2:25000)")
         return False

@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from noderig.errors import NoderigError
@@ -332,6 +332,7 @@ TOKEN_FIELDS = ["served_model_name", "host", "reasoning_parser", "tool_call_pars
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(field="served_model_name", value="0\n")  # "$" matched before the newline once
 @given(field=st.sampled_from(TOKEN_FIELDS), value=hostile_text)
 def test_hostile_setting_values_are_refused_with_their_key_or_quoted(field, value):
     s = settings_for(**{field: value})
