@@ -70,6 +70,12 @@ def cmd_diagnose(args) -> int:
     return 0 if result.healthy else 1
 
 
+def cmd_verify(args) -> int:
+    from .verify import cmd_verify as run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="noderig", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -89,6 +95,19 @@ def build_parser() -> argparse.ArgumentParser:
     ssh.set_defaults(func=cmd_lab_ssh)
     down = lab_sub.add_parser("down", help="stop every host and service the lab started, remove its network")
     down.set_defaults(func=cmd_lab_down)
+
+    verify = sub.add_parser("verify", help="check a checkpoint directory: safetensors headers, index, sha256 (against "
+                                           "DIR/.noderig/manifest.json or --manifest); exit 0 only if all pass")
+    verify.add_argument("dir", help="the checkpoint directory")
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument("--manifest", help="the manifest to check sha256 against (default DIR/.noderig/manifest.json "
+                                           "if present; without one, structure only)")
+    verify.add_argument("--jobs", type=int, help="files hashed at once (default min(8, CPUs))")
+    verify.add_argument("--structure-only", action="store_true", help="headers, sizes and index only; no hashing")
+    verify.add_argument("--no-record", action="store_true",
+                        help="hash every file again; neither read nor write the verified-state record")
+    verify.add_argument("--all", action="store_true", help="list every file, not only the ones that fail")
+    verify.set_defaults(func=cmd_verify)
 
     diag = sub.add_parser("diagnose", help="name the root cause of a failed launch from its log (exit 0: healthy, 1: failure)")
     diag.add_argument("file", metavar="FILE|-", help="a saved journal / log / paste, or - for standard input")
