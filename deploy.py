@@ -7,12 +7,16 @@ Runs on the hosts of the ``targets`` group; the ``reference`` group's host suppl
 Every step compares facts with the desired state and changes only the difference.
 """
 
+from dataclasses import replace
+
 from pyinfra import host, inventory
 from pyinfra.operations import apt
 
 from noderig.manifest import RepoPin
+from noderig.repair import REPAIRS_FILE, recorded_settings
 from noderig.unit import ServerSettings
 from operations import checkpoint, diagnosis, environment, preflight, service
+from operations.facts import JsonFile
 
 data = host.data
 STEPS = ("preflight", "prerequisites", "environment", "checkpoint", "service", "readiness")
@@ -57,7 +61,10 @@ if "targets" in host.groups:
             for pin, token_file, dest in checkpoints
         ]
 
-settings = ServerSettings.from_inventory(data)
+# Repairs applied by an earlier run (recorded on the node) stay applied: a rerun after a
+# repair renders the same unit instead of undoing the fix.
+repairs = host.get_fact(JsonFile, path=REPAIRS_FILE) if "targets" in host.groups else None
+settings = replace(ServerSettings.from_inventory(data), **recorded_settings(repairs))
 
 if "targets" in host.groups and "service" in steps:
     # 5. Service: flags checked against the installed SGLang, then the launcher, the 0600
@@ -69,4 +76,5 @@ if "targets" in host.groups and "readiness" in steps:
     # 6. Readiness: health, one smoke request, and the failed invocation's journal if it crashed.
     diagnosis.ready(name=f"{data.service_name} ready", service=data.service_name, port=data.server_port,
                     served_model_name=data.served_model_name, timeout=data.ready_timeout,
-                    api_key_file=data.api_key_file)
+                    api_key_file=data.api_key_file, settings=settings, repair=data.repair,
+                    max_repairs=data.max_repairs)

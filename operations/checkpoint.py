@@ -100,7 +100,9 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
         token = read_token(token_file)
         lfs = {f["path"] for f in manifest["files"] if "sha256" in f}
         for path, state in todo.items():
-            if state == plan.OVERSIZE:
+            # Longer than it should be, or a small git file that is short: its bytes are not
+            # a prefix worth resuming (an edited config shrinks too), so it starts over.
+            if state == plan.OVERSIZE or (state == plan.TRUNCATED and path not in lfs):
                 yield StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"))
         # Small git files of a gated repo are served only with the token, which must not
         # reach the node: the controller fetches those (kilobytes) and uploads them.
@@ -143,6 +145,10 @@ def _verify(state, host, manifest_path: str, dest: str, jobs: int, failed_into: 
         return True
     for f in bad:
         host.log_styled(f"{dest}/{f['file']}: {f['status']} ({f['detail']})", fg="red", log_func=logger.error)
+    for problem in report.get("index", []):
+        host.log_styled(f"{dest}: {problem['problem']} ({problem['detail']})", fg="red", log_func=logger.error)
+    if report.get("error"):
+        host.log_styled(f"{dest}: the verifier could not run: {report['error']}", fg="red", log_func=logger.error)
     if not bad:
         logger.info(f"[{host.name}] {len(report['files'])} files verified in {dest} "
                     f"({report['hashed_bytes'] / 2**20:.1f} MiB hashed)")

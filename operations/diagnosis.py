@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import io
 import json
 import time
 import urllib.request
+from dataclasses import asdict, replace
 
 from pyinfra import host, logger
 from pyinfra.api import operation
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
+from noderig.checkpoint import RECORD_FILE
+from noderig.diagnose import diagnose
 from noderig.manifest import read_private
+from noderig.repair import REPAIRS_FILE, plan_repair
+from noderig.unit import render_unit
 
 from .facts import HttpStatus, UnitStatus
 from .tunnel import LoopbackForward
+
+RESULT_MARK = "--- noderig: unit result ---"
 
 # Runs on the node: poll /health until 200, or until the unit is no longer starting/running
 # (a unit that dies right after start is a failure, not a success). Exit 0 ready, 3 died, 2 timeout.
@@ -31,40 +39,103 @@ exit 2
 
 
 @operation(is_idempotent=True)
-def ready(service: str, port: int, served_model_name: str, timeout: int = 1800, journal_lines: int = 40,
-          api_key_file: str | None = None):
+def ready(service: str, port: int, served_model_name: str, timeout: int = 1800,
+          api_key_file: str | None = None, settings=None, repair: bool = False, max_repairs: int = 2):
     """
     Wait until the server answers ``/health``, then send one smoke request (``/generate``,
     one token) and check ``/v1/models`` serves ``served_model_name``. A server already up
-    and healthy is left alone. When the launch fails, show that invocation's journal.
+    and healthy is left alone. When the launch fails, diagnose that invocation's journal
+    (root cause, evidence, call chain, fix) and, with ``repair``, apply the fix and relaunch.
 
     + service: systemd unit name (without ``.service``)
     + port: the server's port on the node
     + served_model_name: the name ``/v1/models`` must report
     + timeout: seconds to wait for readiness
-    + journal_lines: how many lines of the failed invocation's journal to show
     + api_key_file: the server's API key (0600 file on the controller) for the smoke request
+    + settings: the server settings the unit was rendered from (repairs re-render it)
+    + repair: apply the diagnosed remedy when the deploy can (recorded on the node), relaunch
+    + max_repairs: at most this many repairs in one run; a remedy is never applied twice
     """
     base = f"http://127.0.0.1:{port}"
     status = host.get_fact(UnitStatus, unit=f"{service}.service")
     if status["active"] == "active" and host.get_fact(HttpStatus, url=f"{base}/health") == 200:
         host.noop(f"{service} is up and healthy on port {port}")
         return
-    yield FunctionCommand(_wait_and_smoke, (service, port, served_model_name, timeout, journal_lines,
-                                            api_key_file), {})
+    yield FunctionCommand(_launch_until_ready, (service, port, served_model_name, timeout, api_key_file,
+                                                settings, repair, max_repairs), {})
 
 
-def _wait_and_smoke(state, host, service: str, port: int, served_model_name: str, timeout: int,
-                    journal_lines: int, api_key_file: str | None) -> bool:
+def _launch_until_ready(state, host, service: str, port: int, served_model_name: str, timeout: int,
+                        api_key_file: str | None, settings, repair: bool, max_repairs: int) -> bool:
+    """Wait for readiness; on a failed launch diagnose it, and with ``repair`` apply the remedy
+    and relaunch, at most ``max_repairs`` times and never the same remedy twice."""
     unit = f"{service}.service"
-    t0 = time.monotonic()
-    ok, _ = host.run_shell_command(StringCommand(
-        "sh", "-c", QuoteString(WAIT_SCRIPT), "noderig-wait", QuoteString(unit),
-        QuoteString(f"http://127.0.0.1:{port}/health"), str(timeout)), _timeout=timeout + 30)
-    if not ok:
-        _show_failed_invocation(host, unit, journal_lines, time.monotonic() - t0, timeout)
-        return False
-    waited = time.monotonic() - t0
+    recorded = _read_repairs(host)
+    applied = [r["remedy"] for r in recorded.get("repairs", [])]
+    for attempt in range(max_repairs + 1):
+        t0 = time.monotonic()
+        ok, _ = host.run_shell_command(StringCommand(
+            "sh", "-c", QuoteString(WAIT_SCRIPT), "noderig-wait", QuoteString(unit),
+            QuoteString(f"http://127.0.0.1:{port}/health"), str(timeout)), _timeout=timeout + 30)
+        if ok:
+            return _smoke(host, unit, port, served_model_name, api_key_file, time.monotonic() - t0)
+        d = _diagnose_failed_invocation(host, unit, time.monotonic() - t0, timeout)
+        plan = plan_repair(d.remedy, asdict(settings) if settings else {}, applied) if d else None
+        if not repair or plan is None or attempt == max_repairs or settings is None:
+            if d and d.remedy and plan is not None and not repair:
+                host.log_styled(f"the deploy can apply this fix itself: rerun with --data repair=true "
+                                f"({plan.description})", fg="yellow", log_func=logger.warning)
+            elif d and d.remedy in applied:
+                host.log_styled(f"the fix for {d.cls} ({d.remedy}) was already applied and the server still "
+                                "fails: this needs a human", fg="red", log_func=logger.error)
+            return False
+        settings = _apply_repair(host, unit, settings, plan, recorded)
+        applied.append(plan.remedy)
+        host.log_styled(f"repaired: {plan.description}; relaunching {unit}", fg="yellow", log_func=logger.warning)
+    return False
+
+
+def _read_repairs(host) -> dict:
+    _, out = host.run_shell_command(StringCommand("cat", REPAIRS_FILE, "2>/dev/null", "||", "true"))
+    try:
+        return json.loads("\n".join(out.stdout_lines)) if out.stdout_lines else {"repairs": []}
+    except ValueError:
+        return {"repairs": []}
+
+
+def _apply_repair(host, unit: str, settings, plan, recorded: dict):
+    """Apply a planned repair on the node, record it, re-render the unit, restart."""
+    if plan.packages:
+        ok, out = host.run_shell_command(StringCommand(
+            "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q", "--no-install-recommends",
+            *(QuoteString(p) for p in plan.packages)))
+        if not ok:
+            host.log_styled(f"repair failed: could not install {plan.packages}: {out.stderr}", fg="red",
+                            log_func=logger.error)
+    if plan.forget_verified:
+        host.run_shell_command(StringCommand("rm", "-f", QuoteString(f"{settings.model_dir}/{RECORD_FILE}")))
+    if plan.settings:
+        settings = replace(settings, **plan.settings)
+    recorded.setdefault("repairs", []).append(
+        {"remedy": plan.remedy, "description": plan.description, "settings": plan.settings,
+         "packages": plan.packages, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    _put_atomic(host, REPAIRS_FILE, json.dumps(recorded, indent=1) + "\n")
+    if plan.settings:
+        _put_atomic(host, f"/etc/systemd/system/{unit}", render_unit(settings))
+        host.run_shell_command(StringCommand("systemctl", "daemon-reload"))
+    host.run_shell_command(StringCommand("systemctl", "reset-failed", QuoteString(unit), ";",
+                                         "systemctl", "restart", QuoteString(unit)))
+    return settings
+
+
+def _put_atomic(host, path: str, text: str) -> None:
+    tmp = f"{path}.noderig-tmp"
+    host.run_shell_command(StringCommand("mkdir", "-p", QuoteString(path.rsplit("/", 1)[0])))
+    host.put_file(io.StringIO(text), tmp)
+    host.run_shell_command(StringCommand("mv", "-f", QuoteString(tmp), QuoteString(path)))
+
+
+def _smoke(host, unit: str, port: int, served_model_name: str, api_key_file: str | None, waited: float) -> bool:
     # The smoke requests go from the controller through the SSH connection, so the API key
     # stays in the controller's memory (no curl argv on the node).
     headers = {"Content-Type": "application/json"}
@@ -93,13 +164,44 @@ def _http(url: str, headers: dict, body: bytes | None = None) -> bytes:
         return resp.read()
 
 
-def _show_failed_invocation(host, unit: str, lines: int, waited: float, timeout: int) -> None:
-    """Only the journal of the latest invocation: older runs' errors would mislead."""
+def _diagnose_failed_invocation(host, unit: str, waited: float, timeout: int):
+    """Read the journal of the failed invocation only (older runs' errors would mislead), name
+    the root cause with the catalog, and print the report; returns the Diagnosis."""
     _, out = host.run_shell_command(StringCommand(
         "inv=$(systemctl show -p InvocationID --value", QuoteString(unit), ");",
-        "journalctl", "--no-pager", "-o", "cat", "_SYSTEMD_INVOCATION_ID=$inv", "|", "tail", "-n", str(lines)))
+        "journalctl", "--no-pager", "-o", "short-iso-precise", "_SYSTEMD_INVOCATION_ID=$inv", ";",
+        "echo", QuoteString(RESULT_MARK), ";",
+        "systemctl", "show", "-p", "Result", "-p", "ExecMainCode", "-p", "ExecMainStatus", QuoteString(unit), ";",
+        "journalctl", "--no-pager", "-o", "json", "-n", "1", "_SYSTEMD_INVOCATION_ID=$inv",
+        "--output-fields=__REALTIME_TIMESTAMP"))
+    lines = out.stdout_lines
+    cut = lines.index(RESULT_MARK) if RESULT_MARK in lines else len(lines)
+    journal, tail = lines[:cut], lines[cut + 1:]
+    result = dict(line.split("=", 1) for line in tail if "=" in line and not line.startswith("{"))
+    crashed_at = None
+    for line in tail:
+        if line.startswith("{"):
+            crashed_at = int(json.loads(line).get("__REALTIME_TIMESTAMP", 0)) / 1e6 or None
+    d = diagnose("\n".join(journal))
+    latency = time.time() - crashed_at if crashed_at else None
     what = "did not become ready" if waited >= timeout else "failed during startup"
-    host.log_styled(f"{unit} {what} after {waited:.1f} s; its journal (this invocation):", fg="red",
-                    log_func=logger.error)
-    for line in out.stdout_lines:
+    host.log_styled(
+        f"{unit} {what} after {waited:.1f} s (result {result.get('Result', '?')}, "
+        f"status {result.get('ExecMainStatus', '?')}); diagnosis: {d.cls}"
+        + (f" (printed {latency:.2f} s after the crash reached the journal)" if latency is not None else ""),
+        fg="red", log_func=logger.error)
+    for line in report_lines(d):
         logger.error(f"    {line}")
+    return d
+
+
+def report_lines(d) -> list[str]:
+    """The readable report as plain lines (pyinfra's output is line-oriented)."""
+    lines = [f"cause: {d.cause}"]
+    for e in d.evidence[:8]:
+        lines.append(f"evidence{f' [{e.rank}]' if e.rank else ''}: {e.line}")
+    if d.chain:
+        lines.append("call chain: " + " -> ".join(d.chain))
+    if d.cls != "healthy":
+        lines.append(f"fix: {d.fix}")
+    return lines

@@ -54,5 +54,9 @@ sglang_version = None  # flag spellings of this SGLang release; None: the instal
 # Which steps to run (comma list of preflight, prerequisites, environment, checkpoint,
 # service, readiness), e.g. --data steps=environment; preflight always runs.
 steps = "all"
+# After a failed launch: apply the diagnosed fix when the deploy can (recorded on the node in
+# /etc/noderig/repairs.json so later runs keep it), at most max_repairs times per run.
+repair = False
+max_repairs = 2
 start_timeout = 1800  # load + CUDA graph capture of ~590 GB takes minutes
 ready_timeout = 1800

@@ -1,0 +1,59 @@
+"""Remedies the deploy can apply itself, from a diagnosis's machine remedy id.
+
+Pure: a remedy id and the current settings in, a ``Repair`` (what to change, described) out.
+Applied repairs are recorded on the node (``/etc/noderig/repairs.json``) and folded into
+the settings on every later run, so a rerun after a repair renders the same unit (a no-op)
+instead of undoing the fix and crashing again. A remedy is applied at most once: if the
+server still fails with it in place, the deploy says so instead of looping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+REPAIRS_FILE = "/etc/noderig/repairs.json"
+
+
+@dataclass
+class Repair:
+    remedy: str
+    description: str
+    settings: dict = field(default_factory=dict)  # setting -> new value (recorded on the node)
+    packages: list[str] = field(default_factory=list)  # apt packages to install first
+    forget_verified: bool = False  # drop the checkpoint's verified record (re-verify next run)
+
+
+def plan_repair(remedy: str | None, settings: dict, applied: list[str]) -> Repair | None:
+    """What to do for ``remedy`` given the current ``settings`` (inventory names), or None when
+    the deploy cannot apply it (or already did: the fix did not help, a human must look)."""
+    if not remedy or remedy in applied:
+        return None
+    kind, _, arg = remedy.partition(":")
+    if kind == "add_flag" and arg == "--skip-server-warmup":
+        return Repair(remedy, "skip the server warmup (--skip-server-warmup)", settings={"skip_server_warmup": True})
+    if kind == "add_flag" and arg == "--trust-remote-code":
+        return Repair(remedy, "allow the model's remote code (--trust-remote-code)", settings={"trust_remote_code": True})
+    if kind == "install_package" and arg and arg.replace("-", "").replace(".", "").isalnum():
+        return Repair(remedy, f"install {arg}", packages=[arg])
+    if kind == "set" and "=" in arg:
+        key, value = arg.split("=", 1)
+        if key in ("attention_backend", "mm_attention_backend") and settings.get(key) != value:
+            return Repair(remedy, f"set {key} to {value}", settings={key: value})
+        return None
+    if kind == "lower" and arg == "mem_fraction_static":
+        current = settings.get("mem_fraction_static") or 0.88
+        new = round(max(0.5, current - 0.08), 2)
+        if new >= current:
+            return None
+        return Repair(remedy, f"lower mem_fraction_static from {current} to {new}", settings={"mem_fraction_static": new})
+    if kind == "reverify_checkpoint":
+        return Repair(remedy, "re-verify the checkpoint (its verified record is dropped)", forget_verified=True)
+    return None
+
+
+def recorded_settings(recorded: dict | None) -> dict:
+    """The settings changed by the repairs recorded on the node, in the order applied."""
+    merged = {}
+    for repair in (recorded or {}).get("repairs", []):
+        merged.update(repair.get("settings", {}))
+    return merged
