@@ -1,0 +1,75 @@
+"""Crash diagnosis and repair on the lab, through the real deploy: the reference case
+(vision warmup without flash_attn.cute) and a node without python3-dev."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import run_pyinfra
+
+pytestmark = pytest.mark.lab
+
+
+def deploy(lab, *data: str):
+    args = ["-y", "deploy.py"]
+    for d in data:
+        args += ["--data", d]
+    res = run_pyinfra(lab.inventory, *args)
+    return res, res.stdout + res.stderr
+
+
+def crash_to_report_seconds(out: str) -> float:
+    m = re.search(r"printed ([\d.]+) s after the crash reached the journal", out)
+    assert m, out[-3000:]
+    return float(m.group(1))
+
+
+def test_vision_warmup_crash_is_named_with_its_chain_and_repaired(lab):
+    lab.reset("b300")
+    res, out = deploy(lab, "skip_server_warmup=false")
+    assert res.returncode != 0
+    assert "diagnosis: flash_attn_cute_missing" in out, out[-4000:]
+    chain = re.search(r"call chain: (.*)", out).group(1)
+    assert chain.index("mm_utils._get_chunked_embedding_by_item") < chain.index("kimi_k25.get_image_feature")
+    assert "fix: Relaunch with --skip-server-warmup" in out
+    assert "rerun with --data repair=true" in out
+    seconds = crash_to_report_seconds(out)
+    assert seconds < 2.0, f"diagnosis printed {seconds} s after the crash"
+    print(f"crash -> diagnosis printed: {seconds:.2f} s")
+
+    res, out = deploy(lab, "skip_server_warmup=false", "repair=true")
+    assert res.returncode == 0, out[-4000:]
+    assert "repaired: skip the server warmup" in out and "ready in" in out
+    assert "--skip-server-warmup" in lab.run("b300", "cat /etc/systemd/system/sglang.service").stdout
+
+    # The repair is recorded on the node: the same inventory again changes nothing.
+    pid = lab.run("b300", "systemctl show -p MainPID --value sglang").stdout
+    res, out = deploy(lab, "skip_server_warmup=false")
+    assert res.returncode == 0, out[-4000:]
+    assert "Grand total" in out and re.search(r"Grand total\s+\d+\s+-\s+-\s+\d+", out), out[-2500:]
+    assert lab.run("b300", "systemctl show -p MainPID --value sglang").stdout == pid
+
+
+def test_missing_python_headers_are_named_and_repaired_by_installing_python3_dev(lab):
+    lab.reset("b300")
+    res, out = deploy(lab, 'packages=["aria2", "rsync", "curl"]')
+    assert res.returncode != 0
+    assert "diagnosis: missing_python_headers" in out, out[-4000:]
+    assert "Python.h" in out
+    res, out = deploy(lab, 'packages=["aria2", "rsync", "curl"]', "repair=true")
+    assert res.returncode == 0, out[-4000:]
+    assert "repaired: install python3-dev" in out and "ready in" in out
+    assert lab.run("b300", "test -e /usr/include/python3.11/Python.h", check=False).returncode == 0
+
+
+def test_a_fix_that_does_not_help_is_not_applied_again(lab):
+    lab.reset("b300")
+    # A repair already recorded for this very failure: the deploy must not loop on it.
+    lab.run("b300", "mkdir -p /etc/noderig && echo '{\"repairs\": [{\"remedy\": \"install_package:python3-dev\", "
+                    "\"settings\": {}}]}' > /etc/noderig/repairs.json")
+    res, out = deploy(lab, 'packages=["aria2", "rsync", "curl"]', "repair=true")
+    assert res.returncode != 0
+    assert "was already applied and the server still fails" in out, out[-3000:]
+    assert out.count("diagnosis: missing_python_headers") == 1
