@@ -82,6 +82,7 @@ def build_manifest(pin: RepoPin, token: str | None) -> dict:
         "revision": pin.revision,
         "commit": info.sha,
         "endpoint": pin.endpoint,
+        "gated": bool(info.gated),
         "patterns": list(pin.patterns),
         "files": files,
         "total_bytes": sum(f["size"] for f in files),

@@ -47,7 +47,11 @@ def plan_repair(remedy: str | None, settings: dict, applied: list[str]) -> Repai
             return None
         return Repair(remedy, f"lower mem_fraction_static from {current} to {new}", settings={"mem_fraction_static": new})
     if kind == "reverify_checkpoint":
-        return Repair(remedy, "re-verify the checkpoint (its verified record is dropped)", forget_verified=True)
+        return Repair(remedy, "re-verify the checkpoint (every file hashed again)", forget_verified=True)
+    if kind == "free_port":
+        # Another process holds the port: the deploy never kills what it did not start, so it
+        # moves the server to the next free port (the operation picks it on the node).
+        return Repair(remedy, "move the server to a free port", settings={"port": None})
     return None
 
 

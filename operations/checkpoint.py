@@ -6,6 +6,7 @@ import io
 import json
 import secrets
 import tempfile
+import threading
 import time
 
 from pyinfra import host, logger
@@ -106,7 +107,7 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
                 yield StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"))
         # Small git files of a gated repo are served only with the token, which must not
         # reach the node: the controller fetches those (kilobytes) and uploads them.
-        via_controller = sorted(p for p in fetch_list if p not in lfs and token)
+        via_controller = sorted(p for p in fetch_list if p not in lfs and token and manifest.get("gated"))
         for path in via_controller:
             yield FunctionCommand(_upload_small_file, (manifest, path, dest, token), {})
         entries = []
@@ -192,7 +193,8 @@ def _ensure_daemon(host) -> str:
     if not host.put_file(io.StringIO(aria2.daemon_conf(secret)), aria2.CONF):
         raise DownloadError(f"could not write {aria2.CONF}")
     ok, out = host.run_shell_command(StringCommand(
-        "systemctl", "reset-failed", unit, "2>/dev/null", ";",
+        # an earlier run's daemon may still be exiting: wait for it, then start afresh
+        "systemctl", "stop", unit, "2>/dev/null", ";", "systemctl", "reset-failed", unit, "2>/dev/null", ";",
         "systemd-run", "--quiet", f"--unit={aria2.SERVICE}", "--property=Type=exec",
         "aria2c", f"--conf-path={aria2.CONF}"))
     if not ok:
@@ -204,13 +206,42 @@ class DownloadError(Exception):
     pass
 
 
+STATUS_KEYS = ["gid", "status", "totalLength", "completedLength", "downloadSpeed", "errorCode", "errorMessage"]
+
+
 def _snapshot(api, gids: dict[str, str]) -> dict[str, dict]:
+    """Every tracked download's state in one RPC round trip (system.multicall): the poll
+    loop runs through the SSH tunnel, so per-file calls would add up."""
+    calls = [{"methodName": "aria2.tellStatus", "params": [f"token:{api.client.secret}", gid, STATUS_KEYS]}
+             for gid in gids.values()]
+    results = api.client.call("system.multicall", [calls], insert_secret=False)
     snap = {}
-    for path, gid in gids.items():
-        d = api.get_download(gid)
-        snap[path] = {"status": d.status, "total": d.total_length, "done": d.completed_length,
-                      "speed": d.download_speed, "error": d.error_code, "message": d.error_message, "gid": gid}
+    for (path, gid), result in zip(gids.items(), results):
+        d = result[0] if isinstance(result, list) else {"status": "removed", "errorMessage": str(result)}
+        snap[path] = {"status": d.get("status"), "total": int(d.get("totalLength", 0)),
+                      "done": int(d.get("completedLength", 0)), "speed": int(d.get("downloadSpeed", 0)),
+                      "error": d.get("errorCode"), "message": d.get("errorMessage"), "gid": gid}
     return snap
+
+
+class _BackgroundVerify:
+    """Hash files while the rest still download: the node-side verifier skips files with a
+    live control file and those already in the record, so each run hashes only what aria2
+    finished since the last one. One run at a time; the final verification does the rest."""
+
+    def __init__(self, host, manifest_path: str, dest: str, jobs: int):
+        self.host, self.command = host, StringCommand(
+            "python3", VERIFY_SCRIPT, QuoteString(manifest_path), QuoteString(dest), "--jobs", str(jobs))
+        self.running = None
+
+    def kick(self) -> None:
+        if self.running is None or not self.running.is_alive():
+            self.running = threading.Thread(target=self.host.run_shell_command, args=(self.command,), daemon=True)
+            self.running.start()
+
+    def wait(self) -> None:
+        if self.running is not None:
+            self.running.join()
 
 
 def _download(state, host, manifest: dict, dest: str, entries: list, token, connections: int, jobs: int,
@@ -237,14 +268,14 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
                 except Exception as e:
                     if time.monotonic() > deadline:
                         raise DownloadError(f"aria2's RPC on {host.name} did not answer: {e}")
-                    time.sleep(0.2)
+                    time.sleep(0.05)
             api.set_global_options({"max-concurrent-downloads": str(jobs)})
             # Re-attach to downloads an earlier (maybe killed) run started for these files.
             known = {}
             for d in api.get_downloads():
                 if d.files:
                     known[str(d.files[0].path)] = d
-            gids, attempts, reattached = {}, {}, 0
+            gids, attempts, reattached, to_add = {}, {}, 0, []
             for url, path in entries:
                 d = known.get(f"{dest}/{path}")
                 if d is not None and d.status in ("active", "waiting", "paused", "complete"):
@@ -253,11 +284,20 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
                     if d.status == "paused":
                         api.resume([d])
                 else:
-                    opts = aria2.download_options(dest, path, connections, allocation)
-                    gids[path] = api.add_uris([url], options=opts).gid
+                    to_add.append((url, path))
+            # All new downloads in one RPC round trip (each call crosses the SSH tunnel).
+            calls = [{"methodName": "aria2.addUri", "params": [
+                f"token:{secret}", [url], aria2.download_options(dest, path, connections, allocation)]}
+                for url, path in to_add]
+            for (url, path), result in zip(to_add, api.client.call("system.multicall", [calls], insert_secret=False)
+                                           if calls else []):
+                if not isinstance(result, list):
+                    raise DownloadError(f"aria2 refused {dest}/{path}: {result}")
+                gids[path] = result[0]
             if reattached:
                 logger.info(f"{label}: re-attached to {reattached} download(s) already running on the node")
-            last_print = 0.0
+            last_print, finished = 0.0, 0
+            background = _BackgroundVerify(host, f"{dest}/{plan.MANIFEST_FILE}", dest, jobs)
             while True:
                 snap = _snapshot(api, gids)
                 for path, d in snap.items():
@@ -290,11 +330,14 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
                 if done or now - last_print >= 2:
                     logger.info(aria2.progress_line(label, progress))
                     last_print = now
+                if progress["files_done"] > finished:
+                    finished = progress["files_done"]
+                    background.kick()
                 if done:
                     break
-                time.sleep(0.5)
-            for gid in gids.values():
-                api.client.remove_download_result(gid)
+                time.sleep(0.2)
+            background.wait()
+            api.client.purge_download_result()
     except DownloadError as e:
         host.log_styled(str(e), fg="red", log_func=logger.error)
         _stop_daemon(host)
@@ -304,5 +347,6 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
 
 
 def _stop_daemon(host) -> None:
-    """Stop aria2 (SIGTERM: it writes its control files, so partial files resume next time)."""
-    host.run_shell_command(StringCommand("systemctl", "stop", f"{aria2.SERVICE}.service", "||", "true"))
+    """Stop aria2 (SIGTERM: it writes its control files, so partial files resume next time).
+    aria2 takes about a second to exit; nothing waits for it (the next start does)."""
+    host.run_shell_command(StringCommand("systemctl", "stop", "--no-block", f"{aria2.SERVICE}.service", "||", "true"))

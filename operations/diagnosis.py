@@ -12,12 +12,13 @@ from pyinfra import host, logger
 from pyinfra.api import operation
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
-from noderig.checkpoint import RECORD_FILE
+from noderig.checkpoint import MANIFEST_FILE, RECORD_FILE
 from noderig.diagnose import diagnose
 from noderig.manifest import read_private
 from noderig.repair import REPAIRS_FILE, plan_repair
 from noderig.unit import render_unit
 
+from .checkpoint import VERIFY_SCRIPT
 from .facts import HttpStatus, UnitStatus
 from .tunnel import LoopbackForward
 
@@ -73,6 +74,7 @@ def _launch_until_ready(state, host, service: str, port: int, served_model_name:
     recorded = _read_repairs(host)
     applied = [r["remedy"] for r in recorded.get("repairs", [])]
     for attempt in range(max_repairs + 1):
+        port = settings.port if settings is not None else port
         t0 = time.monotonic()
         ok, _ = host.run_shell_command(StringCommand(
             "sh", "-c", QuoteString(WAIT_SCRIPT), "noderig-wait", QuoteString(unit),
@@ -113,7 +115,19 @@ def _apply_repair(host, unit: str, settings, plan, recorded: dict):
             host.log_styled(f"repair failed: could not install {plan.packages}: {out.stderr}", fg="red",
                             log_func=logger.error)
     if plan.forget_verified:
+        # Hash every file again now; bad files are named and left for the checkpoint step.
         host.run_shell_command(StringCommand("rm", "-f", QuoteString(f"{settings.model_dir}/{RECORD_FILE}")))
+        ok, out = host.run_shell_command(StringCommand(
+            "python3", VERIFY_SCRIPT, QuoteString(f"{settings.model_dir}/{MANIFEST_FILE}"),
+            QuoteString(settings.model_dir)))
+        if not ok:
+            bad = [f"{f['file']} ({f['status']})" for f in _last_json(out.stdout_lines).get("files", [])
+                   if f["status"] != "ok"]
+            host.log_styled(f"re-verification found damaged files: {', '.join(bad) or out.stderr}; rerun the "
+                            "deploy to fetch them again", fg="red", log_func=logger.error)
+    if plan.settings.get("port", 0) is None:
+        plan.settings["port"] = _free_port(host, settings.port)
+        plan.description = f"move the server from port {settings.port} to free port {plan.settings['port']}"
     if plan.settings:
         settings = replace(settings, **plan.settings)
     recorded.setdefault("repairs", []).append(
@@ -126,6 +140,26 @@ def _apply_repair(host, unit: str, settings, plan, recorded: dict):
     host.run_shell_command(StringCommand("systemctl", "reset-failed", QuoteString(unit), ";",
                                          "systemctl", "restart", QuoteString(unit)))
     return settings
+
+
+def _free_port(host, taken: int) -> int:
+    _, out = host.run_shell_command(StringCommand("ss", "-ltnH"))
+    used = set()
+    for line in out.stdout_lines:
+        fields = line.split()
+        if len(fields) >= 4 and fields[3].rsplit(":", 1)[-1].isdigit():
+            used.add(int(fields[3].rsplit(":", 1)[-1]))
+    port = taken + 1
+    while port in used:
+        port += 1
+    return port
+
+
+def _last_json(lines: list[str]) -> dict:
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, ValueError):
+        return {}
 
 
 def _put_atomic(host, path: str, text: str) -> None:

@@ -73,3 +73,19 @@ def test_a_fix_that_does_not_help_is_not_applied_again(lab):
     assert res.returncode != 0
     assert "was already applied and the server still fails" in out, out[-3000:]
     assert out.count("diagnosis: missing_python_headers") == 1
+
+
+def test_a_port_taken_by_another_process_is_diagnosed_and_the_server_moved(lab):
+    lab.reset("b300")
+    lab.run("b300", "systemd-run --unit=squatter python3 -m http.server 30000 --bind 0.0.0.0")
+    try:
+        res, out = deploy(lab, "repair=true")
+        assert "diagnosis: port_in_use" in out, out[-4000:]
+        assert res.returncode == 0, out[-4000:]
+        assert "move the server from port 30000 to free port 30001" in out
+        assert lab.run("b300", "systemctl is-active squatter").stdout.strip() == "active", "never kill a stranger"
+        assert "--port 30001" in lab.run("b300", "cat /etc/systemd/system/sglang.service").stdout
+        res, out = deploy(lab)  # the recorded repair keeps the new port: nothing to do
+        assert res.returncode == 0 and re.search(r"Grand total\s+\d+\s+-\s+-\s+\d+", out), out[-2500:]
+    finally:
+        lab.run("b300", "systemctl stop squatter", check=False)

@@ -38,6 +38,15 @@ STANDIN_SOURCE = Path(__file__).parent / "sglang_standin"
 REQUIRED_TOOLS = ["systemd-nspawn", "ip", "ssh", "ssh-keygen", "chroot", "mount", "debootstrap"]
 
 
+def checkpoint_sizes() -> dict:
+    """The lab checkpoint's size: ~24 MiB in 4 shards by default (tests), larger for benchmarks
+    with NODERIG_LAB_MODEL_MIB (shards of a quarter of it each)."""
+    mib = int(os.environ.get("NODERIG_LAB_MODEL_MIB", "0"))
+    if not mib:
+        return {}
+    return {"kimi_bytes": mib << 20, "shard_bytes": max(8, mib // 4) << 20}
+
+
 def target_names(count: int) -> list[str]:
     return [TARGET_NAME] + [f"{TARGET_NAME}-{i}" for i in range(2, count + 1)]
 
@@ -107,7 +116,7 @@ class Lab:
             built = image.ensure(log=self.log)
             if built:
                 self.log(f"image {image.key} built in {built:.0f} s")
-            repos = ensure_lab_repos(lay.cache_dir / "checkpoints")
+            repos = ensure_lab_repos(lay.cache_dir / "checkpoints", **checkpoint_sizes())
             hub_root = _common_root(repos)
             self._make_keys_and_tokens()
 
