@@ -184,3 +184,13 @@ def test_not_enough_disk_is_refused_before_downloading_with_the_numbers(lab):
         assert lab.run("b300", "dpkg -s aria2", check=False).returncode != 0, "refused before any change"
     finally:
         lab.run("b300", f"umount {MODEL_DIR}", check=False)
+
+
+def test_a_refused_signed_url_is_resolved_again_and_the_download_resumes(lab, converged):
+    # An expired signed CDN URL answers 403; the deploy asks the Hub for a fresh one.
+    lab.run("b300", f"rm {MODEL_DIR}/{SHARD}")
+    hub_call(lab, "/_lab/faults", {"status": {"code": 403, "count": 1, "scope": "cdn", "match": SHARD}})
+    res, out = deploy(lab, "aria2_connections=1")
+    assert res.returncode == 0, out[-4000:]
+    assert f"{SHARD}:" in out and "URL re-resolved, resuming" in out, out[-3000:]
+    assert SHARD in record(lab)
