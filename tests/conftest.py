@@ -47,6 +47,16 @@ def run_pyinfra(inventory: Path, *args: str, timeout: float = 900, env: dict | N
                           env={**os.environ, "PYINFRA_PROGRESS": "off", **(env or {})})
 
 
+def deploy(lab, *data: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, str]:
+    """``pyinfra -y <lab inventory> deploy.py --data k=v ...`` (a later --data wins); returns
+    the result and its whole output."""
+    args = ["-y", "deploy.py"]
+    for d in data:
+        args += ["--data", d]
+    res = run_pyinfra(lab.inventory, *args, timeout=timeout)
+    return res, res.stdout + res.stderr
+
+
 def hub_call(lab, path: str, data: dict | None = None) -> dict:
     """The lab Hub's test controls: /_lab/faults, /_lab/reset, /_lab/stats."""
     import json

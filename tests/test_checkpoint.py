@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, hub_call, run_pyinfra
+from tests.conftest import ROOT, deploy, hub_call
 
 pytestmark = pytest.mark.lab
 
@@ -25,12 +25,6 @@ SHARD = "model-00002-of-000004.safetensors"
 STEPS = "steps=prerequisites,checkpoint"
 
 
-def deploy(lab, *data: str, timeout: float = 300):
-    args = ["-y", "deploy.py", "--data", STEPS]
-    for d in data:
-        args += ["--data", d]
-    res = run_pyinfra(lab.inventory, *args, timeout=timeout)
-    return res, res.stdout + res.stderr
 
 
 def fetched(lab, repo: str = MODEL) -> set[str]:
@@ -54,7 +48,7 @@ def record(lab, d: str = MODEL_DIR) -> dict:
 def converged(lab):
     """b300 with both checkpoints downloaded and verified; Hub faults and counters cleared."""
     hub_call(lab, "/_lab/reset", {})
-    res, out = deploy(lab)
+    res, out = deploy(lab, STEPS)
     assert res.returncode == 0, out[-4000:]
     hub_call(lab, "/_lab/reset", {})
     yield
@@ -64,7 +58,7 @@ def converged(lab):
 def test_download_through_the_redirect_then_rerun_changes_and_hashes_nothing(lab):
     lab.reset("b300")
     hub_call(lab, "/_lab/reset", {})
-    res, out = deploy(lab)
+    res, out = deploy(lab, STEPS)
     assert res.returncode == 0, out[-4000:]
     assert "14 files verified in /models/Kimi-K2.6" in out and "2 files verified in /models/Kimi-K2.6-DFlash" in out
     stats = hub_call(lab, "/_lab/stats")
@@ -76,7 +70,7 @@ def test_download_through_the_redirect_then_rerun_changes_and_hashes_nothing(lab
 
     before = lab.run("b300", f"stat -c %Y.%y {MODEL_DIR}/.noderig/verified.json").stdout
     hub_call(lab, "/_lab/reset", {})
-    res, out = deploy(lab)
+    res, out = deploy(lab, STEPS)
     assert res.returncode == 0, out[-4000:]
     assert re.search(r"Checkpoint moonshotai/Kimi-K2.6\s+1\s+-\s+-\s+1", out), out[-2000:]
     assert re.search(r"Checkpoint z-lab/Kimi-K2.6-DFlash\s+1\s+-\s+-\s+1", out), out[-2000:]
@@ -102,7 +96,7 @@ DAMAGE = {
 def test_damage_on_the_node_is_found_by_name_and_only_that_file_fetched_again(lab, converged, damage):
     command, victim = DAMAGE[damage]
     lab.run("b300", command)
-    res, out = deploy(lab)
+    res, out = deploy(lab, STEPS)
     assert res.returncode == 0, out[-4000:]
     assert victim in out, f"the damaged file must be named:\n{out[-3000:]}"
     again = fetched(lab)
@@ -114,7 +108,7 @@ def test_damage_on_the_node_is_found_by_name_and_only_that_file_fetched_again(la
 def test_a_dropped_connection_resumes_to_the_right_sha256(lab, converged):
     lab.run("b300", f"rm {MODEL_DIR}/{SHARD}")
     hub_call(lab, "/_lab/faults", {"drop_after_bytes": {"bytes": 1_500_000, "count": 2, "scope": "cdn"}})
-    res, out = deploy(lab, "aria2_connections=1")
+    res, out = deploy(lab, STEPS, "aria2_connections=1")
     assert res.returncode == 0, out[-4000:]
     stats = hub_call(lab, "/_lab/stats")
     assert stats["files"][f"{MODEL}/{SHARD}"]["dropped"] >= 1, stats
@@ -125,7 +119,7 @@ def test_a_5xx_storm_ends_in_a_clear_error_with_nothing_marked_verified(lab, con
     lab.run("b300", f"rm {MODEL_DIR}/{SHARD}")
     hub_call(lab, "/_lab/faults", {"status": {"code": 503, "count": -1, "scope": "cdn"}})
     t0 = time.monotonic()
-    res, out = deploy(lab)
+    res, out = deploy(lab, STEPS)
     assert res.returncode != 0
     assert f"downloading {MODEL_DIR}/{SHARD} failed: aria2c exit" in out, out[-3000:]
     assert time.monotonic() - t0 < 120, "retries must be bounded"
@@ -133,7 +127,7 @@ def test_a_5xx_storm_ends_in_a_clear_error_with_nothing_marked_verified(lab, con
 
 
 def test_a_gated_repo_without_a_token_is_refused_in_one_sentence(lab):
-    res, out = deploy(lab, "hf_token_file=", "steps=checkpoint")
+    res, out = deploy(lab, STEPS, "hf_token_file=", "steps=checkpoint")
     assert res.returncode != 0
     assert "z-lab/Kimi-K2.6-DFlash is a gated repo" in out and "no token was given" in out, out[-3000:]
     assert "Traceback" not in out
@@ -141,7 +135,7 @@ def test_a_gated_repo_without_a_token_is_refused_in_one_sentence(lab):
 
 def test_killing_the_controller_mid_download_then_rerunning_does_not_start_over(lab):
     lab.reset("b300")
-    deploy(lab, "steps=prerequisites")
+    deploy(lab, STEPS, "steps=prerequisites")
     hub_call(lab, "/_lab/reset", {})
     hub_call(lab, "/_lab/faults", {"rate_limit_bps": {"bps": 1_000_000, "count": -1, "scope": "cdn"}})
     cmd = [str(Path(sys.executable).with_name("pyinfra")), "-y", str(lab.inventory), "deploy.py",
@@ -163,7 +157,7 @@ def test_killing_the_controller_mid_download_then_rerunning_does_not_start_over(
     # the download goes on without the controller
     assert lab.run("b300", "systemctl is-active noderig-aria2", check=False).stdout.strip() == "active"
     hub_call(lab, "/_lab/faults", {"rate_limit_bps": None})
-    res, out = deploy(lab, "steps=checkpoint")
+    res, out = deploy(lab, STEPS, "steps=checkpoint")
     assert res.returncode == 0, out[-4000:]
     assert "re-attached to" in out, out[-3000:]
     total = sum(f["size"] for f in json.loads(lab.run(
@@ -176,7 +170,7 @@ def test_not_enough_disk_is_refused_before_downloading_with_the_numbers(lab):
     lab.reset("b300")
     lab.run("b300", f"mkdir -p {MODEL_DIR} && mount -t tmpfs -o size=8M tmpfs {MODEL_DIR}")
     try:
-        res, out = deploy(lab)
+        res, out = deploy(lab, STEPS)
         assert res.returncode != 0
         assert re.search(r"not enough disk for /models/Kimi-K2\.6: 0\.0 GiB free, 0\.0 GiB still to download", out) \
             or "not enough disk for /models/Kimi-K2.6" in out, out[-3000:]
@@ -190,7 +184,7 @@ def test_a_refused_signed_url_is_resolved_again_and_the_download_resumes(lab, co
     # An expired signed CDN URL answers 403; the deploy asks the Hub for a fresh one.
     lab.run("b300", f"rm {MODEL_DIR}/{SHARD}")
     hub_call(lab, "/_lab/faults", {"status": {"code": 403, "count": 1, "scope": "cdn", "match": SHARD}})
-    res, out = deploy(lab, "aria2_connections=1")
+    res, out = deploy(lab, STEPS, "aria2_connections=1")
     assert res.returncode == 0, out[-4000:]
     assert f"{SHARD}:" in out and "URL re-resolved, resuming" in out, out[-3000:]
     assert SHARD in record(lab)

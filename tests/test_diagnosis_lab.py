@@ -7,17 +7,11 @@ import re
 
 import pytest
 
-from tests.conftest import run_pyinfra
+from tests.conftest import deploy
 
 pytestmark = pytest.mark.lab
 
 
-def deploy(lab, *data: str):
-    args = ["-y", "deploy.py"]
-    for d in data:
-        args += ["--data", d]
-    res = run_pyinfra(lab.inventory, *args)
-    return res, res.stdout + res.stderr
 
 
 def crash_to_report_seconds(out: str) -> float:

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.conftest import run_pyinfra
+from tests.conftest import deploy
 
 pytestmark = pytest.mark.lab
 
@@ -16,12 +16,6 @@ PKG = f"{VENV}/lib/python3.11/site-packages/sglang"
 ENV_STEPS = "steps=prerequisites,environment"
 
 
-def deploy(lab, *data: str):
-    args = ["-y", "deploy.py", "--data", ENV_STEPS]
-    for d in data:
-        args += ["--data", d]
-    res = run_pyinfra(lab.inventory, *args)
-    return res, res.stdout + res.stderr
 
 
 def listing(lab, name: str) -> str:
@@ -36,7 +30,7 @@ def transferred(out: str) -> int:
 
 def test_copy_from_reference_then_rerun_changes_nothing(lab):
     lab.reset("b300")
-    res, out = deploy(lab)
+    res, out = deploy(lab, ENV_STEPS)
     assert res.returncode == 0, out[-4000:]
     assert "venv copied (direct)" in out
     assert listing(lab, "b300") == listing(lab, "ct200")
@@ -46,16 +40,16 @@ def test_copy_from_reference_then_rerun_changes_nothing(lab):
     assert "noderig-transient" not in lab.run("b300", "cat /root/.ssh/authorized_keys").stdout
     assert lab.run("ct200", "ls /root/.ssh").stdout.count("noderig-transient") == 0
 
-    res, out = deploy(lab)
+    res, out = deploy(lab, ENV_STEPS)
     assert res.returncode == 0, out[-4000:]
     assert "venv copied" not in out
     assert re.search(r"Venv /opt/sglang/venv from ct200\s+1\s+-\s+-\s+1", out), out[-2500:]
 
 
 def test_broken_files_on_the_node_are_restored_exactly(lab):
-    deploy(lab)  # converged start
+    deploy(lab, ENV_STEPS)  # converged start
     lab.run("b300", f"rm {PKG}/version.py && echo '# edited' >> {PKG}/srt/utils.py && touch {VENV}/stray.txt")
-    res, out = deploy(lab)
+    res, out = deploy(lab, ENV_STEPS)
     assert res.returncode == 0, out[-4000:]
     assert "1 new (lib/python3.11/site-packages/sglang/version.py)" in out
     assert "1 changed (lib/python3.11/site-packages/sglang/srt/utils.py)" in out
@@ -65,9 +59,9 @@ def test_broken_files_on_the_node_are_restored_exactly(lab):
 
 
 def test_a_changed_reference_file_is_the_only_thing_that_moves(lab):
-    deploy(lab)
+    deploy(lab, ENV_STEPS)
     lab.run("ct200", f"echo '# hotfix' >> {PKG}/srt/utils.py")
-    res, out = deploy(lab)
+    res, out = deploy(lab, ENV_STEPS)
     assert res.returncode == 0, out[-4000:]
     assert transferred(out) == 1
     assert "# hotfix" in lab.run("b300", f"tail -1 {PKG}/srt/utils.py").stdout
@@ -78,13 +72,13 @@ def test_relay_through_the_controller_when_the_hosts_cannot_reach_each_other(lab
     b300_ip = lab.host("b300").ip
     lab.run("ct200", f"ip route add blackhole {b300_ip}/32")
     try:
-        res, out = deploy(lab)  # auto: direct is impossible, so it relays
+        res, out = deploy(lab, ENV_STEPS)  # auto: direct is impossible, so it relays
         assert res.returncode == 0, out[-4000:]
         assert "cannot reach" in out and "venv copied (relay)" in out
         assert listing(lab, "b300") == listing(lab, "ct200")
 
         lab.run("b300", f"rm {PKG}/version.py")
-        res, out = deploy(lab, "venv_transfer=relay")  # explicit relay, incremental
+        res, out = deploy(lab, ENV_STEPS, "venv_transfer=relay")  # explicit relay, incremental
         assert res.returncode == 0, out[-4000:]
         assert "venv copied (relay): 1 files" in out
     finally:
@@ -103,7 +97,7 @@ def test_a_missing_or_wrong_base_interpreter_is_refused_before_copying(lab, inte
         lab.run("b300", "rm /usr/bin/python3 && printf '#!/bin/sh\\necho 3.12.4\\n' > /usr/bin/python3 "
                         "&& chmod +x /usr/bin/python3")
     try:
-        res, out = deploy(lab)
+        res, out = deploy(lab, ENV_STEPS)
         assert res.returncode != 0
         assert "preflight on b300" in out and expected in out, out[-3000:]
         assert lab.run("b300", f"test -e {VENV}", check=False).returncode == 1, "nothing may be copied"
@@ -116,7 +110,7 @@ def test_an_unreachable_reference_is_named_and_the_node_left_untouched(lab):
     lab.reset("b300")
     lab.exec("ct200", "systemctl stop ssh.service")
     try:
-        res, out = deploy(lab)
+        res, out = deploy(lab, ENV_STEPS)
         assert res.returncode != 0
         assert "the reference host ct200 is unreachable" in out, out[-3000:]
         assert lab.run("b300", f"test -e {VENV}", check=False).returncode == 1

@@ -8,19 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_pyinfra
+from tests.conftest import deploy
 
 pytestmark = pytest.mark.lab
 
 FAKE_SMI = Path(__file__).resolve().parent.parent / "noderig" / "lab" / "nvidia-smi"
 
 
-def preflight(lab, *data: str):
-    args = ["-y", "deploy.py", "--data", "steps=preflight"]
-    for d in data:
-        args += ["--data", d]
-    res = run_pyinfra(lab.inventory, *args)
-    return res, res.stdout + res.stderr
 
 
 @pytest.fixture
@@ -39,17 +33,17 @@ def gpus(lab):
 
 def test_gpus_are_reported_and_the_required_count_enforced(lab, gpus):
     gpus(8)
-    res, out = preflight(lab, "gpus_required=8")
+    res, out = deploy(lab, "steps=preflight", "gpus_required=8")
     assert res.returncode == 0, out[-3000:]
     assert "8x NVIDIA B300 (compute 10.3, driver 580.82.07)" in out
 
     gpus(4)
-    res, out = preflight(lab, "gpus_required=8")
+    res, out = deploy(lab, "steps=preflight", "gpus_required=8")
     assert res.returncode != 0
     assert "4 GPU(s) visible to nvidia-smi, 8 required" in out
 
 
 def test_no_gpu_is_reported_not_an_error_unless_required(lab):
-    res, out = preflight(lab, "gpus_required=0")
+    res, out = deploy(lab, "steps=preflight", "gpus_required=0")
     assert res.returncode == 0, out[-3000:]
     assert "no GPU visible" in out

@@ -10,19 +10,13 @@ import urllib.error
 
 import pytest
 
-from tests.conftest import run_pyinfra
+from tests.conftest import deploy
 
 pytestmark = pytest.mark.lab
 
 UNIT = "/etc/systemd/system/sglang.service"
 
 
-def deploy(lab, *data: str):
-    args = ["-y", "deploy.py"]
-    for d in data:
-        args += ["--data", d]
-    res = run_pyinfra(lab.inventory, *args)
-    return res, res.stdout + res.stderr
 
 
 def main_pid(lab) -> str:
