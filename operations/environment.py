@@ -21,7 +21,9 @@ from .facts import DistributionsDigest, TreeListing
 from .util import fail, first_pass
 
 TRANSFERS = ("auto", "direct", "relay")
-RSYNC_FLAGS = ["-aH", "--delete", "--numeric-ids", "--mkpath", "--stats"]
+# __pycache__ is neither copied nor deleted: each host's Python keeps its own bytecode cache
+# (see TreeListing), so running the server never counts as drift.
+RSYNC_FLAGS = ["-aH", "--delete", "--numeric-ids", "--mkpath", "--stats", "--exclude=__pycache__/"]
 TRANSIENT_TAG = "noderig-transient-"
 
 

@@ -171,8 +171,9 @@ class HttpStatus(FactBase):
 class TreeListing(FactBase):
     """
     Every entry under ``root`` with type, size, mtime, mode and link target (never file
-    contents), keyed by relative path; ``{}`` when ``root`` does not exist. Two trees with
-    equal listings were copied with ``rsync -a`` and left alone since.
+    contents), keyed by relative path; ``{}`` when ``root`` does not exist; ``__pycache__``
+    directories left out. Two trees with equal listings were copied with ``rsync -a`` and
+    left alone since.
 
     .. code:: python
 
@@ -184,7 +185,10 @@ class TreeListing(FactBase):
     def command(self, root: str) -> StringCommand:
         return StringCommand(
             "test", "-d", QuoteString(root), "&&", "cd", QuoteString(root), "&&",
-            "find", ".", "-mindepth", "1", "-printf", QuoteString("%y\\t%s\\t%T@\\t%m\\t%l\\t%P\\n"), "||", "true",
+            # Bytecode caches are derived, and Python rewrites them on whichever host runs the
+            # code: comparing them would make every server start look like drift.
+            "find", ".", "-mindepth", "1", "-name", "__pycache__", "-prune", "-o",
+            "-printf", QuoteString("%y\\t%s\\t%T@\\t%m\\t%l\\t%P\\n"), "||", "true",
         )
 
     def process(self, output):

@@ -19,7 +19,10 @@ ENV_STEPS = "steps=prerequisites,environment"
 
 
 def listing(lab, name: str) -> str:
-    return lab.run(name, f"cd {VENV} && find . -printf '%y %s %T@ %m %l %P\\n' | LC_ALL=C sort").stdout
+    # Directories by mode and name only: their mtimes change whenever Python adds a
+    # __pycache__ inside, which is not drift (see the bytecode test below).
+    return lab.run(name, f"cd {VENV} && find . -name __pycache__ -prune -o -type d -printf 'd %m %P\\n' "
+                         "-o -printf '%y %s %T@ %m %l %P\\n' | LC_ALL=C sort").stdout
 
 
 def transferred(out: str) -> int:
@@ -56,6 +59,15 @@ def test_broken_files_on_the_node_are_restored_exactly(lab):
     assert "1 extra (stray.txt)" in out
     assert transferred(out) == 2
     assert listing(lab, "b300") == listing(lab, "ct200")
+
+
+def test_bytecode_written_by_running_the_server_on_the_node_is_not_drift(lab):
+    deploy(lab, ENV_STEPS)
+    # Python rewrites a stale or missing .pyc on whichever host imports the module.
+    lab.run("b300", f"rm -rf {PKG}/srt/__pycache__ && {VENV}/bin/python -c 'import sglang.srt.utils'")
+    assert lab.run("b300", f"ls {PKG}/srt/__pycache__").stdout.strip()
+    res, out = deploy(lab, ENV_STEPS)
+    assert res.returncode == 0 and "venv copied" not in out, out[-3000:]
 
 
 def test_a_changed_reference_file_is_the_only_thing_that_moves(lab):
