@@ -1,0 +1,93 @@
+"""Whole-deploy drift on the lab: a dry run changes nothing on the node; the unit edited by
+hand, the service stopped or disabled, a prerequisite removed: the plan names it and a rerun
+repairs exactly that."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import deploy, run_pyinfra
+
+pytestmark = pytest.mark.lab
+
+UNIT = "/etc/systemd/system/sglang.service"
+# What a dry run must leave exactly as it was: files under the deploy's paths (with mtimes),
+# installed packages, and the service's state.
+SNAPSHOT = ("find /etc/noderig /etc/systemd/system /opt /models /usr/local/lib/noderig -xdev "
+            "-printf '%y %s %T@ %m %p\\n' 2>/dev/null | LC_ALL=C sort; dpkg-query -W -f '${Package} ${Version}\\n'; "
+            "systemctl show -p ActiveState -p UnitFileState -p MainPID sglang")
+
+
+def dry(lab, *data: str):
+    args = ["deploy.py", "--dry", "--diff"]
+    for d in data:
+        args += ["--data", d]
+    res = run_pyinfra(lab.inventory, *args)
+    return res, res.stdout + res.stderr
+
+
+def changed(out: str) -> dict[str, int]:
+    """Operation -> hosts it changed, from the results table."""
+    table = out.split("--> Results:")[-1]
+    found = {}
+    for line in table.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) == 5 and cells[1].isdigit() and cells[2] != "-" and cells[0] != "Grand total":
+            found[cells[0]] = int(cells[2])
+    return found
+
+
+@pytest.fixture(scope="module")
+def converged(lab):
+    lab.reset("b300")
+    res, out = deploy(lab)
+    assert res.returncode == 0, out[-4000:]
+    return lab
+
+
+def test_a_dry_run_changes_nothing_on_a_bare_or_a_drifted_node(lab):
+    lab.reset("b300")
+    before = lab.run("b300", SNAPSHOT).stdout
+    res, out = dry(lab)
+    assert res.returncode == 0, out[-3000:]
+    assert "Venv /opt/sglang/venv from ct200" in out
+    assert lab.run("b300", SNAPSHOT).stdout == before
+
+
+def test_a_hand_edited_unit_is_shown_as_a_diff_and_restored(converged):
+    lab = converged
+    lab.run("b300", f"sed -i 's/--skip-server-warmup/--skip-server-warmup --log-level debug/' {UNIT} "
+                    "&& systemctl daemon-reload")
+    before = lab.run("b300", SNAPSHOT).stdout
+    res, out = dry(lab)
+    assert res.returncode == 0, out[-3000:]
+    assert f"--- {UNIT} (node)" in out and "--log-level debug" in out, out[-3000:]
+    assert lab.run("b300", SNAPSHOT).stdout == before, "the dry run changed the node"
+    res, out = deploy(lab)
+    assert res.returncode == 0, out[-3000:]
+    assert "--log-level" not in lab.run("b300", f"cat {UNIT}").stdout
+    assert changed(out).get("sglang.service") == 1
+
+
+def test_a_stopped_and_disabled_service_is_started_and_enabled_again(converged):
+    lab = converged
+    lab.run("b300", "systemctl disable --now sglang")
+    res, out = deploy(lab)
+    assert res.returncode == 0, out[-3000:]
+    assert lab.run("b300", "systemctl is-active sglang; systemctl is-enabled sglang").stdout.split() == \
+        ["active", "enabled"]
+    assert "ready in" in out
+    ops = changed(out)
+    assert set(ops) <= {"sglang running and enabled", "sglang ready"}, ops
+
+
+def test_a_removed_prerequisite_is_installed_again_and_nothing_else_changes(converged):
+    lab = converged
+    deploy(lab)
+    lab.run("b300", "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q aria2 >/dev/null")
+    res, out = deploy(lab)
+    assert res.returncode == 0, out[-3000:]
+    assert lab.run("b300", "dpkg -s aria2", check=False).returncode == 0
+    assert changed(out) == {"Prerequisites": 1}, changed(out)
