@@ -7,7 +7,6 @@ node-side verifier, after hashing, so "ok" here always rests on a hash that was 
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 STATE_DIR = ".noderig"
@@ -67,9 +66,6 @@ def bytes_to_fetch(manifest: dict, states: dict[str, str], stats: dict) -> int:
 def manifest_text(manifest: dict) -> str:
     return json.dumps(manifest, indent=1, sort_keys=True) + "\n"
 
-
-def manifest_id(manifest: dict) -> str:
-    return hashlib.sha256(manifest_text(manifest).encode()).hexdigest()[:12]
 
 
 def describe(todo: dict[str, str], limit: int = 3) -> str:

@@ -89,9 +89,6 @@ def build_manifest(pin: RepoPin, token: str | None) -> dict:
     }
 
 
-def missing_bytes(manifest: dict, verified: set[str]) -> int:
-    return sum(f["size"] for f in manifest["files"] if f["path"] not in verified)
-
 
 def resolve_url(manifest: dict, path: str) -> str:
     from huggingface_hub import hf_hub_url

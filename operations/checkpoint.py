@@ -95,7 +95,7 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     fetch_list = [p for p, s in todo.items() if s in plan.FETCH or aria2_running]
     unverified = [p for p, s in todo.items() if s == plan.UNVERIFIED and not aria2_running]
     if unverified:
-        yield FunctionCommand(_verify, (manifest_path, dest, jobs, fetch_list, True), {})
+        yield FunctionCommand(_verify, (manifest_path, dest, jobs, fetch_list), {})
 
     if fetch_list:
         token = read_token(token_file)
@@ -122,10 +122,10 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
         if entries:
             allocation = "falloc" if host.get_fact(FsType, path=dest) in FALLOC_FILESYSTEMS else "none"
             yield FunctionCommand(_download, (manifest, dest, entries, token, connections, jobs, allocation), {})
-    yield FunctionCommand(_verify, (manifest_path, dest, jobs, None, False), {})
+    yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {})
 
 
-def _verify(state, host, manifest_path: str, dest: str, jobs: int, failed_into: list | None, tolerate: bool) -> bool:
+def _verify(state, host, manifest_path: str, dest: str, jobs: int, failed_into: list | None) -> bool:
     """Run the node-side verifier; report each bad file by name. With ``failed_into``, files
     that fail their hash are deleted and added to that list (to be fetched again)."""
     ok, output = host.run_shell_command(StringCommand(
@@ -153,7 +153,7 @@ def _verify(state, host, manifest_path: str, dest: str, jobs: int, failed_into: 
     if not bad:
         logger.info(f"[{host.name}] {len(report['files'])} files verified in {dest} "
                     f"({report['hashed_bytes'] / 2**20:.1f} MiB hashed)")
-    return report["ok"] or tolerate
+    return report["ok"]
 
 
 def _upload_small_file(state, host, manifest: dict, path: str, dest: str, token: str) -> bool:

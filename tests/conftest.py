@@ -9,6 +9,7 @@ a lab that cannot boot then fails the run instead of skipping it.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,16 @@ def deploy(lab, *data: str, timeout: float = 900) -> tuple[subprocess.CompletedP
         args += ["--data", d]
     res = run_pyinfra(lab.inventory, *args, timeout=timeout)
     return res, res.stdout + res.stderr
+
+
+def changed_ops(out: str) -> dict[str, int]:
+    """Operation -> number of hosts it changed, from pyinfra's results table."""
+    found = {}
+    for line in out.split("--> Results:")[-1].splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) == 5 and cells[1].isdigit() and cells[2] != "-" and cells[0] != "Grand total":
+            found[cells[0]] = int(cells[2])
+    return found
 
 
 def hub_call(lab, path: str, data: dict | None = None) -> dict:

@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
-from tests.conftest import run_pyinfra
+from tests.conftest import changed_ops, run_pyinfra
 
 pytestmark = pytest.mark.lab
 
-
-def _changed_ops(output: str) -> dict[str, int]:
-    """Operation -> number of hosts where it changed something, from pyinfra's results table."""
-    changed = {}
-    table = output.split("--> Results:")[-1]
-    for line in table.splitlines():
-        cells = re.split(r"\s{2,}", line.strip())
-        if len(cells) == 5 and cells[1].isdigit():
-            success = 0 if cells[2] == "-" else int(cells[2])
-            if success:
-                changed[cells[0]] = success
-    return changed
 
 
 def test_deploy_provisions_b300_from_ct200_then_changes_nothing(lab):
@@ -46,5 +33,5 @@ def test_deploy_provisions_b300_from_ct200_then_changes_nothing(lab):
 
     second = run_pyinfra(lab.inventory, "-y", "deploy.py")
     assert second.returncode == 0, (second.stdout + second.stderr)[-5000:]
-    assert _changed_ops(second.stdout + second.stderr) == {}, second.stdout[-3000:]
+    assert changed_ops(second.stdout + second.stderr) == {}, second.stdout[-3000:]
     assert lab.run("b300", "systemctl show -p MainPID --value sglang").stdout.strip() == pid_before

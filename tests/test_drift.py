@@ -4,11 +4,10 @@ repairs exactly that."""
 
 from __future__ import annotations
 
-import re
 
 import pytest
 
-from tests.conftest import deploy, run_pyinfra
+from tests.conftest import changed_ops, deploy, run_pyinfra
 
 pytestmark = pytest.mark.lab
 
@@ -27,16 +26,6 @@ def dry(lab, *data: str):
     res = run_pyinfra(lab.inventory, *args)
     return res, res.stdout + res.stderr
 
-
-def changed(out: str) -> dict[str, int]:
-    """Operation -> hosts it changed, from the results table."""
-    table = out.split("--> Results:")[-1]
-    found = {}
-    for line in table.splitlines():
-        cells = re.split(r"\s{2,}", line.strip())
-        if len(cells) == 5 and cells[1].isdigit() and cells[2] != "-" and cells[0] != "Grand total":
-            found[cells[0]] = int(cells[2])
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +57,7 @@ def test_a_hand_edited_unit_is_shown_as_a_diff_and_restored(converged):
     res, out = deploy(lab)
     assert res.returncode == 0, out[-3000:]
     assert "--log-level" not in lab.run("b300", f"cat {UNIT}").stdout
-    assert changed(out).get("sglang.service") == 1
+    assert changed_ops(out).get("sglang.service") == 1
 
 
 def test_a_stopped_and_disabled_service_is_started_and_enabled_again(converged):
@@ -79,7 +68,7 @@ def test_a_stopped_and_disabled_service_is_started_and_enabled_again(converged):
     assert lab.run("b300", "systemctl is-active sglang; systemctl is-enabled sglang").stdout.split() == \
         ["active", "enabled"]
     assert "ready in" in out
-    ops = changed(out)
+    ops = changed_ops(out)
     assert set(ops) <= {"sglang running and enabled", "sglang ready"}, ops
 
 
@@ -90,4 +79,4 @@ def test_a_removed_prerequisite_is_installed_again_and_nothing_else_changes(conv
     res, out = deploy(lab)
     assert res.returncode == 0, out[-3000:]
     assert lab.run("b300", "dpkg -s aria2", check=False).returncode == 0
-    assert changed(out) == {"Prerequisites": 1}, changed(out)
+    assert changed_ops(out) == {"Prerequisites": 1}, changed_ops(out)
