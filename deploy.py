@@ -68,9 +68,10 @@ settings = replace(ServerSettings.from_inventory(data), **recorded_settings(repa
 
 if "targets" in host.groups and "service" in steps:
     # 5. Service: flags checked against the installed SGLang, then the launcher, the 0600
-    # environment file (secrets) and the unit; restarted only when something it runs changed.
-    service.install(settings, api_key_file=data.api_key_file, reference=reference,
-                    restart_if=[op for op in (venv, *fetched) if op is not None])
+    # environment file (secrets) and the unit; restarted only when something it runs changed
+    # (in this run, or since it started: a killed deploy leaves that).
+    service.install(settings, api_key_file=data.api_key_file, reference=reference, venv=venv,
+                    checkpoints=fetched)
 
 if "targets" in host.groups and "readiness" in steps:
     # 6. Readiness: health, one smoke request, and the failed invocation's journal if it crashed.

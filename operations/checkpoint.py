@@ -22,7 +22,7 @@ from noderig.node import script_path
 
 from .facts import FileStats, FsType, JsonFile, UnitStatus
 from .tunnel import LoopbackForward
-from .util import fail, first_pass
+from .util import fail, first_pass, mark_changing
 
 VERIFY_SCRIPT = "/usr/local/lib/noderig/verify_files.py"
 # Drops files from the verified record (atomically); run before they are fetched again.
@@ -98,6 +98,7 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
         yield FunctionCommand(_verify, (manifest_path, dest, jobs, fetch_list), {})
 
     if fetch_list:
+        yield mark_changing("checkpoint")
         token = read_token(token_file)
         lfs = {f["path"] for f in manifest["files"] if "sha256" in f}
         for path, state in todo.items():

@@ -18,7 +18,7 @@ from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 from noderig.treediff import diff_listings, summarize
 
 from .facts import DistributionsDigest, TreeListing
-from .util import fail, first_pass
+from .util import fail, first_pass, mark_changing
 
 TRANSFERS = ("auto", "direct", "relay")
 # __pycache__ is neither copied nor deleted: each host's Python keeps its own bytecode cache
@@ -55,6 +55,7 @@ def venv(path: str, reference, transfer: str = "auto", import_check: str = "sgla
         return
     if first_pass(host):
         logger.info(f"[{host.name}] venv {path}: {summarize(diff)} (from {reference.name})")
+    yield mark_changing("venv")
     yield FunctionCommand(_copy, (reference, path, transfer), {})
     yield FunctionCommand(_verify_copy, (reference, path), {})
     yield StringCommand(QuoteString(f"{path}/bin/python"), "-c", QuoteString(f"import {import_check}"))

@@ -131,13 +131,16 @@ class JsonFile(FactBase):
 class UnitStatus(FactBase):
     """
     A systemd unit's state: ``{"active": "active", "sub": "running", "enabled": "enabled",
-    "invocation": "<id>", "fragment": "/etc/systemd/system/x.service"}``.
+    "invocation": "<id>", "fragment": "/etc/systemd/system/x.service", "restarts": 0,
+    "need_reload": False, "started": 1796227915.827929}`` (``started``: when its main process
+    last started, epoch seconds to the microsecond; None if never).
     """
 
     def command(self, unit: str) -> StringCommand:
         return StringCommand(
-            "systemctl", "show", QuoteString(unit),
-            "--property=ActiveState,SubState,UnitFileState,InvocationID,FragmentPath,NRestarts",
+            "systemctl", "show", QuoteString(unit), "--timestamp=us+utc",
+            "--property=ActiveState,SubState,UnitFileState,InvocationID,FragmentPath,NRestarts,"
+            "NeedDaemonReload,ExecMainStartTimestamp",
         )
 
     def process(self, output):
@@ -149,7 +152,40 @@ class UnitStatus(FactBase):
             "invocation": props.get("InvocationID") or None,
             "fragment": props.get("FragmentPath") or None,
             "restarts": int(props.get("NRestarts") or 0),
+            "need_reload": props.get("NeedDaemonReload") == "yes",
+            "started": systemd_timestamp(props.get("ExecMainStartTimestamp", "")),
         }
+
+
+def systemd_timestamp(text: str) -> float | None:
+    """``Wed 2026-12-02 16:11:56.745487 UTC`` (systemctl --timestamp=us+utc) -> epoch seconds."""
+    from datetime import datetime, timezone
+
+    try:
+        when = datetime.strptime(text.strip(), "%a %Y-%m-%d %H:%M:%S.%f UTC")
+    except ValueError:
+        return None
+    return when.replace(tzinfo=timezone.utc).timestamp()
+
+
+class Mtimes(FactBase):
+    """
+    Modification times of ``paths`` that exist, epoch seconds to the nanosecond:
+    ``{"/etc/systemd/system/sglang.service": 1796227915.827929295}``.
+    """
+
+    def command(self, paths: tuple) -> StringCommand:
+        return StringCommand("stat", "-c", "'%.9Y %n'", *(QuoteString(p) for p in paths), "2>/dev/null", "||", "true")
+
+    def process(self, output):
+        found = {}
+        for line in output:
+            stamp, _, path = line.partition(" ")
+            try:
+                found[path] = float(stamp)
+            except ValueError:
+                continue
+        return found
 
 
 class HttpStatus(FactBase):

@@ -12,15 +12,15 @@ from pathlib import Path
 from pyinfra import host, logger
 from pyinfra.api import operation
 from pyinfra.api.command import FileUploadCommand, QuoteString, StringCommand
-from pyinfra.operations import systemd
 
 from noderig.errors import NoderigError
 from noderig.flags import ServerFlags, parse_help
 from noderig.manifest import read_private
 from noderig.node import script_path
+from noderig.service_plan import marker, plan_service
 from noderig.unit import ServerSettings, check_against_server, help_command, render_env, render_unit, validate
 
-from .facts import DistributionsDigest, FileMode, FileText, ServerVersion, Sha256
+from .facts import DistributionsDigest, FileMode, FileText, Mtimes, ServerVersion, Sha256, UnitStatus
 from .util import fail, first_pass
 
 LAUNCHER = "/usr/local/lib/noderig/launch.py"
@@ -115,10 +115,56 @@ def text_file(path: str, text: str, mode: str = "644", secret: bool = False):
     yield StringCommand("chmod", mode, QuoteString(tmp), "&&", "mv", "-f", QuoteString(tmp), QuoteString(path))
 
 
-def install(settings: ServerSettings, api_key_file: str | None, reference, restart_if: list):
-    """Validate, then install the launcher, the environment file and the unit; reload systemd
-    when the unit changed; restart when the unit, its environment, the venv or the
-    checkpoint changed; keep it running and enabled."""
+@operation(is_idempotent=True)
+def running(service: str, inputs: dict, changing: dict | None = None):
+    """
+    The service running the current unit, environment, launcher, venv and checkpoint, and
+    enabled at boot. Started when it is not running; restarted when something it runs changed
+    in this run or since its main process started (a deploy killed between writing the unit
+    and restarting leaves exactly that); systemd re-reads the unit first when it is stale.
+    Says which, and why, in a dry run too.
+
+    + service: the systemd service name (without ``.service``)
+    + inputs: what the server runs, label -> path on the node (``unit``, ``environment`` ...)
+    + changing: label -> the operations of this deploy that install that input
+    """
+    unit = f"{service}.service"
+    status = host.get_fact(UnitStatus, unit=unit)
+    mtimes = host.get_fact(Mtimes, paths=tuple(inputs.values()))
+    now_changing = [label for label, ops in (changing or {}).items()
+                    if any(op is not None and _changes(op) for op in ops)]
+    plan = plan_service(status, mtimes, inputs, now_changing)
+    if not plan.changes:
+        host.noop(f"{service}: {plan.reason}")
+        return
+    if first_pass(host):
+        steps = [f"{plan.action} ({plan.reason})" if plan.action != "none" else None,
+                 "reload systemd (the unit changed)" if plan.reload else None,
+                 "enable it at boot" if plan.enable else None]
+        logger.info(f"[{host.name}] {service}: " + "; ".join(s for s in steps if s))
+    if plan.reload:
+        yield "systemctl daemon-reload"
+    if plan.action == "start":
+        yield StringCommand("systemctl", "reset-failed", QuoteString(unit), "2>/dev/null", ";",
+                            "systemctl", "start", QuoteString(unit))
+    elif plan.action == "restart":
+        yield StringCommand("systemctl", "restart", QuoteString(unit))
+    if plan.enable:
+        yield StringCommand("systemctl", "enable", QuoteString(unit))
+
+
+def _changes(op) -> bool:
+    """Whether an operation of this deploy changes (or, not yet run, would change) the host."""
+    return op.did_change() if op.is_complete() else op.will_change
+
+
+def install(settings: ServerSettings, api_key_file: str | None, reference, venv=None, checkpoints=()):
+    """Validate, then install the launcher, the environment file and the unit, and keep the
+    service running what they say (see ``running``) and enabled.
+
+    + venv: this deploy's venv operation, if it runs
+    + checkpoints: this deploy's checkpoint operations
+    """
     secrets = {"api_key": read_private(api_key_file, "API key")} if api_key_file else {}
     try:
         env_text = render_env(settings, secrets)
@@ -137,13 +183,10 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, resta
     env = text_file(name="Server environment file (0600)", path=settings.env_path, text=env_text, mode="600",
                     secret=True)
     unit = text_file(name=f"{settings.service_name}.service", path=unit_path(settings.service_name), text=unit_text)
-    systemd.daemon_reload(name="Reload systemd (unit changed)", _if=unit.did_change)
-    changed = [unit, env, launcher, *restart_if]
-    systemd.service(
-        name=f"Restart {settings.service_name} (unit, environment, venv or checkpoint changed)",
-        service=f"{settings.service_name}.service", running=True, restarted=True,
-        _if=lambda: any(op.did_change() for op in changed),
-    )
-    systemd.service(name=f"{settings.service_name} running and enabled", service=f"{settings.service_name}.service",
-                    running=True, enabled=True)
+    inputs = {"unit": unit_path(settings.service_name), "environment": settings.env_path, "launcher": LAUNCHER,
+              "venv": marker("venv"), "checkpoint": marker("checkpoint")}
+    changing = {"unit": [unit], "environment": [env], "launcher": [launcher], "venv": [venv],
+                "checkpoint": list(checkpoints)}
+    running(name=f"{settings.service_name} running and enabled",
+            service=settings.service_name, inputs=inputs, changing=changing)
     return unit

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pyinfra import logger
-from pyinfra.api.command import FunctionCommand
+from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
+
+from noderig.service_plan import CHANGES_DIR, marker
 
 
 def _report_failure(state, host, message: str) -> bool:
@@ -24,3 +26,9 @@ def fail(host, message: str):
     if not host.state.is_executing:
         host.log_styled(f"would fail: {message}", fg="red", log_func=logger.warning)
     yield FunctionCommand(_report_failure, (message,), {})
+
+
+def mark_changing(what: str) -> StringCommand:
+    """Touch ``what``'s change marker: yielded before a step changes a byte of what the
+    server runs, so a restart is due even when the run dies right after (see service_plan)."""
+    return StringCommand("install", "-d", "-m", "755", CHANGES_DIR, "&&", "touch", QuoteString(marker(what)))
