@@ -10,12 +10,11 @@ Every step compares facts with the desired state and changes only the difference
 from dataclasses import replace
 
 from pyinfra import host, inventory
-from pyinfra.operations import apt
 
 from noderig.manifest import RepoPin
 from noderig.repair import REPAIRS_FILE, recorded_settings
 from noderig.unit import ServerSettings
-from operations import checkpoint, diagnosis, environment, preflight, service
+from operations import checkpoint, diagnosis, environment, packages, preflight, service, summary
 from operations.facts import JsonFile
 
 data = host.data
@@ -24,6 +23,9 @@ steps = STEPS if data.get("steps", "all") == "all" else tuple(str(data.steps).sp
 unknown = set(steps) - set(STEPS)
 if unknown:
     raise ValueError(f"steps={data.steps!r}: unknown {sorted(unknown)}; choose from {', '.join(STEPS)} or all")
+
+# Every host's commands are counted for the summary printed at the end of the run.
+summary.track(host)
 
 if "targets" in host.groups:
     reference = inventory.get_host(data.reference_host)
@@ -42,8 +44,7 @@ if "targets" in host.groups:
 
     # 2. Prerequisites the runtime needs (python3-dev: Triton's JIT includes Python.h).
     if "prerequisites" in steps:
-        apt.packages(name="Prerequisites", packages=[*data.packages, *data.cuda_packages], update=True,
-                     cache_time=3600, no_recommends=True)
+        packages.present(name="Prerequisites", packages=[*data.packages, *data.cuda_packages])
 
     # 3. Environment: the reference's venv, host to host.
     venv = None

@@ -22,7 +22,7 @@ from noderig.node import script_path
 
 from .facts import FileStats, FsType, JsonFile, UnitStatus
 from .tunnel import LoopbackForward
-from .util import fail, first_pass, mark_changing
+from .util import fail, first_pass, mark_changing, one_at_a_time
 
 VERIFY_SCRIPT = "/usr/local/lib/noderig/verify_files.py"
 # Drops files from the verified record (atomically); run before they are fetched again.
@@ -47,8 +47,9 @@ def manifest_for(pin: RepoPin, token_file: str | None, on_node: dict | None) -> 
             and on_node.get("patterns") == list(pin.patterns)):
         return on_node
     key = (pin.endpoint, pin.repo, pin.revision, pin.patterns)
-    if key not in _manifests:
-        _manifests[key] = build_manifest(pin, read_token(token_file))
+    with one_at_a_time("manifest", *key):  # nodes that start together ask the Hub once
+        if key not in _manifests:
+            _manifests[key] = build_manifest(pin, read_token(token_file))
     return _manifests[key]
 
 

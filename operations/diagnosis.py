@@ -20,6 +20,7 @@ from noderig.unit import render_unit
 
 from .checkpoint import VERIFY_SCRIPT
 from .facts import HttpStatus, UnitStatus
+from .packages import APT
 from .tunnel import LoopbackForward
 
 RESULT_MARK = "--- noderig: unit result ---"
@@ -109,8 +110,7 @@ def _apply_repair(host, unit: str, settings, plan, recorded: dict):
     """Apply a planned repair on the node, record it, re-render the unit, restart."""
     if plan.packages:
         ok, out = host.run_shell_command(StringCommand(
-            "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q", "--no-install-recommends",
-            *(QuoteString(p) for p in plan.packages)))
+            *APT, "install", "--no-install-recommends", *(QuoteString(p) for p in plan.packages)))
         if not ok:
             host.log_styled(f"repair failed: could not install {plan.packages}: {out.stderr}", fg="red",
                             log_func=logger.error)

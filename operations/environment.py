@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -18,7 +19,7 @@ from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 from noderig.treediff import diff_listings, summarize
 
 from .facts import DistributionsDigest, TreeListing
-from .util import fail, first_pass, mark_changing
+from .util import fail, first_pass, mark_changing, one_at_a_time
 
 TRANSFERS = ("auto", "direct", "relay")
 # __pycache__ is neither copied nor deleted: each host's Python keeps its own bytecode cache
@@ -113,7 +114,10 @@ def _direct(reference, host, path: str) -> str:
     authorised on the node for the reference's address alone and removed afterwards from
     both hosts, so no credential outlives the copy (an interrupted copy's leftovers are
     removed by the next one, before it adds its own)."""
-    tag = f"{TRANSIENT_TAG}{secrets.token_hex(6)}"
+    # Named after the node: copies to several nodes run at once, and each removes only its own
+    # leftovers from the reference.
+    node_tag = f"{TRANSIENT_TAG}{re.sub(r'[^A-Za-z0-9_.-]', '_', host.name)}-"
+    tag = f"{node_tag}{secrets.token_hex(6)}"
     target_addr, ref_addr = _address(host), _address(reference)
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "key"
@@ -122,15 +126,16 @@ def _direct(reference, host, path: str) -> str:
     host_key = _run(host, StringCommand("cat", "/etc/ssh/ssh_host_ed25519_key.pub"), "reading the ssh host key")
     remote_key, remote_known = f"/root/.ssh/{tag}", f"/root/.ssh/{tag}.known_hosts"
     try:
-        _run(reference, StringCommand("rm", "-f", f"/root/.ssh/{TRANSIENT_TAG}*"), "removing stale copy keys")
+        _run(reference, StringCommand("rm", "-f", f"/root/.ssh/{node_tag}*"), "removing stale copy keys")
         _run(host, StringCommand(
             "mkdir", "-p", "-m", "700", "/root/.ssh", "&&", "touch", "/root/.ssh/authorized_keys", "&&",
             "sed", "-i", QuoteString(f"/{TRANSIENT_TAG}/d"), "/root/.ssh/authorized_keys", "&&",
             "echo", QuoteString(f'restrict,from="{ref_addr}" {pub}'), ">>", "/root/.ssh/authorized_keys"),
             "authorising the copy")
-        if not reference.put_file(io.StringIO(private), remote_key):
-            raise CopyError(f"could not place the copy key on {reference.name}")
-        reference.put_file(io.StringIO(f"{target_addr} {' '.join(host_key[0].split()[:2])}\n"), remote_known)
+        with one_at_a_time("sftp", reference.name):
+            if not reference.put_file(io.StringIO(private), remote_key):
+                raise CopyError(f"could not place the copy key on {reference.name}")
+            reference.put_file(io.StringIO(f"{target_addr} {' '.join(host_key[0].split()[:2])}\n"), remote_known)
         ssh = (f"ssh -i {remote_key} -o UserKnownHostsFile={remote_known} -o StrictHostKeyChecking=yes "
                "-o BatchMode=yes -o ConnectTimeout=10")
         lines = _run(reference, StringCommand(
@@ -172,8 +177,10 @@ def _relay(reference, host, path: str) -> str:
     cache.mkdir(parents=True, exist_ok=True)
     for src, dst, h in ((f"{_address(reference)}:{path}/", f"{cache}/", reference),
                         (f"{cache}/", f"{_address(host)}:{path}/", host)):
-        res = subprocess.run(["rsync", *RSYNC_FLAGS, "-e", shlex.join(ssh_argv(h)), src, dst],
-                             capture_output=True, text=True)
+        # Nodes relaying at once share the cache: one pull at a time (the next finds it current).
+        with one_at_a_time("relay", str(cache)) if h is reference else contextlib.nullcontext():
+            res = subprocess.run(["rsync", *RSYNC_FLAGS, "-e", shlex.join(ssh_argv(h)), src, dst],
+                                 capture_output=True, text=True)
         if res.returncode != 0:
             raise CopyError(f"relaying the venv via the controller failed ({h.name}): {res.stderr.strip()[-500:]}")
         last = res.stdout.splitlines()

@@ -320,3 +320,16 @@ class ServerVersion(FactBase):
 
     def process(self, output):
         return output[0].strip() if output else None
+
+
+class DpkgAudit(FactBase):
+    """
+    What ``dpkg --audit`` reports: packages left half-installed or unconfigured, as an
+    interrupted ``apt-get install`` leaves them (empty when dpkg is consistent).
+    """
+
+    def command(self) -> str:
+        return "dpkg --audit 2>&1 || true"
+
+    def process(self, output):
+        return [line for line in output if line.strip()]

@@ -32,3 +32,16 @@ def mark_changing(what: str) -> StringCommand:
     """Touch ``what``'s change marker: yielded before a step changes a byte of what the
     server runs, so a restart is due even when the run dies right after (see service_plan)."""
     return StringCommand("install", "-d", "-m", "755", CHANGES_DIR, "&&", "touch", QuoteString(marker(what)))
+
+
+_locks: dict = {}
+
+
+def one_at_a_time(*key):
+    """A lock shared by every host's greenlet in this run, for work on a shared resource: pyinfra
+    runs an operation on all hosts at once, so nodes that copy from the same reference would
+    otherwise interleave requests on its one SFTP session (which hangs) or fill the same relay
+    cache together."""
+    from gevent.lock import RLock
+
+    return _locks.setdefault(key, RLock())

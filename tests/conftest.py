@@ -33,9 +33,15 @@ def lab():
     from noderig.lab.lab import Lab
     from noderig.lab.layout import LabLayout
 
+    from noderig.lab.lab import write_inventory
+
     instance = Lab(LabLayout.from_env("test"), log=lambda m: print(f"[lab] {m}", file=sys.stderr))
-    targets = int(os.environ.get("NODERIG_TEST_TARGETS", "1"))
-    instance.inventory = instance.up(targets=targets)
+    # Three targets for the fleet test; every other test deploys to the first one alone.
+    instance.fleet_inventory = instance.up(targets=3)
+    hosts = instance.hosts
+    instance.inventory = instance.fleet_inventory.with_name(instance.fleet_inventory.stem + "_single.py")
+    write_inventory(instance.inventory, instance.layout, [h for h in hosts if h.role == "reference"] +
+                    [h for h in hosts if h.role == "target"][:1])
     yield instance
     if os.environ.get("NODERIG_KEEP_LAB") != "1":
         instance.down()

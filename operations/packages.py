@@ -1,0 +1,43 @@
+"""Step 2, prerequisites: the system packages the runtime needs."""
+
+from __future__ import annotations
+
+from pyinfra import host, logger
+from pyinfra.api import operation
+from pyinfra.api.command import QuoteString, StringCommand
+from pyinfra.facts.deb import DebPackages
+
+from .facts import DpkgAudit
+from .util import first_pass
+
+# Wait for another apt (unattended-upgrades, or the one a killed deploy left running) instead
+# of failing on its lock; answer no question.
+APT = ["DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", "-o", "DPkg::Lock::Timeout=600"]
+
+
+@operation(is_idempotent=True)
+def present(packages: list[str]):
+    """
+    The Debian ``packages`` installed. Only the missing ones are installed, after refreshing
+    the package lists (so a source fixed since the last run is seen at once); nothing runs
+    when every one is there. dpkg left half-way by an interrupted install is finished first.
+
+    + packages: Debian package names
+    """
+    installed = host.get_fact(DebPackages)
+    missing = [p for p in dict.fromkeys(packages) if p not in installed]
+    interrupted = host.get_fact(DpkgAudit)
+    if not missing and not interrupted:
+        host.noop(f"{len(packages)} packages installed: {', '.join(packages)}")
+        return
+    if first_pass(host):
+        plan = [f"install {', '.join(missing)}" if missing else None,
+                "finish the interrupted dpkg run" if interrupted else None]
+        logger.info(f"[{host.name}] packages: " + "; ".join(p for p in plan if p))
+    if interrupted:
+        yield StringCommand("DEBIAN_FRONTEND=noninteractive", "dpkg", "--configure", "-a",
+                            "--force-confdef", "--force-confold")
+    if missing:
+        yield StringCommand(*APT, "update")
+        yield StringCommand(*APT, "install", "--no-install-recommends", "-o", "Dpkg::Options::=--force-confdef",
+                            "-o", "Dpkg::Options::=--force-confold", *(QuoteString(p) for p in missing))

@@ -1,0 +1,78 @@
+"""Fleet basics on the lab: one reference and three targets provisioned by one command, in
+parallel (pyinfra runs each operation on every host at once). One failing host does not stop
+the others, and the summary says which host failed, where and why. Then the fixed host is
+repaired by a rerun, and a no-op rerun reports its time and its commands per host."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.conftest import changed_ops, run_pyinfra
+
+pytestmark = pytest.mark.lab
+
+TARGETS = ("b300", "b300-2", "b300-3")
+SOURCES = "/etc/apt/sources.list.d/noderig-lab.list"
+
+
+def fleet_deploy(lab):
+    began = time.monotonic()
+    res = run_pyinfra(lab.fleet_inventory, "-y", "deploy.py")
+    return res, res.stdout + res.stderr, time.monotonic() - began
+
+
+def summary(out: str) -> dict[str, str]:
+    """Host -> its line in noderig's end-of-run summary."""
+    tail = out.split("--> noderig:")[-1]
+    return {m.group(1): m.group(2) for m in re.finditer(r"^\s*(\S+)\s{2,}(.*)$", tail, re.M)}
+
+
+def test_one_failing_host_does_not_stop_the_others_and_the_summary_names_it(lab):
+    for name in TARGETS:
+        lab.reset(name)
+    # b300-3 loses its package source: its Prerequisites step fails mid-deploy.
+    saved = lab.run("b300-3", f"cat {SOURCES}").stdout
+    lab.run("b300-3", f"rm {SOURCES}")
+
+    res, out, took = fleet_deploy(lab)
+    assert res.returncode == 1, out[-4000:]
+    lines = summary(out)
+    print(f"fleet of 3 (one failing) provisioned in {took:.1f} s")
+    assert lines["b300-3"].startswith('FAILED at "Prerequisites"'), out[-4000:]
+    assert "Unable to locate package" in lines["b300-3"], lines["b300-3"]
+    assert "1 failed (b300-3)" in out
+    for name in ("b300", "b300-2"):
+        assert lines[name].startswith("ok, changed"), lines[name]
+        assert lab.run(name, "systemctl is-active sglang").stdout.strip() == "active"
+        assert lab.run(name, "curl -sf localhost:30000/health", check=False).returncode == 0
+    # Nothing after the failure ran on b300-3.
+    assert lab.run("b300-3", "test -e /opt/sglang/venv || test -e /etc/systemd/system/sglang.service",
+                   check=False).returncode != 0
+
+    # Fixed, rerun: b300-3 is provisioned; the other two change nothing.
+    lab.run("b300-3", f"cat > {SOURCES} <<'EOF'\n{saved}EOF")
+    res, out, took = fleet_deploy(lab)
+    assert res.returncode == 0, out[-4000:]
+    lines = summary(out)
+    assert lines["b300-3"].startswith("ok, changed"), lines["b300-3"]
+    for name in ("b300", "b300-2"):
+        assert lines[name].startswith("ok, no changes"), lines[name]
+    assert lab.run("b300-3", "systemctl is-active sglang").stdout.strip() == "active"
+
+    # A no-op rerun: zero changes everywhere, its time and its commands per host reported.
+    res, out, took = fleet_deploy(lab)
+    assert res.returncode == 0 and changed_ops(out) == {}, changed_ops(out)
+    lines = summary(out)
+    print(f"no-op rerun of the fleet: {took:.1f} s; " + "; ".join(f"{n}: {lines[n]}" for n in TARGETS))
+    head = re.search(r"--> noderig: 4 host\(s\), 0 failed, ([\d.]+) s", out)
+    assert head and float(head.group(1)) < 30, out[-2000:]
+    for name in TARGETS:
+        commands = int(re.search(r"(\d+) commands", lines[name]).group(1))
+        # Facts only: no hashing, no transfer (a regression that re-hashes shows up as more).
+        assert lines[name].startswith("ok, no changes") and 10 <= commands <= 60, lines[name]
+
+    for name in ("b300-2", "b300-3"):
+        lab.reset(name)  # the stand-in servers go; the hosts stay booted for nothing else
