@@ -18,7 +18,7 @@ from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
 from noderig.treediff import diff_listings, summarize
 
-from .facts import DistributionsDigest, TreeListing
+from .facts import CopyKeys, DistributionsDigest, TreeListing
 from .util import fail, first_pass, mark_changing, one_at_a_time
 
 TRANSFERS = ("auto", "direct", "relay")
@@ -52,7 +52,16 @@ def venv(path: str, reference, transfer: str = "auto", import_check: str = "sgla
     have = host.get_fact(TreeListing, root=path)
     diff = diff_listings(want, have)
     if not diff:
-        host.noop(f"venv {path} is identical to {reference.name}'s ({len(want)} entries)")
+        # The copy removes its key from both hosts; a killed run leaves it, authorised.
+        leftovers = host.get_fact(CopyKeys, prefix=TRANSIENT_TAG) + \
+            reference.get_fact(CopyKeys, prefix=copy_key_prefix(host))
+        if not leftovers:
+            host.noop(f"venv {path} is identical to {reference.name}'s ({len(want)} entries)")
+            return
+        if first_pass(host):
+            logger.info(f"[{host.name}] venv {path}: identical; removing {len(leftovers)} copy key(s) an "
+                        "interrupted run left")
+        yield FunctionCommand(_remove_copy_keys, (reference, ""), {})
         return
     if first_pass(host):
         logger.info(f"[{host.name}] venv {path}: {summarize(diff)} (from {reference.name})")
@@ -114,9 +123,7 @@ def _direct(reference, host, path: str) -> str:
     authorised on the node for the reference's address alone and removed afterwards from
     both hosts, so no credential outlives the copy (an interrupted copy's leftovers are
     removed by the next one, before it adds its own)."""
-    # Named after the node: copies to several nodes run at once, and each removes only its own
-    # leftovers from the reference.
-    node_tag = f"{TRANSIENT_TAG}{re.sub(r'[^A-Za-z0-9_.-]', '_', host.name)}-"
+    node_tag = copy_key_prefix(host)
     tag = f"{node_tag}{secrets.token_hex(6)}"
     target_addr, ref_addr = _address(host), _address(reference)
     with tempfile.TemporaryDirectory() as tmp:
@@ -126,10 +133,10 @@ def _direct(reference, host, path: str) -> str:
     host_key = _run(host, StringCommand("cat", "/etc/ssh/ssh_host_ed25519_key.pub"), "reading the ssh host key")
     remote_key, remote_known = f"/root/.ssh/{tag}", f"/root/.ssh/{tag}.known_hosts"
     try:
-        _run(reference, StringCommand("rm", "-f", f"/root/.ssh/{node_tag}*"), "removing stale copy keys")
+        if not _remove_copy_keys(None, host, reference, ""):
+            raise CopyError(f"could not remove the copy keys an earlier run left on {host.name} or {reference.name}")
         _run(host, StringCommand(
             "mkdir", "-p", "-m", "700", "/root/.ssh", "&&", "touch", "/root/.ssh/authorized_keys", "&&",
-            "sed", "-i", QuoteString(f"/{TRANSIENT_TAG}/d"), "/root/.ssh/authorized_keys", "&&",
             "echo", QuoteString(f'restrict,from="{ref_addr}" {pub}'), ">>", "/root/.ssh/authorized_keys"),
             "authorising the copy")
         with one_at_a_time("sftp", reference.name):
@@ -143,9 +150,25 @@ def _direct(reference, host, path: str) -> str:
             QuoteString(f"{path}/"), QuoteString(f"root@{target_addr}:{path}/")),
             f"rsync of the venv from {reference.name} to {host.name}")
     finally:
-        reference.run_shell_command(StringCommand("rm", "-f", remote_key, remote_known))
-        host.run_shell_command(StringCommand("sed", "-i", QuoteString(f"/{tag}/d"), "/root/.ssh/authorized_keys"))
+        _remove_copy_keys(None, host, reference, tag)
     return rsync_stats(lines)
+
+
+def copy_key_prefix(host) -> str:
+    """The comment prefix of the keys made to copy to ``host``: named after the node, since
+    copies to several nodes run at once and each removes only its own from the reference."""
+    return f"{TRANSIENT_TAG}{re.sub(r'[^A-Za-z0-9_.-]', '_', host.name)}-"
+
+
+def _remove_copy_keys(state, host, reference, tag: str) -> bool:
+    """Remove the copy key ``tag`` (or, with "", every copy key for this node) from the node's
+    authorized_keys and from the reference's /root/.ssh."""
+    pattern = tag or copy_key_prefix(host)
+    ok_ref, _ = reference.run_shell_command(StringCommand("rm", "-f", f"/root/.ssh/{pattern}*"))
+    ok_node, _ = host.run_shell_command(StringCommand(
+        "test", "!", "-e", "/root/.ssh/authorized_keys", "||",
+        "sed", "-i", QuoteString(f"/{tag or TRANSIENT_TAG}/d"), "/root/.ssh/authorized_keys"))
+    return ok_ref and ok_node
 
 
 def ssh_argv(h) -> list[str]:

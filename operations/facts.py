@@ -174,6 +174,8 @@ class Mtimes(FactBase):
     ``{"/etc/systemd/system/sglang.service": 1796227915.827929295}``.
     """
 
+    default = dict
+
     def command(self, paths: tuple) -> StringCommand:
         return StringCommand("stat", "-c", "'%.9Y %n'", *(QuoteString(p) for p in paths), "2>/dev/null", "||", "true")
 
@@ -328,8 +330,28 @@ class DpkgAudit(FactBase):
     interrupted ``apt-get install`` leaves them (empty when dpkg is consistent).
     """
 
+    default = list
+
     def command(self) -> str:
         return "dpkg --audit 2>&1 || true"
 
     def process(self, output):
         return [line for line in output if line.strip()]
+
+
+class CopyKeys(FactBase):
+    """
+    Transient copy keys whose comment starts with ``prefix`` left on a host, authorised in
+    root's ``authorized_keys`` or as key files in ``/root/.ssh`` (an interrupted venv copy
+    leaves them): ``["noderig-transient-b300-1a2b3c4d5e6f", ...]``.
+    """
+
+    default = list
+
+    def command(self, prefix: str) -> StringCommand:
+        script = ('grep -oh -- "$1[A-Za-z0-9_.-]*" /root/.ssh/authorized_keys 2>/dev/null; '
+                  'ls /root/.ssh 2>/dev/null | grep -- "^$1"; true')
+        return StringCommand("sh", "-c", QuoteString(script), "noderig-facts", QuoteString(prefix))
+
+    def process(self, output):
+        return sorted({line.strip() for line in output if line.strip()})

@@ -1,0 +1,170 @@
+"""Crash safety on the lab: the controller is killed (SIGKILL: no cleanup runs) at points across
+every step of a deploy to a bare node. Each time:
+
+- nothing half-written is in place: the unit, the environment file and the launcher are
+  absent or complete (byte-identical to what the converged deploy installs);
+- no file is recorded as verified unless its bytes really are the Hub's;
+- a rerun converges (exit 0, the server answers), leaves no temporary file and no copy key
+  behind, and a third run changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT, changed_ops, deploy, hub_call
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+PLACED = ("/etc/systemd/system/sglang.service", "/etc/noderig/sglang.env", "/usr/local/lib/noderig/launch.py")
+CHECKPOINTS = ("/models/Kimi-K2.6", "/models/Kimi-K2.6-DFlash")
+
+# Run on the node: the placed files' digests, leftover temporary files, copy keys, and every
+# record entry whose file is not what the manifest says.
+NODE_STATE = r"""
+import glob, hashlib, json, os, sys
+out = {"placed": {}, "tmp": [], "keys": [], "false_verified": [], "recorded": 0}
+for p in sys.argv[1].split(","):
+    out["placed"][p] = hashlib.sha256(open(p, "rb").read()).hexdigest() if os.path.exists(p) else None
+out["tmp"] = sorted(glob.glob("/etc/**/*.noderig-tmp", recursive=True) + glob.glob("/usr/local/lib/noderig/*.noderig-tmp"))
+try:
+    out["keys"] = [l.split()[-1] for l in open("/root/.ssh/authorized_keys") if "noderig-transient-" in l]
+except OSError:
+    pass
+for d in sys.argv[2].split(","):
+    try:
+        manifest = json.load(open(f"{d}/.noderig/manifest.json"))
+        record = json.load(open(f"{d}/.noderig/verified.json"))
+    except (OSError, ValueError):
+        continue
+    entries = {f["path"]: f for f in manifest["files"]}
+    for rel, rec in record.items():
+        out["recorded"] += 1
+        e, path = entries.get(rel), f"{d}/{rel}"
+        if e is None or not os.path.exists(path):
+            out["false_verified"].append(f"{path}: recorded, but {'not in the manifest' if e is None else 'missing'}")
+            continue
+        data = open(path, "rb").read()
+        h = hashlib.sha256(data) if "sha256" in e else hashlib.sha1(b"blob %d\0" % len(data) + data)
+        if h.hexdigest() != e.get("sha256", e.get("git_oid")):
+            out["false_verified"].append(f"{path}: recorded as verified, but its bytes are not the Hub's")
+print(json.dumps(out))
+"""
+
+# (what is running when the controller dies, the line that starts it, seconds after, the lab
+# Hub's faults meanwhile: a slowed CDN keeps the download going long enough to land in it)
+SLOW_CDN = {"rate_limit_bps": {"bps": 256 << 10}}
+KILL_POINTS = [
+    ("apt installing the prerequisites", "Starting operation: Prerequisites", 1.5, None),
+    ("rsync copying the venv", "Starting operation: Venv", 0.4, None),
+    ("the checkpoint's manifest and small files being written", "Starting operation: Checkpoint moonshotai", 1.0,
+     None),
+    ("aria2 downloading the checkpoint", "MiB/s, ETA", 0.5, SLOW_CDN),
+    ("files being hashed as aria2 completes them", "MiB/s, ETA", 3.0, SLOW_CDN),
+    ("the draft's download", "Starting operation: Checkpoint z-lab", 0.3, None),
+    ("the environment file being written", "Starting operation: Server environment file", 0.0, None),
+    ("the unit being written", "Starting operation: sglang.service", 0.05, None),
+    ("the restart, after the unit was written", "Starting operation: sglang running and enabled", 0.0, None),
+    ("readiness being awaited", "Starting operation: sglang ready", 0.3, None),
+]
+
+
+# Where the kill landed, for the log: what the killed run left running or half-done.
+LEFT_RUNNING = ("echo \"apt-get running: $(pgrep -c apt-get); dpkg audit: $(dpkg --audit | wc -l) lines; aria2: $(systemctl is-active noderig-aria2); "
+                "venv files: $(find /opt/sglang/venv -type f 2>/dev/null | wc -l); "
+                "checkpoint bytes: $(du -sb /models 2>/dev/null | cut -f1); sglang: $(systemctl is-active sglang)\"")
+
+
+def node_state(lab) -> dict:
+    res = lab.run("b300", f"python3 - {','.join(PLACED)} {','.join(CHECKPOINTS)} <<'EOF'\n{NODE_STATE}\nEOF")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def kill_deploy_at(lab, trigger: str, delay: float, *data: str, faults: dict | None = None) -> str:
+    """Run the deploy; ``delay`` seconds after ``trigger`` appears in its output, SIGKILL it."""
+    if faults:
+        hub_call(lab, "/_lab/faults", faults)
+    cmd = [os.path.join(os.path.dirname(sys.executable), "pyinfra"), str(lab.inventory), "-y", "deploy.py"]
+    for d in data:
+        cmd += ["--data", d]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYINFRA_PROGRESS": "off"})
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if trigger in line:
+                time.sleep(delay)
+                proc.kill()
+                break
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        if faults:
+            hub_call(lab, "/_lab/reset", {})
+    out = "".join(seen)
+    assert proc.returncode == -9, f"the deploy ended before {trigger!r}:\n{out[-3000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def converged_state(lab):
+    """What a clean deploy installs: the reference for 'complete'."""
+    lab.reset("b300")
+    res, out = deploy(lab)
+    assert res.returncode == 0, out[-3000:]
+    state = node_state(lab)
+    assert all(state["placed"].values()) and state["recorded"] > 0 and not state["false_verified"]
+    return state
+
+
+@pytest.mark.parametrize("what,trigger,delay,faults", KILL_POINTS, ids=[p[0].replace(" ", "-") for p in KILL_POINTS])
+def test_a_deploy_killed_anywhere_converges_on_rerun_with_nothing_half_done(lab, converged_state, what, trigger,
+                                                                            delay, faults):
+    lab.reset("b300")
+    kill_deploy_at(lab, trigger, delay, faults=faults)
+    lab.run("b300", "sleep 0.5")  # whatever the kill left running on the node keeps running
+
+    after_kill = node_state(lab)
+    print(f"killed during {what}: " + lab.run("b300", LEFT_RUNNING, check=False).stdout.strip())
+    for path, digest in after_kill["placed"].items():
+        assert digest in (None, converged_state["placed"][path]), f"{path} is half-written after a kill during {what}"
+    assert after_kill["false_verified"] == [], after_kill["false_verified"]
+
+    res, out = deploy(lab)
+    assert res.returncode == 0, f"the rerun after a kill during {what} failed:\n{out[-4000:]}"
+    state = node_state(lab)
+    assert state["placed"] == converged_state["placed"]
+    assert state["recorded"] == converged_state["recorded"] and state["false_verified"] == []
+    assert state["tmp"] == [] and state["keys"] == [], state
+    assert lab.run("ct200", "ls /root/.ssh | grep -c noderig-transient-", check=False).stdout.strip() == "0"
+    assert lab.run("b300", "curl -sf localhost:30000/health", check=False).returncode == 0
+
+    res, out = deploy(lab)
+    assert res.returncode == 0 and changed_ops(out) == {}, changed_ops(out)
+
+
+def test_a_unit_changed_but_not_yet_restarted_when_killed_is_restarted_by_the_rerun(lab, converged_state):
+    """The window between writing a changed unit and restarting the running server: the
+    rerun finds the unit already as desired, and must still restart the server."""
+    res, out = deploy(lab)
+    assert res.returncode == 0, out[-3000:]
+    renamed = "served_model_name=kimi-k2.6-renamed"
+    kill_deploy_at(lab, "Starting operation: sglang running and enabled", 0.0, renamed)
+    assert "kimi-k2.6-renamed" in lab.run("b300", f"cat {PLACED[0]}").stdout
+
+    res, out = deploy(lab, renamed)
+    assert res.returncode == 0, out[-3000:]
+    assert "sglang: restart (the unit changed since it started" in out, out[-3000:]
+    models = lab.run("b300", "curl -sf localhost:30000/v1/models").stdout
+    assert "kimi-k2.6-renamed" in models, f"the server still runs the old unit:\n{models}\n{out[-3000:]}"
+    res, out = deploy(lab, renamed)
+    assert changed_ops(out) == {}, changed_ops(out)
+    res, out = deploy(lab)  # back to the defaults for the tests that follow
+    assert res.returncode == 0, out[-3000:]
