@@ -80,3 +80,41 @@ def test_a_removed_prerequisite_is_installed_again_and_nothing_else_changes(conv
     assert res.returncode == 0, out[-3000:]
     assert lab.run("b300", "dpkg -s aria2", check=False).returncode == 0
     assert changed_ops(out) == {"Prerequisites": 1}, changed_ops(out)
+
+
+def test_drift_everywhere_at_once_is_planned_exactly_and_repaired_exactly(converged):
+    """A damaged shard, a deleted shard, a changed venv file, a hand-edited unit, a stopped
+    service and a removed package, all at once: the dry run names each and changes nothing;
+    the rerun changes exactly those operations; the next run changes nothing."""
+    lab = converged
+    res, out = deploy(lab)
+    assert res.returncode == 0, out[-3000:]
+    shards = lab.run("b300", "cd /models/Kimi-K2.6 && ls *.safetensors").stdout.split()
+    damaged, deleted = shards[1], shards[-1]
+    venv_file = lab.run("b300", "cd /opt/sglang/venv && ls lib/python3*/site-packages/sglang/__init__.py").stdout.strip()
+    lab.run("b300", f"cd /models/Kimi-K2.6 && printf 'X' | dd of={damaged} bs=1 seek=4096 conv=notrunc status=none "
+                    f"&& rm {deleted} && echo '# drift' >> /opt/sglang/venv/{venv_file} "
+                    f"&& sed -i 's/--skip-server-warmup/--skip-server-warmup --log-level debug/' {UNIT} "
+                    "&& systemctl stop sglang && DEBIAN_FRONTEND=noninteractive apt-get purge -y -q aria2 >/dev/null")
+
+    before = lab.run("b300", SNAPSHOT).stdout
+    res, out = dry(lab)
+    assert res.returncode == 0, out[-3000:]
+    assert lab.run("b300", SNAPSHOT).stdout == before, "the dry run changed the node"
+    assert "[b300] packages: install aria2" in out
+    assert f"1 missing ({deleted}), 1 unverified ({damaged})" in out, out[-3000:]
+    assert f"venv /opt/sglang/venv: 1 changed ({venv_file})" in out
+    assert "-ExecStart=" in out and "--log-level debug" in out
+    assert "[b300] sglang: start (it is inactive); reload systemd (the unit changed)" in out
+    drifted = ["Prerequisites", "Venv /opt/sglang/venv from ct200", "Checkpoint moonshotai/Kimi-K2.6",
+               "sglang.service", "sglang running and enabled", "sglang ready"]
+    assert f"would change 6: {', '.join(drifted)};" in out, out[-1500:]
+
+    res, out = deploy(lab)
+    assert res.returncode == 0, out[-3000:]
+    assert changed_ops(out) == {op: 1 for op in drifted}, changed_ops(out)
+    assert f"{damaged}: sha256_mismatch" in out  # hashed, found bad, fetched again
+    assert lab.run("b300", "systemctl is-active sglang; dpkg-query -W -f '${Status}' aria2").stdout.split()[:1] == \
+        ["active"]
+    res, out = deploy(lab)
+    assert res.returncode == 0 and changed_ops(out) == {}, changed_ops(out)
