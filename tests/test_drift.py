@@ -118,3 +118,20 @@ def test_drift_everywhere_at_once_is_planned_exactly_and_repaired_exactly(conver
         ["active"]
     res, out = deploy(lab)
     assert res.returncode == 0 and changed_ops(out) == {}, changed_ops(out)
+
+
+def test_a_dpkg_run_left_half_way_is_finished_and_the_package_installed(converged):
+    """What a node whose apt was killed mid-install looks like: a package unpacked but not
+    configured. The plan says so; the rerun finishes dpkg and installs what is missing."""
+    lab = converged
+    lab.run("b300", "cd /tmp && apt-get download -q aria2 >/dev/null 2>&1 && "
+                    "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q aria2 >/dev/null && "
+                    "dpkg --unpack /tmp/aria2_*.deb >/dev/null && rm /tmp/aria2_*.deb")
+    assert "not yet configured" in lab.run("b300", "dpkg --audit", check=False).stdout
+    res, out = dry(lab)
+    assert "[b300] packages: install aria2; finish the interrupted dpkg run" in out, out[-3000:]
+    res, out = deploy(lab)
+    assert res.returncode == 0, out[-3000:]
+    assert lab.run("b300", "dpkg --audit", check=False).stdout.strip() == ""
+    assert lab.run("b300", "dpkg-query -W -f '${Status}' aria2").stdout == "install ok installed"
+    assert changed_ops(out) == {"Prerequisites": 1}, changed_ops(out)
