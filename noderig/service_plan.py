@@ -48,11 +48,10 @@ def plan_service(status: dict, mtimes: dict[str, float], inputs: dict[str, str],
     if status.get("active") not in RUNNING:
         state = status.get("active") or "unknown"
         return ServicePlan("start", f"it is {state}", reload, enable)
-    newer = [label for label, path in inputs.items()
-             if started is not None and mtimes.get(path, 0.0) > started]
-    stale = list(dict.fromkeys([*changing, *newer]))
     if started is None:
         return ServicePlan("restart", "its start time is unknown", reload, enable)
+    newer = [label for label, path in inputs.items() if mtimes.get(path, 0.0) > started]
+    stale = list(dict.fromkeys([*changing, *newer]))
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started))
     if stale:
         return ServicePlan("restart", f"the {_join(stale)} changed since it started at {since} UTC", reload, enable)

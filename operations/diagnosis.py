@@ -21,7 +21,9 @@ from noderig.unit import render_unit
 from .checkpoint import VERIFY_SCRIPT
 from .facts import HttpStatus, UnitStatus
 from .packages import APT
+from .service import unit_path
 from .tunnel import LoopbackForward
+from .util import atomic_write
 
 RESULT_MARK = "--- noderig: unit result ---"
 
@@ -135,7 +137,7 @@ def _apply_repair(host, unit: str, settings, plan, recorded: dict):
          "packages": plan.packages, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
     _put_atomic(host, REPAIRS_FILE, json.dumps(recorded, indent=1) + "\n")
     if plan.settings:
-        _put_atomic(host, f"/etc/systemd/system/{unit}", render_unit(settings))
+        _put_atomic(host, unit_path(settings.service_name), render_unit(settings))
         host.run_shell_command(StringCommand("systemctl", "daemon-reload"))
     host.run_shell_command(StringCommand("systemctl", "reset-failed", QuoteString(unit), ";",
                                          "systemctl", "restart", QuoteString(unit)))
@@ -163,10 +165,10 @@ def _last_json(lines: list[str]) -> dict:
 
 
 def _put_atomic(host, path: str, text: str) -> None:
-    tmp = f"{path}.noderig-tmp"
-    host.run_shell_command(StringCommand("mkdir", "-p", QuoteString(path.rsplit("/", 1)[0])))
+    tmp, prepare, finish = atomic_write(path)
+    host.run_shell_command(prepare)
     host.put_file(io.StringIO(text), tmp)
-    host.run_shell_command(StringCommand("mv", "-f", QuoteString(tmp), QuoteString(path)))
+    host.run_shell_command(finish)
 
 
 def _smoke(host, unit: str, port: int, served_model_name: str, api_key_file: str | None, waited: float) -> bool:

@@ -21,7 +21,7 @@ from noderig.service_plan import marker, plan_service
 from noderig.unit import ServerSettings, check_against_server, help_command, render_env, render_unit, validate
 
 from .facts import DistributionsDigest, FileMode, FileText, Mtimes, ServerVersion, Sha256, UnitStatus
-from .util import fail, first_pass
+from .util import atomic_write, fail, first_pass
 
 LAUNCHER = "/usr/local/lib/noderig/launch.py"
 
@@ -108,11 +108,10 @@ def text_file(path: str, text: str, mode: str = "644", secret: bool = False):
             diff = difflib.unified_diff(old.splitlines(), text.splitlines(), f"{path} (node)", f"{path} (deploy)",
                                         lineterm="")
             logger.info(f"[{host.name}] {path}:\n" + "\n".join(diff))
-    tmp = f"{path}.noderig-tmp"
-    yield StringCommand("install", "-d", "-m", "755", QuoteString(str(Path(path).parent)), "&&",
-                        "install", "-m", mode, "/dev/null", QuoteString(tmp))
+    tmp, prepare, finish = atomic_write(path, mode)
+    yield prepare
     yield FileUploadCommand(io.StringIO(text), tmp)
-    yield StringCommand("chmod", mode, QuoteString(tmp), "&&", "mv", "-f", QuoteString(tmp), QuoteString(path))
+    yield finish
 
 
 @operation(is_idempotent=True)

@@ -83,8 +83,7 @@ class _ErrorLog(logging.Handler):
 
 
 class RunSummary(BaseStateCallback):
-    def __init__(self, state):
-        self.state = state
+    def __init__(self):
         self.tallies: dict[str, HostTally] = {}
         self.started = _process_start()
         self.printed = False
@@ -167,6 +166,6 @@ def track(host) -> None:
     state = host.state
     summary = getattr(state, "_noderig_summary", None)
     if summary is None:
-        summary = state._noderig_summary = RunSummary(state)
+        summary = state._noderig_summary = RunSummary()
         state.add_callback_handler(summary)
     summary.track(host)

@@ -28,6 +28,18 @@ def fail(host, message: str):
     yield FunctionCommand(_report_failure, (message,), {})
 
 
+def atomic_write(path: str, mode: str = "644") -> tuple[str, StringCommand, StringCommand]:
+    """Replacing ``path`` so that an interrupted run never leaves half a file in place: the
+    temporary file beside it to upload the content to, the command that creates it (and its
+    directory) with ``mode`` before the upload, and the one that renames it into place."""
+    tmp = f"{path}.noderig-tmp"
+    parent = path.rsplit("/", 1)[0] or "/"
+    prepare = StringCommand("install", "-d", "-m", "755", QuoteString(parent), "&&",
+                            "install", "-m", mode, "/dev/null", QuoteString(tmp))
+    finish = StringCommand("chmod", mode, QuoteString(tmp), "&&", "mv", "-f", QuoteString(tmp), QuoteString(path))
+    return tmp, prepare, finish
+
+
 def mark_changing(what: str) -> StringCommand:
     """Touch ``what``'s change marker: yielded before a step changes a byte of what the
     server runs, so a restart is due even when the run dies right after (see service_plan)."""

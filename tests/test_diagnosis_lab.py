@@ -12,8 +12,6 @@ from tests.conftest import deploy
 pytestmark = pytest.mark.lab
 
 
-
-
 def crash_to_report_seconds(out: str) -> float:
     m = re.search(r"printed ([\d.]+) s after the crash reached the journal", out)
     assert m, out[-3000:]

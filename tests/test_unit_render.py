@@ -67,32 +67,28 @@ def directive(text: str, name: str) -> str:
     return values[0]
 
 
-def resolve_specifiers(word: str) -> str:
-    """systemd's %-specifiers: noderig's values must contain only the escape %%."""
+def _unescape(word: str, char: str, what: str) -> str:
+    """Undo the doubling of ``char``; any other use of it would expand."""
     out, i = [], 0
     while i < len(word):
-        if word[i] == "%":
-            assert word[i + 1:i + 2] == "%", f"specifier would expand in {word!r}"
-            out.append("%")
+        if word[i] == char:
+            assert word[i + 1:i + 2] == char, f"{what} would expand in {word!r}"
+            out.append(char)
             i += 2
         else:
             out.append(word[i])
             i += 1
     return "".join(out)
+
+
+def resolve_specifiers(word: str) -> str:
+    """systemd's %-specifiers: noderig's values must contain only the escape %%."""
+    return _unescape(word, "%", "specifier")
 
 
 def resolve_variables(word: str) -> str:
     """ExecStart='s $-expansion at start time: only the escape $$ may appear."""
-    out, i = [], 0
-    while i < len(word):
-        if word[i] == "$":
-            assert word[i + 1:i + 2] == "$", f"variable would expand in {word!r}"
-            out.append("$")
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return "".join(out)
+    return _unescape(word, "$", "variable")
 
 
 ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t", "s": " "}
