@@ -35,7 +35,8 @@ def lab():
 
     from noderig.lab.lab import write_inventory
 
-    instance = Lab(LabLayout.from_env("test"), log=lambda m: print(f"[lab] {m}", file=sys.stderr))
+    # NODERIG_TEST_LAB names another lab, so that two checkouts can run the lab tier side by side.
+    instance = Lab(LabLayout.from_env(os.environ.get("NODERIG_TEST_LAB", "test")), log=lambda m: print(f"[lab] {m}", file=sys.stderr))
     # Three targets for the fleet test; every other test deploys to the first one alone.
     instance.fleet_inventory = instance.up(targets=3)
     hosts = instance.hosts
