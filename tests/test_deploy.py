@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 
@@ -32,15 +31,14 @@ def test_deploy_provisions_b300_from_ct200_then_changes_nothing(lab):
     assert "--skip-server-warmup" in unit and "DDTREE" in unit
     pid_before = lab.run("b300", "systemctl show -p MainPID --value sglang").stdout.strip()
 
-    began = time.monotonic()
     second = run_pyinfra(lab.inventory, "-y", "deploy.py")
-    took = time.monotonic() - began
     out = second.stdout + second.stderr
     assert second.returncode == 0, out[-5000:]
     assert changed_ops(out) == {}, second.stdout[-3000:]
     # The rerun's cost, reported by the deploy itself: no re-hash, no transfer, no restart.
     line = re.search(r"^\s*b300\s+ok, no changes \((\d+) operations\); (\d+) commands", out, re.M)
     assert line, out[-2000:]
-    print(f"no-op rerun: {took:.1f} s wall, {line.group(2)} commands on b300")
-    assert int(line.group(2)) <= 60 and took < 30
+    print(f"no-op rerun: {line.group(2)} commands on b300")
+    # Facts only (its wall time is measured in bench/, not asserted on a loaded machine).
+    assert int(line.group(2)) <= 60
     assert lab.run("b300", "systemctl show -p MainPID --value sglang").stdout.strip() == pid_before

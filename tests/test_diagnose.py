@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -503,19 +502,16 @@ def test_cli_usage_errors_exit_2(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# speed
+# size (its cost is measured in bench/diagnose.py, not asserted here)
 
 
-def test_fifty_thousand_lines_in_under_a_second():
+def test_a_crash_buried_in_fifty_thousand_lines_is_still_found():
     healthy = (FIXTURES / "healthy" / "standin-sglang-skip-warmup-tp2.log").read_text().splitlines()
     busy = [line for line in healthy if "batch" in line or "HTTP/1.1" in line]
     crash = VISION.read_text().splitlines()
     lines = crash[:45] + (busy * (50_000 // len(busy) + 1))[:50_000 - len(crash)] + crash[45:]
     text = "\n".join(f"Dec 02 13:31:17 b300 python3[536]: {line}" for line in lines)
     assert len(lines) == 50_000
-    diagnose("warm up the catalog")
-    start = time.perf_counter()
     d = diagnose(text)
-    elapsed = time.perf_counter() - start
     assert d.cls == "flash_attn_cute_missing"
-    assert elapsed < 1.0, f"{elapsed:.2f} s"
+    assert "kimi_k25.get_image_feature" in " ".join(d.chain)

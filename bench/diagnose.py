@@ -1,0 +1,75 @@
+"""Benchmark: diagnosis of a long journal (noderig.diagnose), against grep over the same text.
+
+    .venv/bin/python bench/diagnose.py
+
+A crash (the reference vision-warmup traceback) buried in N lines of a healthy server's busy
+log (batch and HTTP access lines), at N = 10,000, 50,000 and 200,000 lines: the time to the
+diagnosis, and ``grep -cE 'Error|Traceback'`` over the same file as the plain tool, best of 3
+each. The product's contract is that a paste of any size is diagnosed in bounded time and
+memory; this says what that costs and how it grows with size. Results: a table on stdout and
+bench/results/diagnose.json.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from noderig.diagnose import diagnose  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures" / "crashlogs"
+CRASH = FIXTURES / "flash_attn_cute_missing" / "standin-vision-warmup-tp2.log"
+HEALTHY = FIXTURES / "healthy" / "standin-sglang-skip-warmup-tp2.log"
+SIZES = (10_000, 50_000, 200_000)
+
+
+def buried_crash(lines: int) -> str:
+    busy = [line for line in HEALTHY.read_text().splitlines() if "batch" in line or "HTTP/1.1" in line]
+    crash = CRASH.read_text().splitlines()
+    body = crash[:45] + (busy * (lines // len(busy) + 1))[:lines - len(crash)] + crash[45:]
+    return "\n".join(f"Dec 02 13:31:17 b300 python3[536]: {line}" for line in body)
+
+
+def best_of(n: int, work) -> float:
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    diagnose("warm up the catalog")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for lines in SIZES:
+            text = buried_crash(lines)
+            path = Path(tmp) / f"{lines}.log"
+            path.write_text(text)
+            found = diagnose(text).cls
+            ours = best_of(3, lambda: diagnose(text))
+            grep = best_of(3, lambda: subprocess.run(["grep", "-cE", "Error|Traceback", str(path)],
+                                                      capture_output=True))
+            rows.append({"lines": lines, "bytes": len(text), "class": found, "diagnose_s": round(ours, 4),
+                         "grep_s": round(grep, 4), "ratio": round(ours / grep, 1)})
+    print(f"{'lines':>8} {'MiB':>6} {'diagnose s':>11} {'grep s':>8} {'x grep':>7}  class")
+    for r in rows:
+        print(f"{r['lines']:>8} {r['bytes'] / 2**20:>6.1f} {r['diagnose_s']:>11.3f} {r['grep_s']:>8.3f} "
+              f"{r['ratio']:>7.1f}  {r['class']}")
+    growth = rows[-1]["diagnose_s"] / rows[0]["diagnose_s"]
+    print(f"cost growth {SIZES[0]:,} -> {SIZES[-1]:,} lines ({SIZES[-1] // SIZES[0]}x): {growth:.1f}x")
+    out = ROOT / "bench" / "results" / "diagnose.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"rows": rows, "growth": growth}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
