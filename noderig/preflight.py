@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+from .sizes import human_size
+
 # Room beyond the bytes still to fetch: logs, the verified record, aria2's control files.
 DISK_MARGIN_BYTES = 64 * 2**20
 DISK_MARGIN_FRACTION = 0.02
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB"
 
 
 def disk_problems(volumes: dict) -> list[str]:
@@ -21,8 +19,8 @@ def disk_problems(volumes: dict) -> list[str]:
             continue
         margin = DISK_MARGIN_BYTES + int(need * DISK_MARGIN_FRACTION)
         if free < need + margin:
-            found.append(f"not enough disk for {' and '.join(vol['dirs'])}: {_gib(free)} free, "
-                         f"{_gib(need)} still to download + {_gib(margin)} margin; free space or point "
+            found.append(f"not enough disk for {' and '.join(vol['dirs'])}: {human_size(free)} free, "
+                         f"{human_size(need)} still to download + {human_size(margin)} margin; free space or point "
                          "model_dir/draft_dir at a larger volume")
     return found
 
@@ -61,5 +59,5 @@ def describe(info: dict, model_dir: str) -> str:
     else:
         gpu_text = "no GPU visible (nvidia-smi absent or empty)"
     free = info.get("free_bytes")
-    free_text = f"{_gib(free)} free for {model_dir}" if free is not None else f"free space for {model_dir} unknown"
+    free_text = f"{human_size(free)} free for {model_dir}" if free is not None else f"free space for {model_dir} unknown"
     return f"{info.get('os')}, python {info.get('python')}, {gpu_text}, {free_text}"

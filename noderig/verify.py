@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from .node import verify_files as core
+from .sizes import human_size
 
 MANIFEST = os.path.join(".noderig", "manifest.json")
 
@@ -61,14 +62,6 @@ def verify_dir(root: str | os.PathLike, manifest: str | os.PathLike | None = Non
     return report
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def _short(detail: str) -> str:
     """Digests cut to 12 hex digits for the table (the JSON keeps them whole)."""
     return re.sub(r"\b([0-9a-f]{12})[0-9a-f]{28,52}\b", r"\1…", detail)
@@ -80,7 +73,7 @@ def summary(report: dict, root: str) -> str:
     problems = report["index"]
     if report["sha256_checked"]:
         skipped = sum(1 for f in files if f["status"] == core.OK and f["detail"] != "hashed")
-        content = f"{_size(report['hashed_bytes'])} hashed, {skipped} files unchanged since verified"
+        content = f"{human_size(report['hashed_bytes'])} hashed, {skipped} files unchanged since verified"
         unverified = sum(1 for f in files if f["status"] == core.UNVERIFIED)
         if unverified:
             content += f"; {unverified} without a digest in the manifest"

@@ -3,6 +3,7 @@ idempotent reruns, faults, damage repair, crash safety and the disk check."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -14,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from noderig import aria2, preflight
+from noderig.manifest import DEFAULT_PATTERNS
+from noderig.sizes import human_size
 from tests.conftest import ROOT, deploy, hub_call
 
 pytestmark = pytest.mark.lab
@@ -25,6 +29,14 @@ SHARD = "model-00002-of-000004.safetensors"
 STEPS = "steps=prerequisites,checkpoint"
 
 
+def hub_listing(lab, repo: str) -> list[dict]:
+    """What the lab Hub lists for ``repo`` (path and size of the files the deploy fetches), read
+    with huggingface_hub itself rather than through noderig's manifest."""
+    from huggingface_hub import HfApi
+
+    info = HfApi(endpoint=lab.layout.hub_url, token=False).model_info(repo, files_metadata=True)
+    return [{"path": s.rfilename, "size": s.size} for s in info.siblings
+            if any(fnmatch.fnmatch(s.rfilename, p) for p in DEFAULT_PATTERNS)]
 
 
 def fetched(lab, repo: str = MODEL) -> set[str]:
@@ -118,11 +130,14 @@ def test_a_dropped_connection_resumes_to_the_right_sha256(lab, converged):
 def test_a_5xx_storm_ends_in_a_clear_error_with_nothing_marked_verified(lab, converged):
     lab.run("b300", f"rm {MODEL_DIR}/{SHARD}")
     hub_call(lab, "/_lab/faults", {"status": {"code": 503, "count": -1, "scope": "cdn"}})
-    t0 = time.monotonic()
     res, out = deploy(lab, STEPS)
     assert res.returncode != 0
     assert f"downloading {MODEL_DIR}/{SHARD} failed: aria2c exit" in out, out[-3000:]
-    assert time.monotonic() - t0 < 120, "retries must be bounded"
+    # Retries are bounded by count, not by how fast this machine is: aria2's max-tries per
+    # connection, and one re-resolution of the signed URL per attempt at most.
+    tries = int(aria2.download_options("/", SHARD, 1, "none")["max-tries"])
+    requests = hub_call(lab, "/_lab/stats")["files"][f"{MODEL}/{SHARD}"]["requests"]
+    assert 1 <= requests <= 2 * tries * 16, f"{requests} requests for one failing file"
     assert SHARD not in record(lab)
 
 
@@ -172,8 +187,12 @@ def test_not_enough_disk_is_refused_before_downloading_with_the_numbers(lab):
     try:
         res, out = deploy(lab, STEPS)
         assert res.returncode != 0
-        assert re.search(r"not enough disk for /models/Kimi-K2\.6: 0\.0 GiB free, 0\.0 GiB still to download", out) \
-            or "not enough disk for /models/Kimi-K2.6" in out, out[-3000:]
+        # The numbers themselves: the tmpfs's 8 MiB, and every byte the Hub lists for the model.
+        need = sum(f["size"] for f in hub_listing(lab, MODEL))
+        margin = preflight.DISK_MARGIN_BYTES + int(need * preflight.DISK_MARGIN_FRACTION)
+        expected = (f"not enough disk for {MODEL_DIR}: 8.0 MiB free, {human_size(need)} still to download "
+                    f"+ {human_size(margin)} margin")
+        assert expected in out, out[-3000:]
         assert lab.run("b300", f"ls -A {MODEL_DIR}").stdout.strip() == ""
         assert lab.run("b300", "dpkg -s aria2", check=False).returncode != 0, "refused before any change"
     finally:

@@ -73,6 +73,9 @@ def test_disk_is_checked_per_volume_with_the_numbers():
     assert len(found) == 1
     assert "/models/K and /models/D: 100.0 GiB free, 554.3 GiB still to download" in found[0]
     assert disk_problems({"1": {"free": 2**30, "need": 0, "dirs": ["/m"]}}) == []
+    # Small volumes keep their numbers: MiB, not "0.0 GiB".
+    small = disk_problems({"1": {"free": 8 << 20, "need": 24 << 20, "dirs": ["/m"]}})
+    assert "/m: 8.0 MiB free, 24.0 MiB still to download + 64.5 MiB margin" in small[0]
 
 
 def test_preflight_refuses_another_minor_version():
