@@ -2,8 +2,8 @@
 session and shares its hosts across tests; a test that needs a pristine host resets it (drops
 its overlay, ~2 s) instead of rebuilding the lab.
 
-The lab tier needs root. It is required, not optional, where NODERIG_REQUIRE_LAB=1 (CI):
-a lab that cannot boot then fails the run instead of skipping it.
+The lab tier needs root: a run that selects lab tests without root fails with a sentence
+(never a green run that skipped them); leave the tier out with ``-m "not lab"``.
 """
 
 from __future__ import annotations
@@ -19,13 +19,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.hookimpl(trylast=True)  # after -m deselected what it leaves out
 def pytest_collection_modifyitems(config, items):
-    if os.geteuid() == 0 or os.environ.get("NODERIG_REQUIRE_LAB") == "1":
+    """A run that selects lab tests needs root: without it the run fails with a sentence
+    instead of skipping them and passing green (leave the tier out with -m "not lab")."""
+    if os.geteuid() == 0:
         return
-    skip = pytest.mark.skip(reason="the lab tier boots containers and needs root")
-    for item in items:
-        if "lab" in item.keywords:
-            item.add_marker(skip)
+    lab_tests = [item for item in items if "lab" in item.keywords]
+    if lab_tests:
+        raise pytest.UsageError(
+            f"{len(lab_tests)} lab test(s) selected, and the lab tier boots containers, which needs root: "
+            'run as root (sudo scripts/test), or leave the lab tier out explicitly with -m "not lab"')
 
 
 @pytest.fixture(scope="session")
@@ -66,12 +70,22 @@ def deploy(lab, *data: str, timeout: float = 900) -> tuple[subprocess.CompletedP
 
 
 def changed_ops(out: str) -> dict[str, int]:
-    """Operation -> number of hosts it changed, from pyinfra's results table."""
-    found = {}
+    """Operation -> number of hosts it changed, from pyinfra's results table. The table must be
+    there and end in its "Grand total" row, whose change count must agree with the rows: an
+    output it cannot read fails the test instead of reading as "no changes"."""
+    assert "--> Results:" in out, f"no pyinfra results table in the output:\n{out[-3000:]}"
+    found, total = {}, None
     for line in out.split("--> Results:")[-1].splitlines():
         cells = re.split(r"\s{2,}", line.strip())
-        if len(cells) == 5 and cells[1].isdigit() and cells[2] != "-" and cells[0] != "Grand total":
-            found[cells[0]] = int(cells[2])
+        if len(cells) != 5 or not cells[1].isdigit():
+            continue
+        changed = 0 if cells[2] == "-" else int(cells[2])
+        if cells[0] == "Grand total":
+            total = changed
+        elif changed:
+            found[cells[0]] = found.get(cells[0], 0) + changed
+    assert total is not None, f"the results table has no Grand total row:\n{out[-3000:]}"
+    assert total == sum(found.values()), f"the results table's rows ({found}) do not add up to {total}"
     return found
 
 
