@@ -10,7 +10,6 @@ import threading
 import time
 
 from pyinfra import host, logger
-from pyinfra.api import operation
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 from pyinfra.operations import files
 
@@ -22,7 +21,7 @@ from noderig.node import script_path
 
 from .facts import FileStats, FsType, JsonFile, UnitStatus
 from .tunnel import LoopbackForward
-from .util import fail, first_pass, mark_changing, one_at_a_time
+from .util import fail, first_pass, mark_changing, one_at_a_time, operation
 
 VERIFY_SCRIPT = "/usr/local/lib/noderig/verify_files.py"
 # Drops files from the verified record (atomically); run before they are fetched again.

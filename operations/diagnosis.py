@@ -9,7 +9,6 @@ import urllib.request
 from dataclasses import asdict, replace
 
 from pyinfra import host, logger
-from pyinfra.api import operation
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
 from noderig.checkpoint import MANIFEST_FILE, RECORD_FILE
@@ -23,7 +22,7 @@ from .facts import HttpStatus, UnitStatus
 from .packages import APT
 from .service import unit_path
 from .tunnel import LoopbackForward
-from .util import atomic_write
+from .util import atomic_write, operation
 
 RESULT_MARK = "--- noderig: unit result ---"
 

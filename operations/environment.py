@@ -13,13 +13,12 @@ import tempfile
 from pathlib import Path
 
 from pyinfra import host, logger
-from pyinfra.api import operation
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
 from noderig.treediff import diff_listings, summarize
 
 from .facts import CopyKeys, DistributionsDigest, TreeListing
-from .util import fail, first_pass, mark_changing, one_at_a_time
+from .util import fail, first_pass, mark_changing, one_at_a_time, operation
 
 TRANSFERS = ("auto", "direct", "relay")
 # __pycache__ is neither copied nor deleted: each host's Python keeps its own bytecode cache

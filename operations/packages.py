@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from pyinfra import host, logger
-from pyinfra.api import operation
 from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.facts.deb import DebPackages
 
 from .facts import DpkgAudit
-from .util import first_pass
+from .util import first_pass, operation
 
 # Wait for another apt (unattended-upgrades, or the one a killed deploy left running) instead
 # of failing on its lock; answer no question.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pyinfra import host, logger
-from pyinfra.api import operation
 
 from noderig import checkpoint as plan
 from noderig.errors import NoderigError
@@ -11,7 +10,7 @@ from noderig.preflight import describe, disk_problems, problems
 
 from .checkpoint import manifest_for
 from .facts import FileStats, JsonFile, NodeInfo, PythonVersion, PyvenvCfg
-from .util import fail, first_pass
+from .util import fail, first_pass, operation
 
 
 def _bytes_to_fetch(checkpoints) -> tuple[dict, list[str]]:

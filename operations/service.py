@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 from pyinfra import host, logger
-from pyinfra.api import operation
 from pyinfra.api.command import FileUploadCommand, QuoteString, StringCommand
 
 from noderig.errors import NoderigError
@@ -21,7 +20,7 @@ from noderig.service_plan import marker, plan_service
 from noderig.unit import ServerSettings, check_against_server, help_command, render_env, render_unit, validate
 
 from .facts import DistributionsDigest, FileMode, FileText, Mtimes, ServerVersion, Sha256, UnitStatus
-from .util import atomic_write, fail, first_pass
+from .util import atomic_write, fail, first_pass, operation
 
 LAUNCHER = "/usr/local/lib/noderig/launch.py"
 

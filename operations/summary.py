@@ -67,13 +67,25 @@ def summary_lines(tallies: dict[str, HostTally], failed: set[str], executed: boo
     return lines
 
 
+# pyinfra's CLI logs one of these once every operation body has run on every host (the
+# prepare stage finished); a run that reaches its disconnect without one stopped on an error.
+PREPARED = ("--> Detected changes", "--> Skipping change detection")
+INTERRUPTED = ("the run stopped on an internal error before this host finished (see the error above); "
+               "rerun with --debug for the traceback")
+
+
 class _ErrorLog(logging.Handler):
     def __init__(self, summary: RunSummary):
-        super().__init__(logging.WARNING)
+        super().__init__(logging.INFO)
         self.summary = summary
 
     def emit(self, record):
         text = ANSI.sub("", record.getMessage()).strip()
+        if text.startswith(PREPARED):
+            self.summary.prepared = True
+            return
+        if record.levelno < logging.WARNING:
+            return
         match = PREFIX.match(text)
         if not match or match.group(1) not in self.summary.tallies:
             return
@@ -87,6 +99,7 @@ class RunSummary(BaseStateCallback):
         self.tallies: dict[str, HostTally] = {}
         self.started = _process_start()
         self.printed = False
+        self.prepared = False
         self.succeeded: list = []
         logger.addHandler(_ErrorLog(self))
 
@@ -124,6 +137,13 @@ class RunSummary(BaseStateCallback):
                 tally.unchanged += 1
         executed = state.current_stage >= StateStage.Execute
         failed = {h.name for h in state.failed_hosts if h.name in self.tallies}
+        # Normal ends: after the results (Disconnect), or a dry run after its prepare stage.
+        # Anything else is an exception that ended the run: no host it left is ok.
+        if state.current_stage == StateStage.Execute or not (executed or self.prepared):
+            for name, tally in self.tallies.items():
+                if name not in failed:
+                    failed.add(name)
+                    tally.errors.append(INTERRUPTED)
         planned = {}
         if not executed:
             for h in state.inventory:

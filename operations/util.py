@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import traceback
+
+from pyinfra import host as current_host
 from pyinfra import logger
+from pyinfra.api import operation as pyinfra_operation
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
 from noderig.service_plan import CHANGES_DIR, marker
@@ -26,6 +31,31 @@ def fail(host, message: str):
     if not host.state.is_executing:
         host.log_styled(f"would fail: {message}", fg="red", log_func=logger.warning)
     yield FunctionCommand(_report_failure, (message,), {})
+
+
+def internal_error_sentence(error: BaseException) -> str:
+    return (f"internal error: {type(error).__name__}: {error} (a bug in noderig or an input it did not "
+            "foresee; nothing after it ran on this host; rerun with --debug for the traceback and report it)")
+
+
+def operation(**options):
+    """pyinfra's ``@operation``, with one more promise: an exception raised by the operation's
+    body (a bug included) fails this host with a sentence instead of ending the whole run with
+    a traceback and a summary that cannot say which host broke. The traceback is logged at
+    debug level (pyinfra's ``--debug``)."""
+
+    def decorate(func):
+        @functools.wraps(func)
+        def guarded(*args, **kwargs):
+            try:
+                yield from func(*args, **kwargs)
+            except Exception as error:  # noqa: BLE001 - every failure must reach the summary
+                logger.debug(f"[{current_host.name}] {func.__module__}.{func.__name__}:\n{traceback.format_exc()}")
+                yield from fail(current_host, internal_error_sentence(error))
+
+        return pyinfra_operation(**options)(guarded)
+
+    return decorate
 
 
 def atomic_write(path: str, mode: str = "644") -> tuple[str, StringCommand, StringCommand]:
