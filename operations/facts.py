@@ -1,4 +1,10 @@
-"""pyinfra facts about a node: one round trip each, cheap (sizes and mtimes, never hashes)."""
+"""pyinfra facts about a node: one round trip each, cheap (sizes and mtimes, never hashes).
+
+Absent is not unreadable. A fact about a file answers ``None`` (or empty) only when the file
+does not exist; a file that exists but cannot be read makes the fact's command fail, and one
+that cannot be parsed makes ``process`` raise: pyinfra then fails that host with the file's
+name, before any change, instead of a rerun reading "no repairs" or "nothing verified".
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,25 @@ import json
 
 from pyinfra.api import FactBase
 from pyinfra.api.command import QuoteString, StringCommand
+from pyinfra.api.exceptions import FactProcessError
+
+# First line of a file fact's output when the file exists (its content follows).
+PRESENT = "noderig:present"
+
+
+def if_present(path: str, *reader) -> StringCommand:
+    """Run ``reader`` when ``path`` exists (after printing ``PRESENT``); nothing when it does
+    not. The reader's failure is the command's failure."""
+    return StringCommand("if", "[", "-e", QuoteString(path), "];", "then", "echo", PRESENT, "&&", *reader,
+                         ";", "fi")
+
+
+def present_lines(output) -> list[str] | None:
+    """The reader's lines when the file existed, else None."""
+    lines = list(output)
+    if not lines or lines[0] != PRESENT:
+        return None
+    return lines[1:]
 
 
 class NodeInfo(FactBase):
@@ -56,11 +81,14 @@ class PyvenvCfg(FactBase):
     """
 
     def command(self, venv: str) -> StringCommand:
-        return StringCommand("cat", QuoteString(f"{venv}/pyvenv.cfg"), "2>/dev/null", "||", "true")
+        return if_present(f"{venv}/pyvenv.cfg", "cat", QuoteString(f"{venv}/pyvenv.cfg"))
 
     def process(self, output):
+        lines = present_lines(output)
+        if lines is None:
+            return None
         cfg = {}
-        for line in output:
+        for line in lines:
             key, sep, value = line.partition("=")
             if sep:
                 cfg[key.strip()] = value.strip()
@@ -69,7 +97,8 @@ class PyvenvCfg(FactBase):
 
 class PythonVersion(FactBase):
     """
-    The version (``3.11.2``) of a Python executable, or ``None`` if it does not exist.
+    The version (``3.11.2``) of a Python executable, or ``None`` if it does not exist or
+    cannot run (preflight then names it as the interpreter the venv needs).
     """
 
     def command(self, executable: str) -> StringCommand:
@@ -96,14 +125,12 @@ class FileStats(FactBase):
     default = dict
 
     def command(self, root: str) -> StringCommand:
-        return StringCommand(
-            "test", "-d", QuoteString(root), "&&", "cd", QuoteString(root), "&&",
-            "find", ".", "-type", "f", "-printf", QuoteString("%s %T@ %P\\n"), "||", "true",
-        )
+        return if_present(root, "cd", QuoteString(root), "&&",
+                          "find", ".", "-type", "f", "-printf", QuoteString("%s %T@ %P\\n"))
 
     def process(self, output):
         stats: dict[str, dict] = {}
-        for line in output:
+        for line in present_lines(output) or []:
             size, mtime, path = line.split(" ", 2)
             stats[path] = {"size": int(size), "mtime": float(mtime), "aria2": False}
         for path in [p for p in stats if p.endswith(".aria2")]:
@@ -115,17 +142,23 @@ class FileStats(FactBase):
 
 class JsonFile(FactBase):
     """
-    A JSON file's content, or ``None`` when it is missing or not valid JSON.
+    A JSON file's content, or ``None`` when it does not exist. A file that exists but cannot
+    be read, or is not valid JSON (an empty one included), fails the host with its name.
     """
 
     def command(self, path: str) -> StringCommand:
-        return StringCommand("cat", QuoteString(path), "2>/dev/null", "||", "true")
+        self.path = path  # pyinfra makes one instance per read: process() names the file
+        return if_present(path, "cat", QuoteString(path))
 
     def process(self, output):
-        try:
-            return json.loads("\n".join(output)) if output else None
-        except ValueError:
+        lines = present_lines(output)
+        if lines is None:
             return None
+        try:
+            return json.loads("\n".join(lines))
+        except ValueError as e:
+            raise FactProcessError(f"{self.path} exists but is not valid JSON ({e}); repair or remove it, "
+                                   "then rerun")
 
 
 class UnitStatus(FactBase):
@@ -177,7 +210,8 @@ class Mtimes(FactBase):
     default = dict
 
     def command(self, paths: tuple) -> StringCommand:
-        return StringCommand("stat", "-c", "'%.9Y %n'", *(QuoteString(p) for p in paths), "2>/dev/null", "||", "true")
+        script = 'for p; do if [ -e "$p" ]; then stat -c "%.9Y %n" "$p" || exit 1; fi; done'
+        return StringCommand("sh", "-c", QuoteString(script), "noderig-mtimes", *(QuoteString(p) for p in paths))
 
     def process(self, output):
         found = {}
@@ -221,17 +255,17 @@ class TreeListing(FactBase):
     default = dict
 
     def command(self, root: str) -> StringCommand:
-        return StringCommand(
-            "test", "-d", QuoteString(root), "&&", "cd", QuoteString(root), "&&",
+        return if_present(
+            root, "cd", QuoteString(root), "&&",
             # Bytecode caches are derived, and Python rewrites them on whichever host runs the
             # code: comparing them would make every server start look like drift.
             "find", ".", "-mindepth", "1", "-name", "__pycache__", "-prune", "-o",
-            "-printf", QuoteString("%y\\t%s\\t%T@\\t%m\\t%l\\t%P\\n"), "||", "true",
+            "-printf", QuoteString("%y\\t%s\\t%T@\\t%m\\t%l\\t%P\\n"),
         )
 
     def process(self, output):
         listing = {}
-        for line in output:
+        for line in present_lines(output) or []:
             kind, size, mtime, mode, link, path = line.split("\t", 5)
             # Directory sizes and mtimes change with their contents; the entries say it all.
             if kind == "d":
@@ -249,14 +283,15 @@ class DistributionsDigest(FactBase):
     """
 
     def command(self, venv: str) -> StringCommand:
-        return StringCommand(
-            "cd", QuoteString(venv), "2>/dev/null", "&&",
+        return if_present(
+            venv, "cd", QuoteString(venv), "&&",
             "find", ".", "-path", QuoteString("*.dist-info/RECORD"), "-type", "f", "-print0", "|",
-            "LC_ALL=C", "sort", "-z", "|", "xargs", "-0r", "sha256sum", "|", "sha256sum", "||", "true",
+            "LC_ALL=C", "sort", "-z", "|", "xargs", "-0r", "sha256sum", "|", "sha256sum",
         )
 
     def process(self, output):
-        digest = output[0].split()[0] if output else None
+        lines = present_lines(output)
+        digest = lines[0].split()[0] if lines else None
         # sha256 of empty input: no RECORD files at all
         return None if digest in (None, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") else digest
 
@@ -280,10 +315,11 @@ class Sha256(FactBase):
     """
 
     def command(self, path: str) -> StringCommand:
-        return StringCommand("sha256sum", QuoteString(path), "2>/dev/null", "||", "true")
+        return if_present(path, "sha256sum", QuoteString(path))
 
     def process(self, output):
-        return output[0].split()[0] if output else None
+        lines = present_lines(output)
+        return lines[0].split()[0] if lines else None
 
 
 class FileMode(FactBase):
@@ -292,10 +328,11 @@ class FileMode(FactBase):
     """
 
     def command(self, path: str) -> StringCommand:
-        return StringCommand("stat", "-c", "%a", QuoteString(path), "2>/dev/null", "||", "true")
+        return if_present(path, "stat", "-c", "%a", QuoteString(path))
 
     def process(self, output):
-        return output[0].strip() if output else None
+        lines = present_lines(output)
+        return lines[0].strip() if lines else None
 
 
 class FileText(FactBase):
@@ -304,10 +341,11 @@ class FileText(FactBase):
     """
 
     def command(self, path: str) -> StringCommand:
-        return StringCommand("test", "-f", QuoteString(path), "&&", "cat", QuoteString(path), "&&", "echo", "||", "true")
+        return if_present(path, "cat", QuoteString(path), "&&", "echo")
 
     def process(self, output):
-        return "\n".join(output) if output else None
+        lines = present_lines(output)
+        return None if lines is None else "\n".join(lines)
 
 
 class ServerVersion(FactBase):
@@ -349,8 +387,10 @@ class CopyKeys(FactBase):
     default = list
 
     def command(self, prefix: str) -> StringCommand:
-        script = ('grep -oh -- "$1[A-Za-z0-9_.-]*" /root/.ssh/authorized_keys 2>/dev/null; '
-                  'ls /root/.ssh 2>/dev/null | grep -- "^$1"; true')
+        # grep's status 1 is "none found"; 2 (unreadable) fails the fact.
+        script = ('if [ -e /root/.ssh/authorized_keys ]; then '
+                  'grep -oh -- "$1[A-Za-z0-9_.-]*" /root/.ssh/authorized_keys; [ $? -le 1 ] || exit 2; fi; '
+                  'if [ -d /root/.ssh ]; then ls -A /root/.ssh | grep -- "^$1"; [ $? -le 1 ] || exit 2; fi; true')
         return StringCommand("sh", "-c", QuoteString(script), "noderig-facts", QuoteString(prefix))
 
     def process(self, output):

@@ -88,3 +88,83 @@ def test_a_run_without_errors_is_ok(tmp_path):
     code, out = run(tmp_path, "none", "-y")
     head, line = summary_of(out)
     assert code == 0 and "0 failed" in head and "ok, changed 1 of 1" in line, out[-3000:]
+
+
+# --------------------------------------------------------------------------------------------
+# The real deploy on the lab: an internal error injected into each step, as a bug would be.
+
+INJECT = '''
+import importlib, os, sys
+target = os.environ["NODERIG_INJECT"]  # module:attribute[@the caller it breaks in]
+spec, _, caller = target.partition("@")
+module, _, attribute = spec.partition(":")
+owner = importlib.import_module(module)
+*path, name = attribute.split(".")
+for part in path:
+    owner = getattr(owner, part)
+original = getattr(owner, name)
+def injected(*args, **kwargs):
+    if caller and sys._getframe(1).f_code.co_name != caller:
+        return original(*args, **kwargs)
+    raise RuntimeError("injected into " + target)
+setattr(owner, name, injected)
+'''
+STEPS = [
+    ("noderig.preflight:problems", "Preflight: OS, disk, GPUs, base Python"),
+    ("pyinfra.facts.deb:DebPackages.process", "Prerequisites"),
+    ("noderig.treediff:diff_listings", "Venv /opt/sglang/venv from ct200"),
+    ("noderig.checkpoint:classify@fetch", "Checkpoint moonshotai/Kimi-K2.6"),
+    ("noderig.service_plan:plan_service", "sglang running and enabled"),
+    ("operations.facts:HttpStatus.process", "sglang ready"),
+]
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("target,step", STEPS, ids=[s for _, s in STEPS])
+def test_an_internal_error_in_each_step_fails_the_host_at_that_step(lab, tmp_path, target, step):
+    from tests.conftest import deploy, run_pyinfra
+
+    if target == STEPS[0][0]:
+        res, out = deploy(lab)  # converged first: each injection then meets a node with nothing to do
+        assert res.returncode == 0, out[-3000:]
+    (tmp_path / "sitecustomize.py").write_text(INJECT)
+    res = run_pyinfra(lab.inventory, "-y", "deploy.py",
+                      env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "NODERIG_INJECT": target})
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out[-3000:]
+    head, _ = summary_of(out)
+    line = next(l for l in out.splitlines() if l.strip().startswith("b300 "))
+    assert "1 failed (b300)" in head, out[-3000:]
+    assert f'FAILED at "{step}": internal error: RuntimeError: injected into {target}' in line, line
+    assert "Traceback" not in out
+
+
+# --------------------------------------------------------------------------------------------
+# Facts tell absent from unreadable: a file that exists but cannot be read or parsed stops
+# the host before any change, named; it is never read as "absent".
+
+UNREADABLE = [
+    ("/etc/noderig/repairs.json", "printf '{\"skip_server_warmup\": tr' > {path}", "is not valid JSON"),
+    ("/etc/noderig/repairs.json", "printf '' > {path}", "is not valid JSON"),
+    ("/models/Kimi-K2.6/.noderig/verified.json", "rm -f {path} && mkdir {path}", "Is a directory"),
+]
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("path,damage,why", UNREADABLE, ids=["truncated", "empty", "a-directory"])
+def test_a_file_a_fact_cannot_read_stops_the_host_with_its_name(lab, path, damage, why):
+    from tests.conftest import deploy
+
+    res, out = deploy(lab)
+    assert res.returncode == 0, out[-3000:]
+    state = "stat -c '%n %Y %s' /etc/systemd/system/sglang.service; systemctl show -p MainPID --value sglang"
+    before = lab.run("b300", state).stdout
+    lab.run("b300", damage.replace("{path}", path))
+    try:
+        res, out = deploy(lab)
+        line = next(l for l in out.splitlines() if l.strip().startswith("b300 "))
+        assert res.returncode != 0 and "FAILED" in line, out[-3000:]
+        assert path in out and why in out, out[-3000:]
+        assert lab.run("b300", state).stdout == before, "nothing may change on a host whose facts failed"
+    finally:
+        lab.run("b300", f"rm -rf {path}")
