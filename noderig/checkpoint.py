@@ -44,7 +44,7 @@ def classify(manifest: dict, stats: dict, record: dict | None) -> dict[str, str]
         elif st["size"] > size:
             states[path] = OVERSIZE
         elif (seen and seen.get("digest") == expected_digest(entry) and seen.get("size") == size
-              and abs(seen.get("mtime_ns", 0) - st["mtime"] * 1e9) < 2e3):
+              and seen.get("mtime_ns") is not None and abs(seen["mtime_ns"] - st["mtime"] * 1e9) < 2e3):
             states[path] = OK
         else:
             states[path] = UNVERIFIED

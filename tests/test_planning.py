@@ -81,3 +81,38 @@ def test_disk_is_checked_per_volume_with_the_numbers():
 def test_preflight_refuses_another_minor_version():
     found = problems(INFO, CFG, "3.12.1", gpus_required=0, reference_name="ct200", venv="/opt/v")
     assert found and "not portable" in found[0]
+
+
+def test_a_record_from_another_second_or_without_an_mtime_is_not_trusted():
+    entry = {"size": 100, "digest": "aa" * 32}
+    same = plan.classify(MANIFEST, {"a.safetensors": stat(100)}, {"a.safetensors": {**entry, "mtime_ns": 1000500001999}})
+    assert same["a.safetensors"] == plan.OK, "within 2 us: the same mtime, as a filesystem rounds it"
+    for record in ({**entry, "mtime_ns": 1000500002000}, {**entry, "mtime_ns": 1000500000000 - 2000}, entry):
+        states = plan.classify(MANIFEST, {"a.safetensors": stat(100)}, {"a.safetensors": record})
+        assert states["a.safetensors"] == plan.UNVERIFIED, record
+    # A file at the epoch and a record that lost its mtime: still not trusted.
+    states = plan.classify(MANIFEST, {"a.safetensors": stat(100, mtime=0.0)}, {"a.safetensors": entry})
+    assert states["a.safetensors"] == plan.UNVERIFIED
+
+
+def test_bytes_to_fetch_count_a_partial_file_whole_and_every_file_once():
+    stats = {"a.safetensors": stat(100, aria2=True), "b.safetensors": stat(30)}
+    states = plan.classify(MANIFEST, stats, {})
+    assert states == {"a.safetensors": plan.PARTIAL, "b.safetensors": plan.TRUNCATED, "config.json": plan.MISSING}
+    assert plan.bytes_to_fetch(MANIFEST, states, stats) == 100 + 70 + 10
+
+
+def test_the_manifest_text_is_stable_whatever_the_key_order():
+    a = {"repo": "org/m", "files": [{"path": "x", "size": 1}], "commit": "c"}
+    b = {"commit": "c", "files": [{"size": 1, "path": "x"}], "repo": "org/m"}
+    text = plan.manifest_text(a)
+    assert text == plan.manifest_text(b) and text.endswith("}\n") and not text.endswith("\n\n")
+    import json
+
+    assert json.loads(text) == a and text.count("\n") > 3, "one value per line, for a human diffing two pins"
+
+
+def test_describe_names_files_by_state_up_to_a_limit():
+    todo = {f"s{i}": plan.MISSING for i in range(5)} | {"c.json": plan.UNVERIFIED, "a.json": plan.UNVERIFIED}
+    assert plan.describe(todo) == "5 missing (s0, s1, s2, ...), 2 unverified (a.json, c.json)"
+    assert plan.describe({"a": plan.PARTIAL, "b": plan.PARTIAL, "c": plan.PARTIAL}) == "3 partial (a, b, c)"

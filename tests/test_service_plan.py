@@ -52,3 +52,36 @@ def test_systemd_timestamps_parse_to_the_microsecond():
 
     assert systemd_timestamp("Wed 2026-12-02 16:11:56.745487 UTC") == 1796227916.745487
     assert systemd_timestamp("") is None and systemd_timestamp("n/a") is None
+
+
+def test_a_unit_enabled_at_runtime_or_static_is_not_enabled_again():
+    for enabled in ("enabled", "enabled-runtime", "static"):
+        assert plan_service({**RUNNING, "enabled": enabled}, {}, INPUTS, []).enable is False
+    for enabled in ("disabled", "masked", None):
+        assert plan_service({**RUNNING, "enabled": enabled}, {}, INPUTS, []).enable is True
+
+
+def test_a_unit_systemd_does_not_know_is_started_saying_so():
+    plan = plan_service({"enabled": "enabled"}, {}, INPUTS, ["unit"])
+    assert (plan.action, plan.reason, plan.reload, plan.enable) == ("start", "it is unknown", True, False)
+
+
+def test_a_running_unit_whose_start_time_is_unknown_is_restarted_keeping_reload_and_enable():
+    status = {**RUNNING, "started": None, "need_reload": True, "enabled": "disabled"}
+    plan = plan_service(status, {}, INPUTS, [])
+    assert (plan.action, plan.reason, plan.reload, plan.enable) == ("restart", "its start time is unknown", True, True)
+
+
+def test_an_input_written_in_the_same_instant_as_the_start_is_not_newer():
+    started = RUNNING["started"]
+    plan = plan_service(RUNNING, {INPUTS["unit"]: started}, INPUTS, [])
+    assert plan.action == "none"
+    plan = plan_service({**RUNNING, "started": 0.5}, {}, INPUTS, [])
+    assert plan.action == "none", "an input that does not exist is not newer than any start"
+
+
+def test_a_restart_keeps_the_enable_decision_and_names_three_changes_in_order():
+    plan = plan_service({**RUNNING, "enabled": "disabled"}, {}, INPUTS, ["unit", "environment", "venv"])
+    assert plan.enable is True
+    assert plan.reason.startswith("the unit, environment and venv changed since it started at ")
+    assert "the unit and venv changed" in plan_service(RUNNING, {}, INPUTS, ["unit", "venv"]).reason
