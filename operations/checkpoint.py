@@ -93,8 +93,9 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
         logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: {plan.describe(todo)}; "
                     f"{plan.bytes_to_fetch(manifest, states, stats) / 2**20:.1f} MiB to fetch")
     manifest_path = f"{dest}/{plan.MANIFEST_FILE}"
-    yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
+    # the path check first: the verifier loads it from beside itself
     yield from files.put._inner(src=str(script_path("hubpath.py")), dest=HUBPATH_SCRIPT, mode="644")
+    yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
     # The node checks what the controller checked, and what only it can see (symlinks), before
     # each write: the state directory before the manifest goes there, every path after.
     yield FunctionCommand(_check_paths, ("-", dest), {})

@@ -416,3 +416,19 @@ def test_the_aria2_daemon_prints_no_signed_url_on_a_failed_download(hub, tmp_pat
         assert output == "", output
     else:
         assert signature in output, "without quiet aria2 prints the signed URL: the check above means something"
+
+
+def test_a_record_behind_a_symlinked_state_dir_is_neither_trusted_nor_written(ckpt):
+    root, outside = ckpt
+    data = (root / "config.json").read_bytes()
+    import hashlib
+
+    oid = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    st = (root / "config.json").stat()
+    (outside / "verified.json").write_text(json.dumps(
+        {"config.json": {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "digest": oid}}))
+    before = (outside / "verified.json").read_bytes()
+    (root / ".noderig").symlink_to(outside)
+    report = vf.verify(str(root), {"files": [{"path": "config.json", "size": len(data), "git_oid": oid}]})
+    assert report["files"] == [{"file": "config.json", "status": "ok", "detail": "hashed"}], "hashed, not trusted"
+    assert report["record"].startswith("not written") and (outside / "verified.json").read_bytes() == before

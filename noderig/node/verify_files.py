@@ -545,6 +545,8 @@ def _discover(root: str) -> list[str]:
 
 
 def _load_record(root: str) -> dict:
+    if walk_problem(root, RECORD):  # a record behind a symlink is not ours: hash everything
+        return {}
     try:
         with open(os.path.join(root, RECORD)) as f:
             record = json.load(f)
