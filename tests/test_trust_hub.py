@@ -168,6 +168,7 @@ def test_a_failed_download_leaves_no_signed_url_or_token_in_the_journal_or_outpu
     assert re.search(rf"downloading {MODEL_DIR}/{SHARD} failed: aria2c exit \d+", out), out[-3000:]
     assert hub_call(lab, "/_lab/stats")["status"]["by_kind"]["cdn"]["403"] >= 1, "aria2 was refused by the CDN"
     journal = lab.run("b300", f"journalctl --no-pager -o cat --since=@{since}").stdout
+    assert "noderig-aria2" in journal, "the journal of the window in which aria2 ran and failed"
     for text, where in ((journal, "the node's journal"), (out, "the deploy's output")):
         for secret in ("Signature=", "Expires=", "X-Amz-", token):
             assert secret not in text, f"{secret!r} in {where}"
