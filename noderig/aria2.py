@@ -39,8 +39,13 @@ def daemon_conf(secret: str, port: int = RPC_PORT) -> str:
         "rpc-allow-origin-all=false\n"
         # the controller may vanish: keep the results until it comes back to read them
         "max-download-result=10000\n"
-        "console-log-level=warn\n"
+        # Quiet: its console goes to the journal, and its error lines and download results
+        # name the URI, whose query string is a signature (errors come back over RPC instead).
+        "quiet=true\n"
+        "console-log-level=error\n"
+        "download-result=hide\n"
         "summary-interval=0\n"
+        "show-console-readout=false\n"
     )
 
 

@@ -3,3 +3,26 @@
 
 class NoderigError(Exception):
     """A failure with a message meant for the user: what failed, where, and what to do."""
+
+
+_REDACTIONS = (
+    # a URL's query string: signed CDN URLs carry their signature and credential there
+    (r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#\"'<>]*)\?[^\s\"'<>]*", r"\1?<redacted>"),
+    (r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^\s/@\"'<>]+@", r"\1<redacted>@"),  # user:password@
+    (r"(?i)\b(bearer\s+)[^\s\"'<>]+", r"\1<redacted>"),
+    (r"\bhf_[A-Za-z0-9]{6,}", "hf_<redacted>"),  # Hub tokens
+    (r"(?i)\b((?:X-Amz-)?(?:Signature|Credential|Security-Token)=)[^\s&\"'<>]+", r"\1<redacted>"),
+)
+
+
+def redact(text: str) -> str:
+    """``text`` without what must never reach output or a journal: query strings of URLs
+    (signed CDN URLs), credentials in URLs, bearer and Hub tokens, signature parameters.
+
+    + text: a message from a tool or a library (aria2's error, an HTTP error)
+    """
+    import re
+
+    for pattern, replacement in _REDACTIONS:
+        text = re.sub(pattern, replacement, text)
+    return text

@@ -8,12 +8,13 @@ blob id (sha1 of ``blob <size>\\0<bytes>``), which is all the Hub publishes for 
 
 from __future__ import annotations
 
-import fnmatch
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import NoderigError
+from .node.hubpath import MAX_FILES, describe, matches, path_problem
 
 MANIFEST_VERSION = 1
 DEFAULT_PATTERNS = ["*.safetensors", "*.json", "*.py", "*.model", "*.jinja", "*.tiktoken", "*.txt"]
@@ -63,15 +64,38 @@ def build_manifest(pin: RepoPin, token: str | None) -> dict:
         raise NoderigError(f"{pin.repo} does not exist on {pin.endpoint} (or is private and the token cannot see it)")
     except OSError as e:  # connection errors surface as OSError subclasses
         raise NoderigError(f"cannot reach the Hub at {pin.endpoint} to list {pin.repo}: {e}")
+    return manifest_from_listing(pin, info)
+
+
+def manifest_from_listing(pin: RepoPin, info) -> dict:
+    """The manifest from the Hub's answer: every listed name checked first (``hubpath``),
+    then the files the patterns select, with size and digest. Raises NoderigError naming
+    the first bad entry and the Hub in one sentence.
+
+    + pin: the repo, revision, endpoint and patterns asked for
+    + info: ``ModelInfo``-like: ``.sha``, ``.gated``, ``.siblings`` (``RepoSibling``)
+    """
+    hub = f"the Hub at {pin.endpoint}"
+    if not (isinstance(info.sha, str) and _HEX["git_oid"].fullmatch(info.sha)):
+        raise NoderigError(f"{hub} answers {describe(info.sha)} as the commit of {pin.repo}@{pin.revision} "
+                           f"(not a commit sha); {REFUSED}")
+    siblings = info.siblings or []
+    problem = listing_problem([sib.rfilename for sib in siblings])
+    if problem:
+        raise NoderigError(f"{hub} lists {problem} in {pin.repo}@{pin.revision}; {REFUSED}")
     files = []
-    for sib in info.siblings or []:
-        if not any(fnmatch.fnmatch(sib.rfilename, p) for p in pin.patterns):
+    for sib in siblings:
+        if not any(matches(sib.rfilename, p) for p in pin.patterns):
             continue
         entry = {"path": sib.rfilename, "size": sib.size}
         if sib.lfs:
             entry["sha256"] = sib.lfs.sha256
         else:
             entry["git_oid"] = sib.blob_id
+        problem = entry_problem(entry)
+        if problem:
+            raise NoderigError(f"{hub} lists {describe(sib.rfilename)} in {pin.repo}@{pin.revision} with {problem}; "
+                               f"{REFUSED}")
         files.append(entry)
     if not files:
         raise NoderigError(f"{pin.repo}@{pin.revision} has no files matching {list(pin.patterns)}")
@@ -88,6 +112,67 @@ def build_manifest(pin: RepoPin, token: str | None) -> dict:
         "total_bytes": sum(f["size"] for f in files),
     }
 
+REFUSED = "the listing was refused and nothing was written on the node (check hf_endpoint: a Hub or mirror you trust)"
+_HEX = {"sha256": re.compile(r"[0-9a-f]{64}"), "git_oid": re.compile(r"[0-9a-f]{40}")}
+
+
+def listing_problem(names: list) -> str | None:
+    """Why a listing of file names is refused, or None: too many names, a name that fails the
+    path check (``hubpath``; every name, selected by a pattern or not: one hostile name is
+    enough to distrust the whole listing), a name listed twice, or a name that is both a
+    file and the directory of another (one of them cannot be written).
+
+    + names: the paths as listed (any JSON values)
+    """
+    if len(names) > MAX_FILES:
+        return f"{len(names)} files (a checkpoint may have at most {MAX_FILES})"
+    seen = set()
+    for name in names:
+        problem = path_problem(name)
+        if problem is None and name in seen:
+            problem = "it is listed twice"
+        if problem:
+            return f"the unsafe path {describe(name)} ({problem})"
+        seen.add(name)
+    for name in seen:
+        parent = name.rpartition("/")[0]
+        while parent:
+            if parent in seen:
+                return f"{describe(parent)} both as a file and as the directory of {describe(name)}"
+            parent = parent.rpartition("/")[0]
+    return None
+
+
+def entry_problem(entry: dict) -> str | None:
+    """What is wrong with a manifest entry's size or digest, or None."""
+    size = entry.get("size")
+    if type(size) is not int or size < 0:
+        return f"the size {size!r} (not a byte count)"
+    for key, pattern in _HEX.items():
+        if key in entry and not (isinstance(entry[key], str) and pattern.fullmatch(entry[key])):
+            return f"the {key} {describe(entry[key])} (not a hex digest)"
+    if "sha256" not in entry and "git_oid" not in entry:
+        return "no digest"
+    return None
+
+
+def manifest_problem(manifest) -> str | None:
+    """What makes a manifest unusable, or None: a manifest read back from the node may have
+    been edited there, so it passes the same checks as the Hub's listing.
+
+    + manifest: the parsed JSON
+    """
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
+        return "it has no list of files"
+    problem = listing_problem([f.get("path") for f in files])
+    if problem:
+        return f"it lists {problem}"
+    for f in files:
+        problem = entry_problem(f)
+        if problem:
+            return f"it lists {describe(f['path'])} with {problem}"
+    return None
 
 
 def resolve_url(manifest: dict, path: str) -> str:

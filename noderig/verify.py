@@ -36,6 +36,7 @@ STYLE = {
     core.HEADER_INVALID: "red",
     core.INDEX_MISMATCH: "red",
     core.SHA256_MISMATCH: "red",
+    core.SYMLINK: "red",
 }
 
 UsageError = core.UsageError

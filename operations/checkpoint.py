@@ -15,15 +15,18 @@ from pyinfra.operations import files
 
 from noderig import checkpoint as plan
 from noderig import aria2
-from noderig.errors import NoderigError
-from noderig.manifest import RepoPin, build_manifest, read_token, resolve_url, signed_location
+from noderig.errors import NoderigError, redact
+from noderig.manifest import RepoPin, build_manifest, manifest_problem, read_token, resolve_url, signed_location
 from noderig.node import script_path
+from noderig.node.hubpath import describe
 
 from .facts import FileStats, FsType, JsonFile, UnitStatus
 from .tunnel import LoopbackForward
 from .util import fail, first_pass, mark_changing, one_at_a_time, operation
 
 VERIFY_SCRIPT = "/usr/local/lib/noderig/verify_files.py"
+# The path check (stdlib only) the verifier loads from beside itself.
+HUBPATH_SCRIPT = "/usr/local/lib/noderig/hubpath.py"
 # Drops files from the verified record (atomically); run before they are fetched again.
 FORGET = (
     "import json, os, sys\n"
@@ -40,10 +43,15 @@ REFETCH_FROM_SCRATCH = {"sha256_mismatch", "header_invalid", "index_mismatch", "
 _manifests: dict[tuple, dict] = {}
 
 
-def manifest_for(pin: RepoPin, token_file: str | None, on_node: dict | None) -> dict:
-    """The node's manifest when it already pins this exact commit (no Hub call), else the Hub's."""
-    if (on_node and on_node.get("repo") == pin.repo and on_node.get("commit") == pin.revision
+def manifest_for(pin: RepoPin, token_file: str | None, on_node: dict | None, where: str = "the node") -> dict:
+    """The node's manifest when it already pins this exact commit (no Hub call), else the Hub's.
+    The node's copy passes the Hub listing's checks first: it may have been edited there."""
+    if (isinstance(on_node, dict) and on_node.get("repo") == pin.repo and on_node.get("commit") == pin.revision
             and on_node.get("patterns") == list(pin.patterns)):
+        problem = manifest_problem(on_node)
+        if problem:
+            raise NoderigError(f"the manifest {plan.MANIFEST_FILE} on {where} was edited: {problem}; "
+                               f"nothing was written: delete that file and rerun to fetch the Hub's listing again")
         return on_node
     key = (pin.endpoint, pin.repo, pin.revision, pin.patterns)
     with one_at_a_time("manifest", *key):  # nodes that start together ask the Hub once
@@ -68,7 +76,7 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     """
     on_node = host.get_fact(JsonFile, path=f"{dest}/{plan.MANIFEST_FILE}")
     try:
-        manifest = manifest_for(pin, token_file, on_node)
+        manifest = manifest_for(pin, token_file, on_node, f"{host.name} in {dest}")
     except NoderigError as e:
         yield from fail(host, f"checkpoint {pin.repo} for {host.name}: {e}")
         return
@@ -84,8 +92,14 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
         logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: {plan.describe(todo)}; "
                     f"{plan.bytes_to_fetch(manifest, states, stats) / 2**20:.1f} MiB to fetch")
     manifest_path = f"{dest}/{plan.MANIFEST_FILE}"
-    yield from files.put._inner(src=io.StringIO(plan.manifest_text(manifest)), dest=manifest_path)
+    # the path check first: the verifier loads it from beside itself
+    yield from files.put._inner(src=str(script_path("hubpath.py")), dest=HUBPATH_SCRIPT, mode="644")
     yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
+    # The node checks what the controller checked, and what only it can see (symlinks), before
+    # each write: the state directory before the manifest goes there, every path after.
+    yield FunctionCommand(_check_paths, ("-", dest), {})
+    yield from files.put._inner(src=io.StringIO(plan.manifest_text(manifest)), dest=manifest_path)
+    yield FunctionCommand(_check_paths, (manifest_path, dest), {})
 
     # Files of the right size are hashed first; the ones that fail join the fetch list. But
     # while aria2 runs (a killed controller left it downloading) a file it is writing may
@@ -126,6 +140,21 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {})
 
 
+def _check_paths(state, host, manifest_path: str, dest: str) -> bool:
+    """The node-side path check (verify_files.py --check-paths): fails the host, naming each
+    path that would be written through a symlink or outside ``dest``; writes nothing."""
+    ok, output = host.run_shell_command(StringCommand(
+        "python3", VERIFY_SCRIPT, QuoteString(manifest_path), QuoteString(dest), "--check-paths"))
+    try:
+        report = json.loads(output.stdout_lines[-1])
+    except (IndexError, ValueError):
+        report = {"ok": False, "problems": [{"file": "", "problem": f"the check did not run: {output.stderr}"}]}
+    for p in report.get("problems", []) if not report.get("ok") else []:
+        host.log_styled(f"refusing to write {describe(dest + '/' + p['file'])} on {host.name}: {p['problem']}; nothing "
+                        f"more was written there: remove it and rerun", fg="red", log_func=logger.error)
+    return bool(report.get("ok"))
+
+
 def _verify(state, host, manifest_path: str, dest: str, jobs: int, failed_into: list | None) -> bool:
     """Run the node-side verifier; report each bad file by name. With ``failed_into``, files
     that fail their hash are deleted and added to that list (to be fetched again)."""
@@ -137,7 +166,7 @@ def _verify(state, host, manifest_path: str, dest: str, jobs: int, failed_into: 
         host.log_styled(f"checkpoint verification did not run in {dest}: {output.stderr}", fg="red", log_func=logger.error)
         return False
     bad = [f for f in report["files"] if f["status"] != "ok"]
-    if failed_into is not None:
+    if failed_into is not None and not any(f["status"] == "symlink" for f in bad):
         for f in bad:
             if f["status"] in REFETCH_FROM_SCRATCH:  # wrong bytes where they should be right: start over
                 host.run_shell_command(StringCommand("rm", "-f", QuoteString(f"{dest}/{f['file']}")))
@@ -255,7 +284,10 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
 
     def resolve_again(path: str) -> str:
         lfs = any(f["path"] == path and "sha256" in f for f in manifest["files"])
-        return signed_location(manifest, path, token) if lfs and token else resolve_url(manifest, path)
+        try:
+            return signed_location(manifest, path, token) if lfs and token else resolve_url(manifest, path)
+        except Exception as e:  # an HTTP error names the URL: never shown with its query string
+            raise DownloadError(f"cannot resolve {dest}/{path} on {manifest['endpoint']} again: {redact(str(e))}")
 
     try:
         secret = _ensure_daemon(host)
@@ -293,7 +325,7 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
             for (url, path), result in zip(to_add, api.client.call("system.multicall", [calls], insert_secret=False)
                                            if calls else []):
                 if not isinstance(result, list):
-                    raise DownloadError(f"aria2 refused {dest}/{path}: {result}")
+                    raise DownloadError(f"aria2 refused {dest}/{path}: {redact(str(result))}")
                 gids[path] = result[0]
             if reattached:
                 logger.info(f"{label}: re-attached to {reattached} download(s) already running on the node")
@@ -320,11 +352,11 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
                         api.client.remove_download_result(d["gid"])
                         gids[path] = api.add_uris([url], options=aria2.download_options(
                             dest, path, connections, allocation)).gid
-                        logger.info(f"{label}: {path}: {d['message'] or 'refused'}; URL re-resolved, resuming")
+                        logger.info(f"{label}: {path}: {redact(d['message'] or 'refused')}; URL re-resolved, resuming")
                         continue
                     code = int(d["error"] or 1)
                     raise DownloadError(f"downloading {dest}/{path} failed: {aria2.explain_exit(code)}"
-                                        + (f" ({d['message']})" if d["message"] else ""))
+                                        + (f" ({redact(d['message'])})" if d["message"] else ""))
                 progress = aria2.summarize_progress(list(snap.values()))
                 now = time.monotonic()
                 done = progress["files_done"] == progress["files"]
@@ -340,7 +372,7 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
             background.wait()
             api.client.purge_download_result()
     except DownloadError as e:
-        host.log_styled(str(e), fg="red", log_func=logger.error)
+        host.log_styled(redact(str(e)), fg="red", log_func=logger.error)
         _stop_daemon(host)
         return False
     _stop_daemon(host)

@@ -117,7 +117,9 @@ def _apply_repair(host, unit: str, settings, plan, recorded: dict):
                             log_func=logger.error)
     if plan.forget_verified:
         # Hash every file again now; bad files are named and left for the checkpoint step.
-        host.run_shell_command(StringCommand("rm", "-f", QuoteString(f"{settings.model_dir}/{RECORD_FILE}")))
+        # (never through a symlinked state directory: the verifier neither reads nor writes a record there)
+        host.run_shell_command(StringCommand("test", "!", "-L", QuoteString(f"{settings.model_dir}/.noderig"), "&&",
+                                             "rm", "-f", QuoteString(f"{settings.model_dir}/{RECORD_FILE}")))
         ok, out = host.run_shell_command(StringCommand(
             "python3", VERIFY_SCRIPT, QuoteString(f"{settings.model_dir}/{MANIFEST_FILE}"),
             QuoteString(settings.model_dir)))

@@ -19,7 +19,7 @@ def _bytes_to_fetch(checkpoints) -> tuple[dict, list[str]]:
     for pin, token_file, dest in checkpoints:
         on_node = host.get_fact(JsonFile, path=f"{dest}/{plan.MANIFEST_FILE}")
         try:
-            manifest = manifest_for(pin, token_file, on_node)
+            manifest = manifest_for(pin, token_file, on_node, f"{host.name} in {dest}")
         except NoderigError as e:
             found.append(str(e))
             continue

@@ -13,6 +13,11 @@ a hash of the file list, and that sha is accepted as a revision too. Per-file sh
 git-sha1 are computed at start-up and cached in ``root/.lab-hub-index.json`` keyed by
 (size, mtime_ns).
 
+A hostile mode (the fault ``hostile_listing``) adds names that climb out of the model
+directory, absolute ones, names with a newline or backslashes, a symlink-looking name, or a
+listing of more files than noderig accepts (see `HOSTILE_PATHS`), to a repo's model_info
+siblings, its tree and /resolve/.
+
 Test controls (Hub port): ``POST /_lab/faults`` (JSON, merged into the active faults),
 ``GET /_lab/faults``, ``POST /_lab/reset`` (clear faults and counters), ``GET /_lab/stats``,
 ``POST /_lab/rescan``. See `FAULTS` for the fault keys.
@@ -60,6 +65,21 @@ FAULTS = {
     "rate_limit_bps": ("bps", {"count": -1, "scope": "cdn", "match": ""}),
 }
 SCOPES = {"cdn": {"cdn"}, "api": {"api", "resolve"}, "resolve": {"resolve"}, "all": {"api", "resolve", "cdn"}}
+
+# A hostile Hub's listings, by path class (the fault ``hostile_listing``): names that would land
+# outside the model directory (from /models/<name>, ``../../..`` is ``/``), each served by
+# /resolve/ with its true size and digests. Their content touches `HOSTILE_MARKER` when
+# Python runs it: a node where that file exists ran code a listing named.
+HOSTILE_MARKER = "/root/noderig-hostile-listing-ran"
+SITE = "usr/lib/python3/dist-packages/sitecustomize.py"
+HOSTILE_PATHS = {
+    "climb": ["../../../usr/local/lib/noderig/verify_files.py", f"../../../{SITE}"],
+    "absolute": [f"/{SITE}"],
+    "newline": [f"config.py\n../../../{SITE}"],
+    "backslash": ["..\\..\\..\\" + SITE.replace("/", "\\")],
+    "symlink": [f"tokenizer.py -> ../../../{SITE}"],
+}
+HOSTILE_HUGE_FILES = 100_001  # the "huge" class: that many harmless names, one more than noderig takes
 
 
 # ---------------------------------------------------------------------------------------
@@ -205,6 +225,7 @@ class LabHub:
         self.repos = scan_repos(self.root)
         self._params = {rid: self._repo_parameters(r) for rid, r in self.repos.items()}
         self._active = {"files": Counter(), "connections": Counter()}  # gauges: a reset keeps them
+        self._payloads: Path | None = None  # files the hostile listings serve, made on first use
         self._reset_state()
         self._connections: set[socket.socket] = set()
         self.api_server = _Server((bind, port), self, "api")
@@ -306,9 +327,11 @@ class LabHub:
         Authorization header, like S3 behind a signed URL). Raises ValueError on bad input."""
         if not isinstance(spec, dict):
             raise ValueError("faults must be a JSON object")
-        updates, ttl, gated, reject = {}, None, {}, None
+        updates, ttl, gated, reject, hostile = {}, None, {}, None, None
         for name, value in spec.items():
-            if name in FAULTS:
+            if name == "hostile_listing":
+                hostile = self._hostile_entries(value)
+            elif name in FAULTS:
                 updates[name] = None if value is None else _normalize_fault(name, value)
             elif name == "redirect_ttl":
                 ttl = self.default_ttl if value is None else float(value)
@@ -331,11 +354,51 @@ class LabHub:
             self.gated_override.update(gated)
             if reject is not None:
                 self.reject_cdn_auth = reject
+            if hostile is not None:
+                self.hostile = hostile
         return self.describe_faults()
+
+    def _hostile_entries(self, value) -> dict[str, dict[str, FileEntry]]:
+        """``{"repo": id, "kinds": [class, ...]}`` -> the extra entries per repo; null: none.
+        Classes: those of `HOSTILE_PATHS`, and "huge" (`HOSTILE_HUGE_FILES` harmless names)."""
+        if value is None:
+            return {}
+        kinds = value.get("kinds") if isinstance(value, dict) else None
+        known = [*HOSTILE_PATHS, "huge"]
+        if not isinstance(value.get("repo"), str) or not isinstance(kinds, list) or not set(kinds) <= set(known):
+            raise ValueError(f'"hostile_listing" takes {{"repo": id, "kinds": [...]}} with kinds from {", ".join(known)}')
+        payload, filler = self._payload_files()
+        entries = {}
+        for kind in kinds:
+            names = HOSTILE_PATHS.get(kind) or [f"extra/{i:06d}.json" for i in range(HOSTILE_HUGE_FILES)]
+            for name in names:
+                source = filler if kind == "huge" else payload
+                entries[name] = FileEntry(name, source[0], source[0].stat().st_size, source[1], source[2], False)
+        return {value["repo"]: entries}
+
+    def _payload_files(self) -> tuple[tuple, tuple]:
+        """(path, sha256, git sha1) of the code a hostile listing serves, and of a filler file."""
+        import tempfile
+
+        if self._payloads is None:
+            self._payloads = Path(tempfile.mkdtemp(prefix="lab-hub-hostile-"))
+            (self._payloads / "payload.py").write_text(
+                f"import pathlib\npathlib.Path({HOSTILE_MARKER!r}).touch()  # a hostile Hub's code ran\n")
+            (self._payloads / "filler.json").write_text("{}\n")
+        out = []
+        for name in ("payload.py", "filler.json"):
+            path = self._payloads / name
+            out.append((path, *_hash_file(path, path.stat().st_size)))
+        return out[0], out[1]
+
+    def hostile_files(self, repo_id: str) -> dict[str, FileEntry]:
+        with self.lock:
+            return self.hostile.get(repo_id, {})
 
     def describe_faults(self) -> dict:
         with self.lock:
             return {**{k: dict(v) for k, v in self.faults.items()}, "redirect_ttl": self.redirect_ttl,
+                    "hostile_listing": {repo: len(entries) for repo, entries in self.hostile.items()},
                     "gated": sorted(r for r in self.repos if self.gated_override.get(r, r in self.gated_default)),
                     "reject_cdn_authorization": self.reject_cdn_auth}
 
@@ -365,6 +428,7 @@ class LabHub:
         self.redirect_ttl = self.default_ttl
         self.gated_override: dict[str, bool] = {}
         self.reject_cdn_auth = False
+        self.hostile: dict[str, dict[str, FileEntry]] = {}
         self.counters = {
             "requests_by_kind": Counter(), "requests_by_path": Counter(), "status_by_kind": defaultdict(Counter),
             "bytes_by_kind": Counter(), "faults_applied": Counter(), "cdn": Counter(),
@@ -436,7 +500,7 @@ class LabHub:
                 self._active["connections"][kind] -= 1
 
 
-_OTHER_FAULTS = ("redirect_ttl", "gated", "reject_cdn_authorization")
+_OTHER_FAULTS = ("redirect_ttl", "gated", "reject_cdn_authorization", "hostile_listing")
 
 
 def _normalize_fault(name: str, value) -> dict:
@@ -670,7 +734,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _model_info(self, repo: Repo, commit: str) -> None:
         blobs = self._flag("blobs")
         siblings = []
-        for f in sorted(repo.files.values(), key=lambda f: f.path):
+        hostile = list(self.hub.hostile_files(repo.repo_id).values())
+        for f in sorted(repo.files.values(), key=lambda f: f.path) + hostile:
             s = {"rfilename": f.path}
             if blobs:
                 s.update(size=f.size, blobId=f.blob_id)
@@ -740,6 +805,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"Entry not found: {path}", "EntryNotFound", {"X-Repo-Commit": commit})
         out = [self._dir_json(repo, d, commit, expand) for d in sorted(dirs)]
         out += [self._entry_json(f, commit, expand) for f in sorted(files, key=lambda f: f.path)]
+        if not path:  # a hostile listing's names, as they are, whatever they claim to be below
+            out += [self._entry_json(f, commit, expand) for f in self.hub.hostile_files(repo.repo_id).values()]
         self._json(200, out)
 
     def _paths_info(self, repo: Repo, commit: str, body: bytes) -> None:
@@ -767,7 +834,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command not in ("GET", "HEAD") or len(rest) < 3 or rest[0] != "resolve":
             self._error(404, "Not found")
         repo, commit = self._repo(repo_id, rest[1])
-        entry = repo.files.get("/".join(rest[2:]))
+        name = "/".join(rest[2:])
+        entry = repo.files.get(name) or self.hub.hostile_files(repo.repo_id).get(name)
         if entry is None:
             self._error(404, "Entry not found", "EntryNotFound", {"X-Repo-Commit": commit})
         headers = {"X-Repo-Commit": commit, "Accept-Ranges": "bytes"}

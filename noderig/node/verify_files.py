@@ -5,6 +5,7 @@ by ``noderig verify`` on any machine::
 
     python3 verify_files.py MANIFEST DIR [--jobs N] [--structure-only] [--no-record]
     python3 verify_files.py - DIR ...        # no manifest: structure only
+    python3 verify_files.py MANIFEST|- DIR --check-paths   # before the deploy writes: see check_paths
 
 Prints one JSON line::
 
@@ -40,8 +41,13 @@ recorded and whose digest is still the manifest's. It is written atomically, and
 it changed.
 
 Per-file statuses (stable words): ok, missing, partial, truncated, size_mismatch,
-header_invalid, index_mismatch, sha256_mismatch, unverified (structure fine but content not
-checked: no manifest, or ``--structure-only``). ``ok`` and ``unverified`` pass.
+header_invalid, index_mismatch, sha256_mismatch, symlink (the file, or a directory on its
+way, is a symbolic link: never followed, never read), unverified (structure fine but
+content not checked: no manifest, or ``--structure-only``). ``ok`` and ``unverified`` pass.
+
+Paths are data: every manifest path passes ``hubpath.path_problem`` (the controller's own
+check, shipped beside this file) before anything is read, and nothing below DIR is followed
+through a symlink (each component is lstat'ed; files are opened with O_NOFOLLOW).
 Index problems (stable words): shard_missing, tensor_in_no_shard, tensor_in_two_shards,
 tensor_not_in_index, tensor_in_other_shard, total_size_mismatch, index_invalid; one entry per
 problem and shard, its detail naming the first tensor (and how many more).
@@ -59,6 +65,7 @@ import hashlib
 import json
 import math
 import os
+import stat
 import struct
 import sys
 import tempfile
@@ -66,6 +73,24 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain, repeat
 from operator import itemgetter, mul, sub
+
+try:
+    from .hubpath import MAX_FILES, STATE_DIR, describe, path_problem
+except ImportError:  # run as a script on the node: hubpath.py is shipped beside this file, and
+    # loaded from there by its location (also under ``python3 -I``; no sys.path lookup)
+    def _sibling(name: str):
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                         f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    _hubpath = _sibling("hubpath")
+    MAX_FILES, STATE_DIR, describe, path_problem = (_hubpath.MAX_FILES, _hubpath.STATE_DIR, _hubpath.describe,
+                                                    _hubpath.path_problem)
 
 RECORD = os.path.join(".noderig", "verified.json")
 MAX_HEADER = 100_000_000  # the Rust loader's MAX_HEADER_SIZE
@@ -82,9 +107,11 @@ HEADER_INVALID = "header_invalid"
 INDEX_MISMATCH = "index_mismatch"
 SHA256_MISMATCH = "sha256_mismatch"
 UNVERIFIED = "unverified"
+SYMLINK = "symlink"
 PASSING = (OK, UNVERIFIED)
 STATUSES = (OK, MISSING, PARTIAL, TRUNCATED, SIZE_MISMATCH, HEADER_INVALID, INDEX_MISMATCH,
-            SHA256_MISMATCH, UNVERIFIED)
+            SHA256_MISMATCH, SYMLINK, UNVERIFIED)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 # Index-level problems (stable words).
 SHARD_MISSING = "shard_missing"
@@ -194,7 +221,7 @@ def _fast_layout(top):
 def read_header(path: str, size: int) -> Header:
     """Every check the safetensors loader makes, from the first 8 + N bytes and the file size.
     Raises Bad(truncated | size_mismatch | header_invalid, detail naming the first fault)."""
-    with open(path, "rb") as f:
+    with _open_nofollow(path) as f:
         head = f.read(8)
         if len(head) < 8:
             raise Bad(TRUNCATED, f"{size} bytes: shorter than the 8-byte header length")
@@ -384,7 +411,7 @@ def file_digest(path: str, entry: dict, size: int) -> str:
     h = hashlib.sha256() if entry.get("sha256") else hashlib.sha1(b"blob %d\0" % size)
     buf = bytearray(BLOCK)
     view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
+    with _open_nofollow(path, buffering=0) as f:
         if hasattr(os, "posix_fadvise"):
             os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
         while True:
@@ -404,11 +431,11 @@ def expected_digest(entry: dict) -> str | None:
 
 
 class _File:
-    __slots__ = ("rel", "path", "entry", "status", "detail", "st", "header", "index", "index_detail",
+    __slots__ = ("root", "rel", "path", "entry", "status", "detail", "st", "header", "index", "index_detail",
                  "digest", "hashed", "recorded")
 
-    def __init__(self, rel, path, entry):
-        self.rel, self.path, self.entry = rel, path, entry
+    def __init__(self, root, rel, entry):
+        self.root, self.rel, self.path, self.entry = root, rel, os.path.join(root, rel), entry
         self.status, self.detail = UNVERIFIED, ""
         self.st = self.header = self.index = self.index_detail = self.digest = None
         self.hashed, self.recorded = 0, False
@@ -421,18 +448,93 @@ class _File:
         return self.status in PASSING
 
 
+def _open_nofollow(path: str, buffering: int = -1):
+    """Open for reading without following a symlink at the last component (ELOOP instead)."""
+    return os.fdopen(os.open(path, os.O_RDONLY | NOFOLLOW), "rb", buffering=buffering)
+
+
 def _safe_rel(rel: str) -> str:
-    if not isinstance(rel, str) or not rel or os.path.isabs(rel) or ".." in rel.replace("\\", "/").split("/"):
-        raise UsageError(f"the manifest names an unsafe path {rel!r}")
+    problem = path_problem(rel)
+    if problem:
+        raise UsageError(f"the manifest names the unsafe path {describe(rel)} ({problem}); nothing was read or written")
     return rel
+
+
+def walk_problem(root: str, rel: str):
+    """(status, detail) when ``root/rel`` cannot be used without following a link: each
+    existing component below ``root`` is lstat'ed, never followed. None when every existing
+    component is a real directory (the last one a regular file, or absent) and the path,
+    resolved, stays inside ``root`` (which itself may be a symlink, as a mount point may).
+
+    + root: the checkpoint directory
+    + rel: a path that passed ``path_problem``
+    """
+    parts = rel.split("/")
+    here = root
+    for depth, part in enumerate(parts, 1):
+        here = os.path.join(here, part)
+        shown = "/".join(parts[:depth])
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            break
+        except OSError as e:
+            return MISSING, f"{shown}: cannot lstat: {e.strerror}"
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                target = os.readlink(here)
+            except OSError:
+                target = "?"
+            return SYMLINK, f"{shown} is a symlink to {describe(target)} (never followed)"
+        if depth < len(parts) and not stat.S_ISDIR(st.st_mode):
+            return SIZE_MISMATCH, f"{shown} is not a directory"
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(os.path.join(root, rel))
+    if not real.startswith(real_root.rstrip("/") + "/"):
+        return SYMLINK, f"resolves to {describe(real)}, outside {describe(real_root)}"
+    return None
+
+
+def check_paths(root: str, manifest: dict | None) -> dict:
+    """What must hold before the deploy writes, renames or deletes anything under ``root``:
+    noderig's state directory and its files are real (not symlinks), and every manifest path
+    passes the path check, walks no symlink (`walk_problem`), and neither it nor its aria2
+    control file is a symlink or something other than a regular file. Reads nothing but
+    directory entries; writes nothing. Returns ``{"ok", "problems": [{"file", "problem"}]}``.
+
+    + root: the checkpoint directory (may not exist yet)
+    + manifest: the manifest, or None to check the state directory only
+    """
+    problems = []
+    for rel in (STATE_DIR, f"{STATE_DIR}/manifest.json", f"{STATE_DIR}/verified.json"):
+        found = walk_problem(root, rel)
+        if found:
+            problems.append({"file": rel, "problem": found[1]})
+        elif rel == STATE_DIR and os.path.lexists(os.path.join(root, rel)) and not os.path.isdir(os.path.join(root, rel)):
+            problems.append({"file": rel, "problem": f"{rel} is not a directory"})
+    for entry in (manifest or {}).get("files", []):
+        rel = entry.get("path") if isinstance(entry, dict) else None
+        problem = path_problem(rel)
+        found = None if problem else walk_problem(root, rel) or walk_problem(root, rel + ".aria2")
+        if problem is None and found is None:
+            full = os.path.join(root, rel)
+            if os.path.lexists(full) and not stat.S_ISREG(os.lstat(full).st_mode):
+                problem = "it exists and is not a regular file"
+        if problem or found:
+            problems.append({"file": rel if isinstance(rel, str) else repr(rel), "problem": problem or found[1]})
+    return {"ok": not problems, "problems": problems}
 
 
 def _discover(root: str) -> list[str]:
     """Without a manifest: every visible file under root (hidden files and directories, such as
     .noderig and huggingface's .cache, are not part of a checkpoint), plus files that exist
-    only as an aria2 control file so far."""
+    only as an aria2 control file so far, plus symlinks to directories (never descended:
+    they are reported as ``symlink``)."""
     found = set()
     for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames:
+            if not name.startswith(".") and os.path.islink(os.path.join(dirpath, name)):
+                found.add(os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/"))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in filenames:
             if name.startswith("."):
@@ -443,6 +545,8 @@ def _discover(root: str) -> list[str]:
 
 
 def _load_record(root: str) -> dict:
+    if walk_problem(root, RECORD):  # a record behind a symlink is not ours: hash everything
+        return {}
     try:
         with open(os.path.join(root, RECORD)) as f:
             record = json.load(f)
@@ -455,6 +559,8 @@ def write_record(root: str, record: dict) -> None:
     """tmp + fsync + rename + fsync of the directory: a crash leaves the old or the new record."""
     path = os.path.join(root, RECORD)
     directory = os.path.dirname(path)
+    if os.path.islink(directory) or os.path.islink(path):
+        raise OSError(f"{directory} or its record is a symlink: never written through")
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".verified.", suffix=".tmp", dir=directory)
     try:
@@ -484,18 +590,22 @@ def _check_presence(f: _File) -> bool:
     """aria2 control file, existence, size against the manifest. True: read its structure.
     A file whose size is off is still read (its status stays): what it holds names the files
     an index problem involves."""
-    if os.path.exists(f.path + ".aria2"):
+    linked = walk_problem(f.root, f.rel)
+    if linked:
+        f.fail(*linked)
+        return False
+    if os.path.lexists(f.path + ".aria2"):
         f.fail(PARTIAL, "aria2 control file (.aria2) present: download unfinished")
         return False
     try:
-        st = os.stat(f.path)
+        st = os.lstat(f.path)
     except FileNotFoundError:
         f.fail(MISSING, "not on disk")
         return False
     except OSError as e:
         f.fail(MISSING, f"cannot stat: {e.strerror}")
         return False
-    if not os.path.isfile(f.path):
+    if not stat.S_ISREG(st.st_mode):
         f.fail(SIZE_MISMATCH, "not a regular file")
         return False
     f.st = st
@@ -633,7 +743,7 @@ def _check_index(idx: _File, files: dict, root: str, library: bool) -> list[dict
         f = files.get(rel)
         if f is None:  # named by the index but neither in the manifest nor seen on disk
             try:
-                f = files[rel] = _File(_safe_rel(rel), os.path.join(root, rel), None)
+                f = files[rel] = _File(root, _safe_rel(rel), None)
             except UsageError:
                 p.add(INDEX_INVALID, shard, f"the index names an unsafe shard path {_q(shard)}", [idx.rel])
                 complete = False
@@ -724,12 +834,14 @@ def verify(root: str, manifest: dict | None = None, *, jobs: int | None = None, 
         entries = manifest.get("files") if isinstance(manifest, dict) else None
         if not isinstance(entries, list) or not all(isinstance(e, dict) and "path" in e for e in entries):
             raise UsageError("the manifest has no list of files with paths")
+        if len(entries) > MAX_FILES:
+            raise UsageError(f"the manifest names {len(entries)} files, more than the {MAX_FILES} a checkpoint may have")
         files = {}
         for e in entries:
             rel = _safe_rel(e["path"])
-            files[rel] = _File(rel, os.path.join(root, rel), e)
+            files[rel] = _File(root, rel, e)
     else:
-        files = {rel: _File(rel, os.path.join(root, rel), None) for rel in _discover(root)}
+        files = {rel: _File(root, rel, None) for rel in _discover(root)}
 
     _check_structures([f for f in list(files.values()) if _check_presence(f)], library, procs)
 
@@ -772,7 +884,7 @@ def verify(root: str, manifest: dict | None = None, *, jobs: int | None = None, 
                 f.hashed = f.st.st_size
                 want = expected_digest(f.entry)
                 try:
-                    after = os.stat(f.path)
+                    after = os.lstat(f.path)
                 except OSError:
                     after = None
                 if (after is None or after.st_size != f.st.st_size or after.st_mtime_ns != f.st.st_mtime_ns
@@ -850,11 +962,17 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=None, help=f"files hashed at once (default min({MAX_JOBS}, CPUs))")
     parser.add_argument("--structure-only", action="store_true", help="headers, sizes and index only: no hashing")
     parser.add_argument("--no-record", action="store_true", help="neither read nor write the verified-state record")
+    parser.add_argument("--check-paths", action="store_true",
+                        help="only check that the deploy may write there (see check_paths); exit 1 if not")
     try:
         args = parser.parse_args(sys.argv[1:] if argv is None else argv)
         if args.jobs is not None and args.jobs < 1:
             raise UsageError("--jobs must be at least 1")
         manifest = None if args.manifest == "-" else load_manifest(args.manifest)
+        if args.check_paths:
+            report = check_paths(args.dir, manifest)
+            print(json.dumps(report))
+            return 0 if report["ok"] else 1
         report = verify(args.dir, manifest, jobs=args.jobs, structure_only=args.structure_only,
                         use_record=not args.no_record)
     except UsageError as e:  # the report's shape, so a reader of the last line need not special-case it
