@@ -215,6 +215,12 @@ STATS = {"config.json": {"size": 10, "mtime": 5.0, "aria2": False},
 RECORD = {"config.json": verified(10, 5.0, "a" * 40), "model.safetensors": verified(1000, 6.0, "b" * 64)}
 
 
+# Before anything is written into the checkpoint, the node checks the listed paths (and
+# symlinks) itself: once against the manifest sent on stdin, once against the uploaded file.
+NODE_CHECKS = [f"upload -> {checkpoint.HUBPATH_SCRIPT}", f"upload -> {checkpoint.VERIFY_SCRIPT}", "call _check_paths",
+               f"upload -> {DEST}/.noderig/manifest.json", "call _check_paths"]
+
+
 def test_a_verified_checkpoint_is_neither_hashed_nor_fetched():
     host = node_with(STATS, RECORD)
     assert run_op(checkpoint.fetch, host, PIN, DEST) == []
@@ -225,8 +231,7 @@ def test_a_file_touched_since_it_was_verified_is_hashed_not_fetched(monkeypatch)
     monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
     stats = {**STATS, "model.safetensors": {"size": 1000, "mtime": 9.0, "aria2": False}}
     commands = run_op(checkpoint.fetch, node_with(stats, RECORD), PIN, DEST)
-    assert commands == [f"upload -> {DEST}/.noderig/manifest.json", f"upload -> {checkpoint.VERIFY_SCRIPT}",
-                        "call _verify", "call _verify"]
+    assert commands == [*NODE_CHECKS, "call _verify", "call _verify"]
 
 
 def test_a_missing_and_an_oversize_file_are_fetched_the_oversize_one_from_scratch(monkeypatch):
@@ -234,8 +239,8 @@ def test_a_missing_and_an_oversize_file_are_fetched_the_oversize_one_from_scratc
     stats = {"model.safetensors": {"size": 1001, "mtime": 6.0, "aria2": False}}
     host = node_with(stats, RECORD, extra={fact("FsType", path=DEST): "ext4"})
     commands = run_op(checkpoint.fetch, host, PIN, DEST)
-    assert commands[:3] == [f"upload -> {DEST}/.noderig/manifest.json", f"upload -> {checkpoint.VERIFY_SCRIPT}",
-                            "install -d -m 755 /var/lib/noderig/changes && touch /var/lib/noderig/changes/checkpoint"]
+    assert commands[:6] == [
+        *NODE_CHECKS, "install -d -m 755 /var/lib/noderig/changes && touch /var/lib/noderig/changes/checkpoint"]
     assert f"rm -f {DEST}/model.safetensors" in commands
     assert "rm -f /models/m/config.json" not in commands, "a missing file has nothing to remove"
     forget = next(c for c in commands if c.startswith("python3 -c"))
