@@ -582,6 +582,16 @@ def test_warning_records_with_tracebacks_are_not_failures():
     assert diagnose("\n".join([*STARTING, *lines])).healthy
 
 
+def test_readable_report_of_a_startup_shows_its_stage():
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    console.print(render(diagnose("\n".join(STARTING))))
+    out = console.export_text()
+    assert "stage: process started, loading weights, weights loaded, CUDA graphs captured, not yet ready" in out
+    assert "fix" not in out.split("stage:")[1]  # nothing to fix in a healthy log
+
+
 # --------------------------------------------------------------------------------------------
 # classes added for issue 13, and variants that must land in their class
 
