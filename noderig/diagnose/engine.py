@@ -539,6 +539,9 @@ _FAILURE = re.compile(
 # After the ready line only a dead process is a failure (a request's traceback is not).
 _DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|Aborted|Received sigquit|is dead\b|"
                     r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)", re.IGNORECASE)
+# Words one of the patterns above needs (lowercased): a line without any is skipped cheaply.
+_FAILURE_HINT = re.compile(r"error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|aborted|"
+                           r"non-zero|sigquit|dead|code=|status=|failed with")
 _QUIET_LEVELS = {"DEBUG", "INFO", "WARNING"}
 _BARE_EXC = re.compile(r"^\s*[\w.]*(Error|Exception)\w*:\s*$")
 _CAUSE_MAX = 220
@@ -558,7 +561,7 @@ def _first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int =
     """Index of the first line (from `start`) that says something failed, or None."""
     for i in range(start, len(lines)):
         ln = lines[i]
-        if i in code or ln.level in _QUIET_LEVELS or not ln.text.strip():
+        if i in code or ln.level in _QUIET_LEVELS or not _FAILURE_HINT.search(ln.text.lower()):
             continue
         if (pattern.search(ln.text) or (pattern is _FAILURE and ln.level in ("ERROR", "CRITICAL"))) \
                 and not _benign(ln.text, cat):
