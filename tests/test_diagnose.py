@@ -537,6 +537,7 @@ def test_the_same_startup_with_its_ready_line_is_healthy_and_ready():
     "Traceback (most recent call last):\n  File \"/x/sglang/srt/a.py\", line 1, in f\nKeyError: 'x'",
     "Segmentation fault (core dumped)",
     sg(None, "Received sigquit from a child process. It usually means the child failed."),
+    "ERROR 04-30 10:20:36 [core.py:396] EngineCore failed to start.",  # an ERROR record, no exception word
 ])
 def test_a_failure_no_signature_knows_is_unknown(failure):
     d = diagnose("\n".join([*STARTING, failure]))

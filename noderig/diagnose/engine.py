@@ -541,7 +541,7 @@ _DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|Aborted|Received 
                     r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)", re.IGNORECASE)
 # Words one of the patterns above needs (lowercased): a line without any is skipped cheaply.
 _FAILURE_HINT = re.compile(r"error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|aborted|"
-                           r"non-zero|sigquit|dead|code=|status=|failed with")
+                           r"non-zero|sigquit|dead|code=|status=|failed with|critical")
 _QUIET_LEVELS = {"DEBUG", "INFO", "WARNING"}
 _BARE_EXC = re.compile(r"^\s*[\w.]*(Error|Exception)\w*:\s*$")
 _CAUSE_MAX = 220
@@ -561,10 +561,10 @@ def _first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int =
     """Index of the first line (from `start`) that says something failed, or None."""
     for i in range(start, len(lines)):
         ln = lines[i]
-        if i in code or ln.level in _QUIET_LEVELS or not _FAILURE_HINT.search(ln.text.lower()):
+        if i in code or ln.level in _QUIET_LEVELS or not ln.text.strip():
             continue
-        if (pattern.search(ln.text) or (pattern is _FAILURE and ln.level in ("ERROR", "CRITICAL"))) \
-                and not _benign(ln.text, cat):
+        loud = pattern is _FAILURE and ln.level in ("ERROR", "CRITICAL")  # the logger said so
+        if (loud or (_FAILURE_HINT.search(ln.text.lower()) and pattern.search(ln.text))) and not _benign(ln.text, cat):
             return i
     return None
 
