@@ -208,7 +208,8 @@ def _diagnose_failed_invocation(host, unit: str, waited: float, timeout: int):
         "inv=$(systemctl show -p InvocationID --value", QuoteString(unit), ");",
         "journalctl", "--no-pager", "-o", "short-iso-precise", "_SYSTEMD_INVOCATION_ID=$inv", ";",
         "echo", QuoteString(RESULT_MARK), ";",
-        "systemctl", "show", "-p", "Result", "-p", "ExecMainCode", "-p", "ExecMainStatus", QuoteString(unit), ";",
+        "systemctl", "show", "-p", "Result", "-p", "ExecMainCode", "-p", "ExecMainStatus", "-p", "ActiveState",
+        QuoteString(unit), ";",
         "journalctl", "--no-pager", "-o", "json", "-n", "1", "_SYSTEMD_INVOCATION_ID=$inv",
         "--output-fields=__REALTIME_TIMESTAMP"))
     lines = out.stdout_lines
@@ -220,11 +221,17 @@ def _diagnose_failed_invocation(host, unit: str, waited: float, timeout: int):
         if line.startswith("{"):
             crashed_at = int(json.loads(line).get("__REALTIME_TIMESTAMP", 0)) / 1e6 or None
     d = diagnose("\n".join(journal))
+    running = result.get("ActiveState") in ("active", "activating", "reloading")
+    if d.healthy and running:  # still starting: slow, not crashed (and nothing to repair)
+        host.log_styled(f"{unit} is still starting after {waited:.1f} s ({d.stage}): not a crash, nothing in its "
+                        "log failed; wait, or raise ready_timeout", fg="red", log_func=logger.error)
+        return d
     latency = time.time() - crashed_at if crashed_at else None
-    what = "did not become ready" if waited >= timeout else "failed during startup"
+    what = "did not become ready" if waited >= timeout or running else "failed during startup"
+    found = f"no failure in its log ({d.stage})" if d.healthy else d.cls
     host.log_styled(
         f"{unit} {what} after {waited:.1f} s (result {result.get('Result', '?')}, "
-        f"status {result.get('ExecMainStatus', '?')}); diagnosis: {d.cls}"
+        f"status {result.get('ExecMainStatus', '?')}); diagnosis: {found}"
         + (f" (printed {latency:.2f} s after the crash reached the journal)" if latency is not None else ""),
         fg="red", log_func=logger.error)
     for line in report_lines(d):

@@ -2,7 +2,9 @@
 
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
-directory's class. The per-class accuracy is printed in the terminal summary of every run.
+directory's class. tests/fixtures/crashlogs_heldout/ holds real logs set aside before the catalog
+was changed for them: they are diagnosed for the accuracy table only, never asserted on. The
+per-class accuracy of both splits is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -24,14 +26,20 @@ from noderig.diagnose.report import render, to_json
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "crashlogs"
+HELDOUT = ROOT / "tests" / "fixtures" / "crashlogs_heldout"
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
+HELDOUT_FIXTURES = sorted(HELDOUT.glob("*/*.log"))
 REQUIRED_IDS = [
     "flash_attn_cute_missing", "missing_python_headers", "missing_cuda_headers", "nvcc_not_found",
     "unsupported_gpu_arch", "kernel_abi_mismatch", "cuda_oom", "kv_cache_insufficient", "nccl_failure",
     "shm_too_small", "port_in_use", "checkpoint_corrupt", "trust_remote_code", "unsupported_architecture",
     "cuda_graph_capture", "speculative_config", "driver_mismatch", "hf_gated_repo",
     "triton_out_of_shared_memory", "tokenizer_error", "too_many_open_files",
+    "cute_dsl_version_skew", "sgl_kernel_mismatch", "deepgemm_jit_failure", "toolkit_misconfigured",
+    "checkpoint_incomplete",
 ]
+NEW_IN_ISSUE_13 = ["toolkit_misconfigured", "deepgemm_jit_failure", "sgl_kernel_mismatch", "cute_dsl_version_skew",
+                   "checkpoint_incomplete", "unsupported_gpu_arch", "kv_cache_insufficient", "speculative_config"]
 IMPORTANT = ["flash_attn_cute_missing", "missing_python_headers", "cuda_oom", "nccl_failure", "port_in_use",
              "checkpoint_corrupt"]
 REMEDY_FORMS = re.compile(r"^(add_flag:--[\w-]+|set:[\w.]+=[\w.-]+|lower:\w+|raise:\w+|install_package:[\w.+-]+|"
@@ -39,7 +47,11 @@ REMEDY_FORMS = re.compile(r"^(add_flag:--[\w-]+|set:[\w.]+=[\w.-]+|lower:\w+|rai
 
 
 def fixture_text(path: Path) -> str:
-    return path.read_text()
+    """The log without the fixture's header (its leading `# source:` / `# note:` lines)."""
+    lines = path.read_text().splitlines(keepends=True)
+    while lines and lines[0].startswith(("# source:", "# note:")):
+        lines.pop(0)
+    return "".join(lines)
 
 
 def fixture_id(path: Path) -> str:
@@ -61,14 +73,23 @@ class _AccuracyReport:
             return
         tr = terminalreporter
         tr.section("crash diagnosis accuracy (tests/fixtures/crashlogs)")
-        total = correct = 0
-        for cls in sorted(_RESULTS):
-            rows = _RESULTS[cls]
-            ok = sum(1 for _, got in rows if got == cls)
-            total, correct = total + len(rows), correct + ok
-            wrong = ", ".join(f"{name}->{got}" for name, got in rows if got != cls)
-            tr.write_line(f"{cls:<30} {ok:>3}/{len(rows):<3}" + (f"  wrong: {wrong}" if wrong else ""))
-        tr.write_line(f"{'total':<30} {correct:>3}/{total:<3} ({100.0 * correct / max(total, 1):.1f}%)")
+        _write_table(tr, _RESULTS)
+        heldout: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for path in HELDOUT_FIXTURES:  # measured, never asserted: nothing is tuned to this split
+            heldout[path.parent.name].append((path.stem, diagnose(fixture_text(path)).cls))
+        tr.section("crash diagnosis accuracy, held-out split (tests/fixtures/crashlogs_heldout; not a gate)")
+        _write_table(tr, heldout)
+
+
+def _write_table(tr, results: dict[str, list[tuple[str, str]]]) -> None:
+    total = correct = 0
+    for cls in sorted(results):
+        rows = results[cls]
+        ok = sum(1 for _, got in rows if got == cls)
+        total, correct = total + len(rows), correct + ok
+        wrong = ", ".join(f"{name}->{got}" for name, got in rows if got != cls)
+        tr.write_line(f"{cls:<30} {ok:>3}/{len(rows):<3}" + (f"  wrong: {wrong}" if wrong else ""))
+    tr.write_line(f"{'total':<30} {correct:>3}/{total:<3} ({100.0 * correct / max(total, 1):.1f}%)")
 
 
 @pytest.fixture(scope="module")
@@ -111,11 +132,13 @@ def test_fixture_set_covers_every_class():
     for cid in IMPORTANT:
         assert counts[cid] >= 2, f"{cid} needs two fixtures or more"
     assert counts["healthy"] >= 3
+    for cid in NEW_IN_ISSUE_13:  # issue 13: real logs for every class it names
+        assert counts[cid] >= 4, f"{cid} needs more real fixtures"
     healthy = [p.read_text() for p in FIXTURES.glob("healthy/*.log")]
     assert any("sglang" in t.lower() for t in healthy) and any("vLLM" in t for t in healthy)
 
 
-@pytest.mark.parametrize("path", ALL_FIXTURES, ids=fixture_id)
+@pytest.mark.parametrize("path", ALL_FIXTURES + HELDOUT_FIXTURES, ids=fixture_id)
 def test_fixture_names_its_source(path):
     first = path.read_text().splitlines()[0]
     assert first.startswith("# source: "), path
@@ -254,7 +277,8 @@ def test_sglang_uvicorn_lines_are_not_ready_without_the_warmup_line():
                       sg(None, "INFO:     Application startup complete."),
                       sg(None, "INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)")])
     d = diagnose(text)
-    assert d.cls == "unknown"  # still warming up, or killed silently: not ready yet
+    assert d.cls == "healthy" and not d.ready  # still warming up: no failure, not ready yet
+    assert d.stage == "CUDA graphs captured, HTTP server started, not yet ready"
 
 
 def test_unknown_failure_shows_the_relevant_lines():
@@ -264,7 +288,6 @@ def test_unknown_failure_shows_the_relevant_lines():
     assert lines[0].startswith("AssertionError: res=<Response [502]>")
     assert any("Traceback" in line for line in lines)
     assert d.chain == ["server._wait_and_warmup"]
-    assert diagnose("").cls == "unknown"
 
 
 # --------------------------------------------------------------------------------------------
@@ -433,8 +456,10 @@ def test_catalog_is_versioned_data():
     assert cat.version == 1 and len(cat.ids) == len(set(cat.ids))
     for c in cat.classes:
         assert c.title and c.meaning and c.fix and c.evidence
-        for rid in [c.remedy, *c.alternatives, *(r for _, r in c.remedies)]:
+        for rid in [c.remedy, *c.alternatives]:
             assert rid is None or REMEDY_FORMS.match(rid), (c.id, rid)
+        for _, rid in c.remedies:  # "" says the class's remedy does not apply to that variant
+            assert rid == "" or REMEDY_FORMS.match(rid), (c.id, rid)
     assert not cat.index.always, "every signature needs a literal word or substring (keeps 50k-line logs fast)"
 
 
@@ -471,6 +496,252 @@ def test_readable_report_shows_class_cause_evidence_chain_fix():
 
 
 # --------------------------------------------------------------------------------------------
+# three outcomes: a known class, unknown (a failure no signature knows), healthy (ready or not yet)
+
+
+STARTING = [  # an SGLang startup cut before the ready line, with the lines issue 13 says look alarming
+    sg(None, "server_args=ServerArgs(model_path='/m', tp_size=2, skip_server_warmup=False)"),
+    "2025-02-25 08:37:29,910 - INFO - flashinfer.jit: Prebuilt kernels not found, using JIT backend",
+    sg("TP0", "Load weight begin. avail mem=78.50 GB"),
+    sg("TP0", "Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=60.48 GB, mem usage=15.28 GB."),
+    sg("TP0", "CUTLASS backend is disabled when piecewise cuda graph is enabled due to TMA descriptor initialization "
+              "issues on SM100 GPUs. Using auto backend instead for stability."),
+    sg("TP0", "Capture cuda graph end. Time elapsed: 5.38 s. mem usage=0.60 GB. avail mem=23.56 GB."),
+    "/opt/venv/lib/python3.12/site-packages/torch/_dynamo/variables/functions.py:1575: UserWarning: Dynamo detected "
+    "a call to a `functools.lru_cache`-wrapped function. Dynamo ignores the cache wrapper and directly traces the "
+    "wrapped function. Silent incorrectness is only a *potential* risk, not something we have observed. Enable "
+    'TORCH_LOGS="+dynamo" for a DEBUG stack trace.',
+    "  torch._dynamo.utils.warn_once(msg)",
+    sg(None, "Endpoint '/get_model_info' is deprecated and will be removed in a future version. Please use "
+             "'/model_info' instead."),
+]
+
+
+def test_a_startup_cut_before_ready_is_healthy_with_its_stage():
+    d = diagnose("\n".join(STARTING))
+    assert d.cls == "healthy" and d.healthy and not d.ready
+    assert d.stage == "process started, loading weights, weights loaded, CUDA graphs captured, not yet ready"
+    assert d.remedy is None and "still starting" in d.cause
+    data = json.loads(d.to_json())
+    assert data["ready"] is False and data["stage"].endswith("not yet ready")
+
+
+def test_the_same_startup_with_its_ready_line_is_healthy_and_ready():
+    d = diagnose("\n".join([*STARTING, sg(None, "The server is fired up and ready to roll!")]))
+    assert d.cls == "healthy" and d.ready and d.stage.endswith(", ready")
+    assert "fired up" in d.evidence[0].line
+
+
+@pytest.mark.parametrize("failure", [
+    "ValueError: something no signature knows",
+    "Traceback (most recent call last):\n  File \"/x/sglang/srt/a.py\", line 1, in f\nKeyError: 'x'",
+    "Segmentation fault (core dumped)",
+    sg(None, "Received sigquit from a child process. It usually means the child failed."),
+    "ERROR 04-30 10:20:36 [core.py:396] EngineCore failed to start.",  # an ERROR record, no exception word
+])
+def test_a_failure_no_signature_knows_is_unknown(failure):
+    d = diagnose("\n".join([*STARTING, failure]))
+    assert d.cls == "unknown" and not d.healthy and d.remedy is None
+    assert d.evidence and d.cause.startswith("unrecognised failure")
+
+
+def test_after_ready_only_a_dead_process_is_a_failure():
+    ready = [*STARTING, sg(None, "The server is fired up and ready to roll!")]
+    request_error = ["Traceback (most recent call last):", '  File "/x/fastapi/routing.py", line 3, in app',
+                     "KeyError: 'messages'"]  # one bad request: the server keeps serving
+    assert diagnose("\n".join([*ready, *request_error])).healthy
+    died = "Dec 02 13:31:17 b300 systemd[1]: sglang.service: Main process exited, code=killed, status=9/KILL"
+    assert diagnose("\n".join([*ready, died])).cls == "unknown"
+
+
+@pytest.mark.parametrize("benign", [
+    "flashinfer.jit: Prebuilt kernels not found, using JIT backend",
+    "[ERROR] `min_frames` is part of Qwen3VLVideoProcessorInitKwargs, but not documented. Make sure to add it to "
+    "the docstring of the function in /v/transformers/models/qwen3_vl/video_processing_qwen3_vl.py.",
+    "Ignore import error when loading sglang.srt.models.mllama4: No module named 'flash_attn.cute'",
+    "The `use_fast` parameter is deprecated and will be removed in a future version.",
+])
+def test_each_benign_trap_alone_is_healthy(benign):
+    d = diagnose("\n".join([sg(None, "server_args=ServerArgs(model_path='/m')"), benign]))
+    assert d.cls == "healthy" and not d.ready, d.cause
+
+
+def test_benign_text_glued_to_a_real_error_does_not_hide_it():
+    # DeepGEMM prints its warning without a newline, so the nvcc failure shares its line
+    text = ("Warning: please use at least NVCC 12.9 for the best DeepGEMM performanceNVCC compilation failed: "
+            "nvcc fatal   : Unsupported gpu architecture 'sm_100f'")
+    assert diagnose(text).cls == "deepgemm_jit_failure"
+
+
+def test_warning_records_with_tracebacks_are_not_failures():
+    # torch.compile's "WON'T CONVERT" notes carry a traceback inside WARNING records
+    lines = [f"[rank0]:W0430 10:21:34.351000 19593 torch/_dynamo/convert_frame.py:1233] {x}" for x in (
+        "WON'T CONVERT run /usr/local/lib/python3.10/dist-packages/flashinfer/mla.py line 287", "due to:",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.10/dist-packages/torch/_dynamo/convert_frame.py", line 1164, in __call__',
+        "torch._dynamo.exc.Unsupported: call_function UserDefinedClassVariable")]
+    assert diagnose("\n".join([*STARTING, *lines])).healthy
+
+
+def test_readable_report_of_a_startup_shows_its_stage():
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    console.print(render(diagnose("\n".join(STARTING))))
+    out = console.export_text()
+    assert "stage: process started, loading weights, weights loaded, CUDA graphs captured, not yet ready" in out
+    assert "fix" not in out.split("stage:")[1]  # nothing to fix in a healthy log
+
+
+# --------------------------------------------------------------------------------------------
+# classes added for issue 13, and variants that must land in their class
+
+
+CUTE_IMPORT_ATTRIBUTE_ERROR = "\n".join([
+    sg("TP0", "Scheduler hit an exception: Traceback (most recent call last):"),
+    '  File "/v/sglang/srt/layers/attention/vision.py", line 40, in <module>',
+    "    from flash_attn.cute import flash_attn_varlen_func",
+    '  File "/v/flash_attn/cute/__init__.py", line 7, in <module>',
+    "    from .interface import flash_attn_func",
+    '  File "/v/flash_attn/cute/flash_fwd_sm100.py", line 33, in <module>',
+    "    cute.arch.griddepcontrol_wait()",
+    "AttributeError: module 'cutlass.cute.arch' has no attribute 'griddepcontrol_wait'",
+])
+
+
+def test_attribute_error_inside_the_flash_attn_cute_import_is_fa4_missing():
+    d = diagnose(CUTE_IMPORT_ATTRIBUTE_ERROR)
+    assert d.cls == "flash_attn_cute_missing" and d.remedy == "add_flag:--skip-server-warmup"
+    assert d.ranks == ["TP0"] and d.evidence[0].line.startswith("AttributeError: module 'cutlass.cute.arch'")
+
+
+def test_the_same_attribute_error_outside_flash_attn_is_cute_dsl_skew():
+    text = CUTE_IMPORT_ATTRIBUTE_ERROR.replace("/v/flash_attn/cute/", "/v/flashinfer/cute_dsl/").replace(
+        "from flash_attn.cute import", "from flashinfer.cute_dsl import")
+    d = diagnose(text)
+    assert d.cls == "cute_dsl_version_skew" and d.remedy == "resync_venv"
+
+
+def test_exception_signature_needs_the_module_path_of_the_frames():
+    # an AttributeError whose frames are outside the CuTe DSL and whose message names no cutlass module
+    text = "\n".join(["Traceback (most recent call last):", '  File "/v/vllm/worker.py", line 1, in f',
+                      "AttributeError: 'NoneType' object has no attribute 'cute'"])
+    assert diagnose(text).cls == "unknown"
+
+
+@pytest.mark.parametrize("cls, lines, remedy", [
+    ("sgl_kernel_mismatch", ["ImportError: /opt/venv/lib/python3.12/site-packages/sgl_kernel/common_ops.abi3.so: "
+                             "undefined symbol: _ZN3c104cuda9SetDeviceEab"], "resync_venv"),
+    ("sgl_kernel_mismatch", ["Traceback (most recent call last):",
+                             '  File "/v/sglang/srt/layers/moe/fused_moe.py", line 9, in <module>',
+                             '  File "/v/sgl_kernel/__init__.py", line 13, in <module>',
+                             "ImportError: cannot import name 'fused_marlin_moe' from 'sgl_kernel'"], "resync_venv"),
+    ("deepgemm_jit_failure", ['RuntimeError: Assertion error (csrc/apis/../jit_kernels/impls/../../jit/compiler.hpp:176): '
+                              'false and "NVCC compilation failed"'], None),
+    ("toolkit_misconfigured", ["RuntimeError:", "The detected CUDA version (12.1) mismatches the version that was used "
+                               "to compile", "PyTorch (12.8). Please make sure to use the same CUDA versions."], None),
+    ("checkpoint_incomplete", ["Traceback (most recent call last):",
+                               '  File "/v/sglang/srt/model_loader/weight_utils.py", line 3, in safetensors_weights_iterator',
+                               'FileNotFoundError: No such file or directory: "/models/k2/model-00007-of-00064.safetensors"'],
+     "reverify_checkpoint"),
+    ("cute_dsl_version_skew", ["(Worker_TP2 pid=7) ERROR 07-18 01:33:25 [multiproc_executor.py:1007] AttributeError: "
+                               "module 'cutlass.cute.nvgpu.tcgen05' has no attribute 'Ld32x32bOp'"], "resync_venv"),
+    ("unsupported_gpu_arch", ["ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+                              "Your Tesla V100-SXM2-32GB GPU has compute capability 7.0."], None),
+    ("unsupported_gpu_arch", ["RuntimeError: GPUs with compute capability below 7.0 are not supported."], None),
+    ("unsupported_gpu_arch", ["ptxas fatal   : Value 'sm_103a' is not defined for option 'gpu-name'"],
+     "set:attention_backend=triton"),
+    ("speculative_config", ["ValueError: Speculative decoding is not yet supported on vLLM V1"], None),
+])
+def test_new_classes_and_variants(cls, lines, remedy):
+    d = diagnose("\n".join(lines))
+    assert d.cls == cls, d.cause
+    assert d.remedy == remedy and d.fix and d.evidence
+
+
+def test_checkpoint_incomplete_is_not_corrupt():
+    missing = diagnose('FileNotFoundError: No such file or directory: "/m/model-00002-of-00004.safetensors"')
+    corrupt = diagnose("safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer")
+    assert (missing.cls, corrupt.cls) == ("checkpoint_incomplete", "checkpoint_corrupt")
+    assert missing.remedy == corrupt.remedy == "reverify_checkpoint"
+
+
+def test_hard_wrapped_kv_cache_message_lands_in_its_class():
+    wrapped = ["(EngineCore pid=3) ValueError: To serve at least one request with the model's max seq len (262144), "
+               "(8.26 GiB KV cach", "e is needed, which is larger than the available KV cache memory (4.2 GiB)."]
+    d = diagnose("\n".join(wrapped))
+    assert d.cls == "kv_cache_insufficient" and d.remedy == "raise:mem_fraction_static"
+
+
+def test_new_remedies_are_ones_the_deploy_knows():
+    from noderig.repair import plan_repair
+
+    cat = default_catalog()
+    assert plan_repair(cat.get("checkpoint_incomplete").remedy, {}, []).forget_verified
+    assert plan_repair(cat.get("unsupported_gpu_arch").remedy, {}, []).settings == {"attention_backend": "triton"}
+
+
+# --------------------------------------------------------------------------------------------
+# the catalog is checked against the fixtures (issue 18): no dead signature, no copied log line
+
+
+def _fixture_lines() -> list[str]:
+    out = []
+    for path in ALL_FIXTURES:  # the tuning split only: the held-out split must not keep a signature alive
+        out += [ln.text for ln in normalize(fixture_text(path)) if ln.text.strip()]
+    return out
+
+
+def _catalog_patterns():
+    """(where, compiled pattern) for every line pattern the catalog and the benign list hold."""
+    cat = default_catalog()
+    for c in cat.classes:
+        for kind in ("evidence", "symptoms", "supporting"):
+            for p in getattr(c, kind):
+                yield f"{c.id}.{kind}", p
+        for p, _ in c.remedies:
+            yield f"{c.id}.remedies", p
+    for where, pats in (("ignore", cat.ignore), ("healthy", cat.healthy_strong + cat.healthy_weak),
+                        ("sglang", cat.sglang_markers + cat.sglang_ready), ("benign", cat.benign)):
+        for p in pats:
+            yield where, p
+    for name, pats in cat.stages:
+        for p in pats:
+            yield f"stage {name}", p
+
+
+def test_every_signature_alternative_matches_a_fixture():
+    from noderig.diagnose.engine import _split_alternatives
+
+    lines = _fixture_lines()
+    dead = []
+    for where, pattern in _catalog_patterns():
+        for alt in _split_alternatives(pattern.pattern):
+            rx = re.compile(alt, pattern.flags)
+            if not any(rx.search(t) for t in lines):
+                dead.append(f"{where}: {alt}")
+    assert not dead, "signatures no fixture shows (add a real log or remove them):\n" + "\n".join(dead)
+
+
+def test_every_exception_signature_matches_a_fixture_traceback():
+    sections = [s for path in ALL_FIXTURES for tb in parse_tracebacks(normalize(fixture_text(path)))
+                for s in tb.sections]
+    for c in default_catalog().classes:
+        for sig in c.exceptions:
+            assert any(sig.matches(s) for s in sections), (c.id, sig.type.pattern)
+
+
+def test_no_signature_is_a_fixture_line_copied():
+    lines = {t.strip() for t in _fixture_lines()}
+    copied = []
+    for where, pattern in _catalog_patterns():
+        literal = re.sub(r"\\(.)", r"\1", pattern.pattern)
+        if not re.search(r"[\[\](){}|*+?^$]", re.sub(r"\\.", "", pattern.pattern)) and literal.strip() in lines:
+            copied.append(f"{where}: {pattern.pattern}")
+    assert not copied, copied
+
+
+# --------------------------------------------------------------------------------------------
 # CLI
 
 
@@ -493,6 +764,17 @@ def test_cli_reads_stdin_and_exits_0_when_healthy():
     assert "healthy" in r.stdout
     r = run_cli("-", "--json", stdin=VISION.read_text())
     assert r.returncode == 1 and json.loads(r.stdout)["class"] == "flash_attn_cute_missing"
+
+
+def test_cli_exit_status_follows_the_three_outcomes():
+    still_starting = run_cli("-", "--json", stdin="\n".join(STARTING))
+    assert still_starting.returncode == 0, still_starting.stderr
+    assert json.loads(still_starting.stdout)["class"] == "healthy"
+    assert json.loads(still_starting.stdout)["ready"] is False
+    unrecognised = run_cli("-", stdin="\n".join([*STARTING, "KeyError: 'no signature knows this'"]))
+    assert unrecognised.returncode == 1 and "unknown" in unrecognised.stdout
+    known = run_cli("-", stdin="ImportError: /v/sgl_kernel/common_ops.abi3.so: undefined symbol: _ZN3c10x")
+    assert known.returncode == 1 and "sgl_kernel_mismatch" in known.stdout
 
 
 def test_cli_usage_errors_exit_2(tmp_path):

@@ -81,3 +81,14 @@ def test_a_port_taken_by_another_process_is_diagnosed_and_the_server_moved(lab):
         assert res.returncode == 0 and re.search(r"Grand total\s+\d+\s+-\s+-\s+\d+", out), out[-2500:]
     finally:
         lab.run("b300", "systemctl stop squatter", check=False)
+
+
+def test_a_server_still_starting_is_not_reported_as_crashed(lab):
+    lab.reset("b300")
+    # The stand-in's startup slowed 60-fold: it is still loading when the readiness wait ends.
+    res, out = deploy(lab, "ready_timeout=5", 'server_environment={"SGLANG_STANDIN_TIME_SCALE": "60"}')
+    assert res.returncode != 0, out[-3000:]  # not ready in time: the host is not reported ok
+    assert re.search(r"sglang\.service is still starting after [\d.]+ s \([^)]*not yet ready\): not a crash", out), \
+        out[-4000:]
+    assert "diagnosis:" not in out and "failed during startup" not in out
+    assert lab.run("b300", "systemctl is-active sglang", check=False).stdout.strip() in ("active", "activating")

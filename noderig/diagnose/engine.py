@@ -24,6 +24,7 @@ __all__ = [
 ]
 
 CATALOG_PATH = Path(__file__).with_name("catalog.toml")
+BENIGN_PATH = Path(__file__).with_name("benign.toml")
 SUPPORTED_CATALOG_VERSIONS = {1}
 
 
@@ -46,6 +47,29 @@ class CatalogClass:
     remedy: str | None
     remedies: tuple[tuple[re.Pattern, str], ...]
     alternatives: tuple[str, ...]
+    exceptions: tuple["ExceptionSignature", ...] = ()
+
+
+@dataclass(frozen=True)
+class ExceptionSignature:
+    """A signature over a parsed traceback section rather than one line: the exception's type,
+    the module path of its frames and the key tokens of its message (each optional but the type).
+    `module` is searched in every frame's file path and in the message (an import error names
+    the module it could not import)."""
+
+    type: re.Pattern
+    module: re.Pattern | None
+    message: re.Pattern | None
+
+    def matches(self, section) -> bool:
+        if section.exc_type is None or not self.type.fullmatch(section.exc_type.rsplit(".", 1)[-1]):
+            return False
+        if self.message is not None and not self.message.search(section.message):
+            return False
+        if self.module is None:
+            return True
+        paths = [f.file.replace("\\", "/") for f in section.frames]
+        return any(self.module.search(p) for p in paths) or bool(self.module.search(section.message))
 
 
 @dataclass(frozen=True)
@@ -58,6 +82,8 @@ class Catalog:
     sglang_markers: tuple[re.Pattern, ...]
     sglang_ready: tuple[re.Pattern, ...]
     index: "_AnchorIndex"  # which patterns a line's words can possibly match: a cheap first pass
+    benign: tuple[re.Pattern, ...] = ()  # known harmless lines (benign.toml): never evidence, never a failure
+    stages: tuple[tuple[str, tuple[re.Pattern, ...]], ...] = ()  # startup milestones, in order
 
     def get(self, class_id: str) -> CatalogClass:
         for c in self.classes:
@@ -84,42 +110,66 @@ def _compile(patterns, where: str) -> tuple[re.Pattern, ...]:
     return tuple(out)
 
 
-def load_catalog(path: Path | str | None = None) -> Catalog:
-    path = Path(path) if path is not None else CATALOG_PATH
+def _read_versioned(path: Path, what: str) -> dict:
     with open(path, "rb") as f:
         data = tomllib.load(f)
     version = data.get("version")
     if version not in SUPPORTED_CATALOG_VERSIONS:
-        raise CatalogError(f"{path}: catalog version {version!r} is not supported (expected one of "
+        raise CatalogError(f"{path}: {what} version {version!r} is not supported (expected one of "
                            f"{sorted(SUPPORTED_CATALOG_VERSIONS)})")
-    classes, seen = [], set()
-    for entry in data.get("class", []):
-        cid = entry.get("id")
-        if not cid or cid in seen or cid in ("healthy", "unknown"):
-            raise CatalogError(f"{path}: class id {cid!r} is missing, reserved or duplicated")
-        seen.add(cid)
-        for key in ("title", "meaning", "evidence", "fix"):
-            if not entry.get(key):
-                raise CatalogError(f"{path}: class {cid} has no {key}")
-        classes.append(CatalogClass(
-            id=cid, title=entry["title"].strip(), meaning=" ".join(entry["meaning"].split()),
-            evidence=_compile(entry["evidence"], cid), symptoms=_compile(entry.get("symptoms"), cid),
-            supporting=_compile(entry.get("supporting"), cid), decisive=bool(entry.get("decisive", True)),
-            priority=int(entry.get("priority", 50)),
-            components=tuple((re.compile(c["match"], re.IGNORECASE), c["name"]) for c in entry.get("components", [])),
-            fix=" ".join(entry["fix"].split()), remedy=entry.get("remedy") or None,
-            remedies=tuple((re.compile(r["when"], re.IGNORECASE), r["remedy"]) for r in entry.get("remedies", [])),
-            alternatives=tuple(entry.get("alternatives", [])),
-        ))
+    return data
+
+
+def _exception_signatures(entries, cid: str) -> tuple[ExceptionSignature, ...]:
+    out = []
+    for e in entries or ():
+        if not e.get("type"):
+            raise CatalogError(f"{cid}: an exception signature needs a type")
+        type_, module, message = (_compile([e[k]], cid)[0] if e.get(k) else None for k in ("type", "module", "message"))
+        out.append(ExceptionSignature(type_, module, message))
+    return tuple(out)
+
+
+def _catalog_class(entry: dict, path: Path, seen: set) -> CatalogClass:
+    cid = entry.get("id")
+    if not cid or cid in seen or cid in ("healthy", "unknown"):
+        raise CatalogError(f"{path}: class id {cid!r} is missing, reserved or duplicated")
+    seen.add(cid)
+    for key in ("title", "meaning", "evidence", "fix"):
+        if not entry.get(key):
+            raise CatalogError(f"{path}: class {cid} has no {key}")
+    return CatalogClass(
+        id=cid, title=entry["title"].strip(), meaning=" ".join(entry["meaning"].split()),
+        evidence=_compile(entry["evidence"], cid), symptoms=_compile(entry.get("symptoms"), cid),
+        supporting=_compile(entry.get("supporting"), cid), decisive=bool(entry.get("decisive", True)),
+        priority=int(entry.get("priority", 50)),
+        components=tuple((re.compile(c["match"], re.IGNORECASE), c["name"]) for c in entry.get("components", [])),
+        fix=" ".join(entry["fix"].split()), remedy=entry.get("remedy") or None,
+        remedies=tuple((re.compile(r["when"], re.IGNORECASE), r["remedy"]) for r in entry.get("remedies", [])),
+        alternatives=tuple(entry.get("alternatives", [])),
+        exceptions=_exception_signatures(entry.get("exceptions"), cid),
+    )
+
+
+def load_catalog(path: Path | str | None = None, benign: Path | str | None = None) -> Catalog:
+    """The catalog (catalog.toml) and the known benign lines beside it (benign.toml)."""
+    path = Path(path) if path is not None else CATALOG_PATH
+    data = _read_versioned(path, "catalog")
+    benign_path = Path(benign) if benign is not None else path.with_name(BENIGN_PATH.name)
+    benign_data = _read_versioned(benign_path, "benign list") if benign_path.exists() else {}
+    seen: set = set()
+    classes = [_catalog_class(entry, path, seen) for entry in data.get("class", [])]
     healthy = data.get("healthy", {})
     return Catalog(
-        version=version, classes=tuple(classes),
+        version=data["version"], classes=tuple(classes),
         ignore=_compile(data.get("ignore", {}).get("patterns"), "ignore"),
         healthy_strong=_compile(healthy.get("strong"), "healthy"),
         healthy_weak=_compile(healthy.get("weak"), "healthy"),
         sglang_markers=_compile(healthy.get("sglang_markers"), "healthy"),
         sglang_ready=_compile(healthy.get("sglang_ready"), "healthy"),
         index=_AnchorIndex(classes),
+        benign=_compile([b["pattern"] for b in benign_data.get("benign", [])], "benign"),
+        stages=tuple((st["name"], _compile(st["patterns"], f"stage {st['name']}")) for st in data.get("stage", [])),
     )
 
 
@@ -452,6 +502,8 @@ class Diagnosis:
     alternatives: list[str] = field(default_factory=list)
     also_seen: list[str] = field(default_factory=list)  # other classes matched later (consequences)
     ranks: list[str] = field(default_factory=list)  # ranks that showed the root cause
+    stage: str | None = None  # healthy: how far the startup got ("weights loaded, ..., not yet ready")
+    ready: bool = False  # the server's ready line was seen (and nothing fatal after it)
 
     @property
     def healthy(self) -> bool:
@@ -463,7 +515,7 @@ class Diagnosis:
             "evidence": [e.to_json() for e in self.evidence], "chain": self.chain, "component": self.component,
             "fix": self.fix, "remedy": self.remedy, "alternatives": self.alternatives,
             "confidence": round(self.confidence, 2), "meaning": self.meaning, "also_seen": self.also_seen,
-            "ranks": self.ranks,
+            "ranks": self.ranks, "stage": self.stage, "ready": self.ready,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -477,14 +529,60 @@ class _Match:
     strong: bool  # evidence (True) or symptom (False)
 
 
-_ERRORISH = re.compile(r"\b(Traceback|Error|Exception|FATAL|fatal error|Killed|Segmentation fault|core dumped|"
-                       r"Aborted|exit (code|status)|returned non-zero|failed)\b", re.IGNORECASE)
+# A failure the catalog may not know: an exception line, a traceback, a fatal compiler/runtime
+# message, a process that died or exited non-zero. Benign lines and INFO/WARNING records never count.
+_FAILURE = re.compile(
+    r"^\s*[\w.]*(Error|Exception|Exit|Interrupt)\w*:|^\s*Traceback \(most recent call last\)|"
+    r"\b(fatal error|FATAL|Segmentation fault|core dumped|Killed|Aborted|returned non-zero exit status|"
+    r"Scheduler hit an exception|Received sigquit|is dead\b|code=(killed|dumped)|status=[1-9]\d*/|"
+    r"Failed with result|exit(ed)? with (code|status) [1-9])|^\[?(ERROR|CRITICAL)\b|\berror:", re.IGNORECASE)
+# After the ready line only a dead process is a failure (a request's traceback is not).
+_DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|Aborted|Received sigquit|is dead\b|"
+                    r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)", re.IGNORECASE)
+# Words one of the patterns above needs (lowercased): a line without any is skipped cheaply.
+_FAILURE_HINT = re.compile(r"error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|aborted|"
+                           r"non-zero|sigquit|dead|code=|status=|failed with|critical")
+_QUIET_LEVELS = {"DEBUG", "INFO", "WARNING"}
+_BARE_EXC = re.compile(r"^\s*[\w.]*(Error|Exception)\w*:\s*$")
 _CAUSE_MAX = 220
 
 
 def _clip(text: str, n: int = _CAUSE_MAX) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _benign(text: str, cat: Catalog) -> bool:
+    return any(p.search(text) for p in cat.benign)
+
+
+def _first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 0,
+                   pattern: re.Pattern = _FAILURE) -> int | None:
+    """Index of the first line (from `start`) that says something failed, or None."""
+    for i in range(start, len(lines)):
+        ln = lines[i]
+        if i in code or ln.level in _QUIET_LEVELS or not ln.text.strip():
+            continue
+        loud = pattern is _FAILURE and ln.level in ("ERROR", "CRITICAL")  # the logger said so
+        if (loud or (_FAILURE_HINT.search(ln.text.lower()) and pattern.search(ln.text))) and not _benign(ln.text, cat):
+            return i
+    return None
+
+
+def _stage(lines: list[Line], cat: Catalog, ready: bool) -> tuple[str, int | None]:
+    """How far the startup got, from the milestones in the catalog's [[stage]] list, and the
+    index of the last milestone line."""
+    reached, last = [], None
+    for name, patterns in cat.stages:
+        for i, ln in enumerate(lines):
+            if any(p.search(ln.text) for p in patterns):
+                reached.append(name)
+                last = i if last is None else max(last, i)
+                break
+    if not reached:
+        reached.append("no startup milestone logged")
+    reached.append("ready" if ready else "not yet ready")
+    return ", ".join(reached), last
 
 
 def _is_sglang(lines: list[Line], cat: Catalog) -> bool:
@@ -509,21 +607,32 @@ def _ready_index(lines: list[Line], cat: Catalog) -> int | None:
     return found
 
 
-def _find_matches(lines: list[Line], cat: Catalog, skip: set[int] = frozenset()) -> list[_Match]:
+def _find_matches(lines: list[Line], cat: Catalog, tbs: list[Traceback], skip: set[int] = frozenset()) -> list[_Match]:
+    """Every line matching a class's evidence or symptoms (benign and echoed source lines never
+    do), plus every traceback section matching a class's exception signature, in line order."""
     matches: list[_Match] = []
     hits_of = cat.index.hits
     for i, ln in enumerate(lines):
         t = ln.text
         if not t or i in skip:
             continue
+        if _BARE_EXC.match(t):  # "RuntimeError:" with its message on the following lines
+            t = " ".join([t.strip(), *(x.text.strip() for x in lines[i + 1:i + 4] if x.text.strip())])
         hits = hits_of(t)
-        if not hits or any(p.search(t) for p in cat.ignore):
+        if not hits or any(p.search(t) for p in cat.ignore) or _benign(t, cat):
             continue
         for ci, c in enumerate(cat.classes):
             if (ci, "e") in hits:
                 matches.append(_Match(c, i, True))
             elif (ci, "s") in hits:
                 matches.append(_Match(c, i, False))
+    for tb in tbs:
+        for sec in tb.sections:
+            if sec.exc_index is None or _benign(lines[sec.exc_index].text, cat):
+                continue
+            matches += [_Match(c, sec.exc_index, True) for c in cat.classes
+                        if any(sig.matches(sec) for sig in c.exceptions)]
+    matches.sort(key=lambda m: m.index)
     return matches
 
 
@@ -613,59 +722,71 @@ def _collapse(evidence: list[Evidence]) -> list[Evidence]:
     return [by_text[k] for k in order]
 
 
-def _unknown(lines: list[Line], tbs: list[Traceback], ready: int | None) -> Diagnosis:
-    """No known signature: show the lines a human would read first."""
+def _unknown(lines: list[Line], tbs: list[Traceback], first: int) -> Diagnosis:
+    """A failure no signature knows: show the lines a human would read first."""
     ev: list[Evidence] = []
-    if tbs:
-        tb = tbs[-1]
-        s = tb.final
-        if s.exc_index is not None:
-            ln = lines[s.exc_index]
+    tb = next((t for t in reversed(tbs) if t.start_index >= first or t.end_index >= first), None)
+    if tb is not None and tb.final.exc_index is not None:
+        ln = lines[tb.final.exc_index]
+        ev.append(Evidence(_clip(ln.text, 400), ln.rank, ln.no))
+    for ln in lines[max(0, first - 2): first + 4]:
+        if ln.text.strip():
             ev.append(Evidence(_clip(ln.text, 400), ln.rank, ln.no))
-    first = next((i for i, ln in enumerate(lines) if _ERRORISH.search(ln.text) and ln.text.strip()), None)
-    if first is not None:
-        for ln in lines[max(0, first - 2): first + 4]:
-            if ln.text.strip():
-                ev.append(Evidence(_clip(ln.text, 400), ln.rank, ln.no))
-    if not ev:
-        tail = [ln for ln in lines if ln.text.strip()][-5:]
-        ev = [Evidence(_clip(ln.text, 400), ln.rank, ln.no) for ln in tail]
-    chain = traceback_chain(tbs[-1]) if tbs else []
-    if tbs and tbs[-1].final.exc_type:
-        s = tbs[-1].final
+    chain = traceback_chain(tb) if tb else []
+    if tb is not None and tb.final.exc_type:
+        s = tb.final
         cause = _clip(f"unrecognised failure: {s.exc_type}: {s.message.splitlines()[0] if s.message else ''}")
-    elif first is not None:
-        cause = _clip(f"unrecognised failure: {lines[first].text.strip()}")
     else:
-        cause = "the server never reported ready and no error was logged (still starting, or killed silently)"
+        cause = _clip(f"unrecognised failure: {lines[first].text.strip()}")
     return Diagnosis(
         cls="unknown", title="Unrecognised failure", cause=cause, evidence=_collapse(ev), chain=chain,
         fix="No known signature matched. Read the evidence lines and the traceback; if this is a recurring "
             "failure, add its signature to noderig/diagnose/catalog.toml.",
-        remedy=None, confidence=0.2 if ev else 0.1, meaning="The launch failed with no signature in the catalog.",
+        remedy=None, confidence=0.3, meaning="The launch failed with no signature in the catalog.",
         component=_component(None, chain, lines),
     )
 
 
+def _healthy(lines: list[Line], cat: Catalog, ready: int | None) -> Diagnosis:
+    """No failure: the server is ready, or still starting (the stage says how far it got)."""
+    stage, last = _stage(lines, cat, ready is not None)
+    at = ready if ready is not None else last
+    if at is None:
+        at = max((i for i, ln in enumerate(lines) if ln.text.strip()), default=None)
+    evidence = [Evidence(_clip(lines[at].text), lines[at].rank, lines[at].no)] if at is not None else []
+    if ready is not None:
+        cause, title = f"the server reached ready: {lines[ready].text.strip()}", "Server reached ready"
+        meaning = "The server started and reported that it is ready to serve."
+    else:
+        cause, title = f"no failure in the log; the server is still starting ({stage})", "No failure found"
+        meaning = ("Nothing in the log says the launch failed, and the ready line was not seen yet: the server "
+                   "is still starting, or the log stops before it was ready.")
+    return Diagnosis(cls="healthy", title=title, cause=_clip(cause), evidence=evidence, chain=[],
+                     fix="Nothing to fix.", remedy=None, confidence=0.95 if ready is not None else 0.7,
+                     meaning=meaning, stage=stage, ready=ready is not None)
+
+
 def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnosis:
+    """Three outcomes: a known class (the first decisive signature in time order), `unknown`
+    (something failed and no signature matches) or `healthy` (nothing failed; ready or not yet)."""
     cat = catalog or default_catalog()
     tbs = parse_tracebacks(lines)
     code = set().union(*(tb.code_lines for tb in tbs)) if tbs else set()
-    matches = _find_matches(lines, cat, code)
+    matches = _find_matches(lines, cat, tbs, code)
     ready = _ready_index(lines, cat)
-    fatal_after_ready = [m for m in matches if ready is not None and m.index > ready and m.strong]
-    if ready is not None and not fatal_after_ready:
-        ln = lines[ready]
-        return Diagnosis(
-            cls="healthy", title="Server reached ready", cause=_clip(f"the server reached ready: {ln.text.strip()}"),
-            evidence=[Evidence(_clip(ln.text), ln.rank, ln.no)], chain=[], fix="Nothing to fix.", remedy=None,
-            confidence=0.95, meaning="The server started and reported that it is ready to serve.",
-        )
     if ready is not None:
         matches = [m for m in matches if m.index > ready]  # it was fine until then
+        if not any(m.strong for m in matches):
+            died = _first_failure(lines, cat, code, ready + 1, _DEATH)
+            return _healthy(lines, cat, ready) if died is None else _unknown(lines, tbs, died)
     root = _pick_root(matches)
     if root is None:
-        return _unknown(lines, tbs, ready)
+        first = _first_failure(lines, cat, code)
+        return _healthy(lines, cat, None) if first is None else _unknown(lines, tbs, first)
+    return _known(lines, tbs, matches, root)
+
+
+def _known(lines: list[Line], tbs: list[Traceback], matches: list[_Match], root: _Match) -> Diagnosis:
     cls = root.cls
     root_line = lines[root.index]
     tb, section = _related_traceback(tbs, lines, root.index)
@@ -676,37 +797,37 @@ def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnos
     if tb is not None and tb.final.exc_index is not None and tb.final.exc_index != root.index:
         x = lines[tb.final.exc_index]
         ev.append(Evidence(_clip(x.text, 400), x.rank, x.no))
-    if cls.supporting:
-        lo, hi = max(0, root.index - 300), min(len(lines), root.index + 300)
-        for ln in lines[lo:hi]:
-            if len(ev) >= 24:
-                break
-            if ln.text and any(p.search(ln.text) for p in cls.supporting):
-                ev.append(Evidence(_clip(ln.text, 400), ln.rank, ln.no))
-    evidence = _collapse(ev)[:12]
+    ev += _supporting(lines, cls, root.index, len(ev))
     ranks = sorted({lines[m.index].rank for m in same if lines[m.index].rank}, key=_rank_key)
-    later = []
-    for m in matches:
-        if m.cls is not cls and m.index > root.index and m.cls.id not in later:
-            later.append(m.cls.id)
+    later = list(dict.fromkeys(m.cls.id for m in matches if m.cls is not cls and m.index > root.index))
     remedy = cls.remedy
     for pattern, rid in cls.remedies:
         if pattern.search(root_line.text):
-            remedy = rid
+            remedy = rid or None
             break
     confidence = 0.9 if (root.strong and cls.decisive) else 0.6
     component = _component(cls, chain, lines)
     if component and cls.components and any(p.search(" -> ".join(chain)) for p, _ in cls.components):
         confidence = min(0.97, confidence + 0.05)
     where = f" [{root_line.rank}]" if root_line.rank else ""
-    cause = _clip(f"{cls.title}{where}: {root_line.text.strip()}")
-    if component:
-        cause = _clip(f"{cls.title} in the {component}{where}: {root_line.text.strip()}")
+    cause = _clip(f"{cls.title}{f' in the {component}' if component else ''}{where}: {root_line.text.strip()}")
     return Diagnosis(
-        cls=cls.id, title=cls.title, cause=cause, evidence=evidence, chain=chain, fix=cls.fix, remedy=remedy,
-        confidence=confidence, meaning=cls.meaning, component=component, alternatives=list(cls.alternatives),
-        also_seen=later, ranks=ranks,
+        cls=cls.id, title=cls.title, cause=cause, evidence=_collapse(ev)[:12], chain=chain, fix=cls.fix,
+        remedy=remedy, confidence=confidence, meaning=cls.meaning, component=component,
+        alternatives=list(cls.alternatives), also_seen=later, ranks=ranks,
     )
+
+
+def _supporting(lines: list[Line], cls: CatalogClass, index: int, have: int) -> list[Evidence]:
+    out: list[Evidence] = []
+    if not cls.supporting:
+        return out
+    for ln in lines[max(0, index - 300): min(len(lines), index + 300)]:
+        if have + len(out) >= 24:
+            break
+        if ln.text and any(p.search(ln.text) for p in cls.supporting):
+            out.append(Evidence(_clip(ln.text, 400), ln.rank, ln.no))
+    return out
 
 
 def _rank_key(rank: str):

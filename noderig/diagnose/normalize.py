@@ -34,6 +34,7 @@ class Line:
     source: str | None = None  # journal ident[pid] or container name, when the transport said
     time: str | None = None  # the logger's timestamp, as written
     prefixed: bool = False  # a logger/process prefix was found on this very line
+    level: str | None = None  # the log level a logger prefix named (INFO, WARNING, ERROR, ...), if any
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
@@ -76,6 +77,9 @@ _SGLANG = re.compile(
 )
 # torch elastic / torchrun: "[rank2]: ", "[default0]:", "[rank0]:[W ...]"
 _TORCH_RANK = re.compile(r"^\[(?P<rank>rank\d+|default\d+)\]: ?")
+# torch / glog: "W0430 10:21:34.351000 19593 torch/_dynamo/convert_frame.py:1233] " (level letter first)
+_GLOG = re.compile(r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\d+\] ?")
+_GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 
 _TB_START = "Traceback (most recent call last)"
 _CONNECTOR = re.compile(r"^(The above exception was the direct cause of the following exception:|"
@@ -144,7 +148,13 @@ def strip_prefixes(raw: str) -> tuple[str, dict]:
             m = _VLLM.match(text)
             if m:
                 info.setdefault("time", m["time"])
+                info.setdefault("level", "WARNING" if m["level"] == "WARN" else m["level"])
                 info["prefixed"] = True
+            elif c in "IWE":
+                m = _GLOG.match(text)
+                if m:
+                    info.setdefault("level", _GLOG_LEVEL[m["level"]])
+                    info["prefixed"] = True
         if m is None and " |" in text[:64]:
             m = _CONTAINER.match(text)
             if m:
@@ -204,10 +214,10 @@ def _rejoin(raw_lines: list[str]) -> list[tuple[int, str]]:
 class _Block:
     """The record a prefixed line opened, per source: whose unprefixed continuation lines follow."""
 
-    __slots__ = ("rank", "mode", "after_blank", "time")
+    __slots__ = ("rank", "mode", "after_blank", "time", "level")
 
-    def __init__(self, rank, mode, time):
-        self.rank, self.mode, self.after_blank, self.time = rank, mode, False, time
+    def __init__(self, rank, mode, time, level=None):
+        self.rank, self.mode, self.after_blank, self.time, self.level = rank, mode, False, time, level
 
 
 def normalize(text: str) -> list[Line]:
@@ -229,8 +239,8 @@ def normalize(text: str) -> list[Line]:
                 mode = "msg"
             else:
                 mode = "line"  # one-line record; indented follow-ups still belong to it
-            blocks[key] = _Block(rank, mode, info.get("time"))
-            out.append(Line(no, msg, rank, source, info.get("time"), True))
+            blocks[key] = _Block(rank, mode, info.get("time"), info.get("level"))
+            out.append(Line(no, msg, rank, source, info.get("time"), True, info.get("level")))
             continue
         block = blocks.get(key)
         rank = None
@@ -260,6 +270,7 @@ def normalize(text: str) -> list[Line]:
                     block.mode, rank = "tb", block.rank
                 else:
                     blocks[key] = None
+        inherited = block is not None and rank is not None
         out.append(Line(no, msg, rank if rank is not None else info.get("rank"), source,
-                        block.time if (block is not None and rank is not None) else None, False))
+                        block.time if inherited else None, False, block.level if inherited else info.get("level")))
     return out

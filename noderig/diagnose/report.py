@@ -17,7 +17,8 @@ _STYLE = {"healthy": "green", "unknown": "yellow"}
 
 
 def to_json(diagnosis: Diagnosis, indent: int | None = 2) -> str:
-    """At least: class, cause, evidence [{line, rank, lineno}], chain (outermost first), fix."""
+    """At least: class, cause, evidence [{line, rank, lineno}], chain (outermost first), fix; for
+    `healthy`, the stage the startup reached and whether the ready line was seen."""
     return json.dumps(diagnosis.to_dict(), indent=indent, ensure_ascii=False)
 
 
@@ -29,6 +30,8 @@ def render(d: Diagnosis) -> Panel:
         head.append(f"  {d.title}", style="bold")
     head.append(f"  (confidence {d.confidence:.2f})", style="dim")
     parts: list = [head, Text(d.cause)]
+    if d.stage:
+        parts.append(Text.assemble(("stage: ", "bold"), d.stage, ("  (ready line seen)" if d.ready else "", "dim")))
     if d.component:
         parts.append(Text.assemble(("component: ", "bold"), d.component))
     if d.ranks:
