@@ -58,6 +58,9 @@ def download_options(dest: str, path: str, connections: int, allocation: str) ->
         "max-connection-per-server": str(min(connections, 16)),
         "min-split-size": "1M",
         "continue": "true",
+        # A server without Range support (some mirrors): start the file over instead of
+        # failing with "the server does not support resume" (exit 8).
+        "always-resume": "false",
         "auto-file-renaming": "false",
         "allow-overwrite": "true",
         "file-allocation": allocation,

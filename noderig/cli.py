@@ -102,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.add_argument("--manifest", help="the manifest to check sha256 against (default DIR/.noderig/manifest.json "
                                            "if present; without one, structure only)")
+    verify.add_argument("--repo", help="check against this Hub repo's listing (as `hf cache verify REPO --local-dir "
+                                       "DIR` does), for a directory noderig did not download")
+    verify.add_argument("--revision", help="with --repo: branch, tag or commit (default main)")
+    verify.add_argument("--endpoint", help="with --repo: the Hub or mirror (default $HF_ENDPOINT or huggingface.co)")
+    verify.add_argument("--token-file", help="with --repo: a 0600 file with the Hub token (default $HF_TOKEN)")
     verify.add_argument("--jobs", type=int, help="files hashed at once (default min(8, CPUs))")
     verify.add_argument("--structure-only", action="store_true", help="headers, sizes and index only; no hashing")
     verify.add_argument("--no-record", action="store_true",

@@ -47,14 +47,37 @@ def read_token(token_file: str | None) -> str | None:
     return os.environ.get("HF_TOKEN") or None
 
 
+@dataclass
+class Listed:
+    """One file as a Hub or mirror lists it; None where it did not say."""
+
+    rfilename: str
+    size: int | None = None
+    sha256: str | None = None  # LFS files
+    blob_id: str | None = None  # git's blob id (sha1 of "blob <size>\\0<bytes>")
+
+    @property
+    def lfs(self):
+        return self if self.sha256 else None
+
+
 def build_manifest(pin: RepoPin, token: str | None) -> dict:
-    """Resolve ``pin.revision`` to a commit and list the matching files with size and hash."""
+    """Resolve ``pin.revision`` to a commit and list the matching files with size and hash:
+    from the recursive tree listing (what the Hub and mirrors serve with LFS fields), else
+    model_info's siblings; a selected file still missing a size or digest is asked for with
+    paths-info, then with a HEAD on its /resolve/ URL (size and ETag)."""
     from huggingface_hub import HfApi
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
     api = HfApi(endpoint=pin.endpoint, token=token or False)
     try:
-        info = api.model_info(pin.repo, revision=pin.revision, files_metadata=True)
+        info = api.model_info(pin.repo, revision=pin.revision)
+        if not (isinstance(info.sha, str) and _HEX["git_oid"].fullmatch(info.sha)):
+            raise NoderigError(f"the Hub at {pin.endpoint} answers {describe(info.sha)} as the commit of "
+                               f"{pin.repo}@{pin.revision} (not a commit sha); {REFUSED}")
+        listed = _listing(api, pin, info.sha)
+        _refuse_unsafe_names(pin, [f.rfilename for f in listed])
+        _complete(api, pin, info.sha, [f for f in listed if _selected(pin, f.rfilename)], token)
     except GatedRepoError:
         hint = "the token was refused" if token else "no token was given (set HF_TOKEN or hf_token_file)"
         raise NoderigError(f"{pin.repo} is a gated repo on {pin.endpoint} and {hint}; request access on the Hub and use a token that has it")
@@ -64,7 +87,85 @@ def build_manifest(pin: RepoPin, token: str | None) -> dict:
         raise NoderigError(f"{pin.repo} does not exist on {pin.endpoint} (or is private and the token cannot see it)")
     except OSError as e:  # connection errors surface as OSError subclasses
         raise NoderigError(f"cannot reach the Hub at {pin.endpoint} to list {pin.repo}: {e}")
-    return manifest_from_listing(pin, info)
+    return manifest_from_listing(pin, _Info(info.sha, info.gated, listed))
+
+
+@dataclass
+class _Info:
+    sha: str
+    gated: object
+    siblings: list
+
+
+def _selected(pin: RepoPin, name: str) -> bool:
+    return any(matches(name, p) for p in pin.patterns)
+
+
+def _listing(api, pin: RepoPin, commit: str) -> list[Listed]:
+    """Every file at ``commit``: the recursive tree listing, or (a Hub without it, or one whose
+    entries lack fields huggingface_hub requires) model_info's siblings, as complete as given."""
+    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.hf_api import RepoFile
+
+    try:
+        tree = [e for e in api.list_repo_tree(pin.repo, revision=commit, recursive=True) if isinstance(e, RepoFile)]
+        return [Listed(e.path, e.size, e.lfs.sha256 if e.lfs else None, e.blob_id) for e in tree]
+    except (HfHubHTTPError, KeyError, TypeError, ValueError):
+        pass
+    siblings = api.model_info(pin.repo, revision=commit, files_metadata=True).siblings or []
+    return [Listed(s.rfilename, s.size, s.lfs.sha256 if s.lfs else None, s.blob_id) for s in siblings]
+
+
+def _complete(api, pin: RepoPin, commit: str, files: list[Listed], token: str | None) -> None:
+    """Fill in what the listing left out of the selected ``files``: paths-info first (one
+    call), then a HEAD per file still incomplete; a file that stays without a size or a
+    digest is refused in one sentence."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.hf_api import RepoFile
+
+    missing = [f for f in files if _lacks(f)]
+    if missing:
+        try:
+            known = {e.path: e for e in api.get_paths_info(pin.repo, [f.rfilename for f in missing], revision=commit)
+                     if isinstance(e, RepoFile)}
+        except (HfHubHTTPError, KeyError, TypeError, ValueError):
+            known = {}
+        for f in missing:
+            e = known.get(f.rfilename)
+            if e is not None:
+                f.size = f.size if f.size is not None else e.size
+                f.sha256 = f.sha256 or (e.lfs.sha256 if e.lfs else None)
+                f.blob_id = f.blob_id or e.blob_id
+    for f in [f for f in files if _lacks(f)]:
+        url = hf_hub_url(pin.repo, f.rfilename, revision=commit, endpoint=pin.endpoint)
+        try:
+            meta = get_hf_file_metadata(url, token=token or False, endpoint=pin.endpoint)
+        except HfHubHTTPError as e:
+            raise NoderigError(f"the Hub at {pin.endpoint} lists {describe(f.rfilename)} in {pin.repo}@{commit[:12]} "
+                               f"without its size or digest, and a HEAD of it failed ({e}); {REFUSED}")
+        etag = (meta.etag or "").strip('"').removeprefix("W/").strip('"').lower()
+        f.size = f.size if f.size is not None else meta.size
+        if _HEX["sha256"].fullmatch(etag):
+            f.sha256 = f.sha256 or etag
+        elif _HEX["git_oid"].fullmatch(etag):
+            f.blob_id = f.blob_id or etag
+        if _lacks(f):
+            what = " and no ".join(w for w, gone in (("size", f.size is None),
+                                                    ("sha256 or git blob id", not (f.sha256 or f.blob_id))) if gone)
+            raise NoderigError(f"the Hub at {pin.endpoint} gives no {what} for {describe(f.rfilename)} in "
+                               f"{pin.repo}@{commit[:12]} (not in its tree listing, paths-info or the ETag of a "
+                               f"HEAD), so noderig cannot verify it; use a Hub or mirror that serves LFS metadata")
+
+
+def _lacks(f: Listed) -> bool:
+    return f.size is None or not (f.sha256 or f.blob_id)
+
+
+def _refuse_unsafe_names(pin: RepoPin, names: list) -> None:
+    problem = listing_problem(names)
+    if problem:
+        raise NoderigError(f"the Hub at {pin.endpoint} lists {problem} in {pin.repo}@{pin.revision}; {REFUSED}")
 
 
 def manifest_from_listing(pin: RepoPin, info) -> dict:
@@ -80,12 +181,10 @@ def manifest_from_listing(pin: RepoPin, info) -> dict:
         raise NoderigError(f"{hub} answers {describe(info.sha)} as the commit of {pin.repo}@{pin.revision} "
                            f"(not a commit sha); {REFUSED}")
     siblings = info.siblings or []
-    problem = listing_problem([sib.rfilename for sib in siblings])
-    if problem:
-        raise NoderigError(f"{hub} lists {problem} in {pin.repo}@{pin.revision}; {REFUSED}")
+    _refuse_unsafe_names(pin, [sib.rfilename for sib in siblings])
     files = []
     for sib in siblings:
-        if not any(matches(sib.rfilename, p) for p in pin.patterns):
+        if not _selected(pin, sib.rfilename):
             continue
         entry = {"path": sib.rfilename, "size": sib.size}
         if sib.lfs:

@@ -5,7 +5,12 @@ same code the deploy ships to the node): safetensors headers, the shard index, s
 when a manifest is at hand, every file's sha256 / git blob id. The manifest defaults to
 ``DIR/.noderig/manifest.json`` (the deploy writes it there).
 
-Without a manifest only the structure is checked. Files whose structure is fine are then
+Where no manifest is given or found there, the digests come from what ``hf download
+--local-dir`` leaves beside the files (``DIR/.cache/huggingface/download/<file>.metadata``:
+commit and ETag, which is the sha256 of an LFS file and the git blob id of the others), or,
+with ``--repo ID [--revision R]``, from the Hub's listing (as ``hf cache verify`` does).
+
+Without any of these only the structure is checked. Files whose structure is fine are then
 ``unverified``: they count as passing (exit 0), because nothing found is wrong and there is
 nothing to compare the bytes with; both the summary line and the JSON
 (``"sha256_checked": false``) say plainly that the content was not checked.
@@ -25,6 +30,8 @@ from .node import verify_files as core
 from .sizes import human_size
 
 MANIFEST = os.path.join(".noderig", "manifest.json")
+HF_METADATA = os.path.join(".cache", "huggingface", "download")  # what `hf download --local-dir` keeps
+_DIGEST = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 STYLE = {
     core.OK: "green",
@@ -47,19 +54,67 @@ def default_manifest(root: str | os.PathLike) -> Path | None:
     return path if path.is_file() else None
 
 
+def manifest_from_hf_metadata(root: str) -> dict | None:
+    """A manifest from the metadata ``hf download --local-dir`` wrote beside the files (one
+    ``<file>.metadata`` per file: commit, ETag, time), or None when there is none. A listed
+    path that fails the Hub path check is refused: the metadata is as untrusted as the Hub."""
+    from .node.hubpath import describe, path_problem
+
+    base = os.path.join(root, HF_METADATA)
+    files = []
+    for folder, _dirs, names in os.walk(base):
+        for name in sorted(n for n in names if n.endswith(".metadata")):
+            rel = os.path.relpath(os.path.join(folder, name), base)[: -len(".metadata")].replace(os.sep, "/")
+            problem = path_problem(rel)
+            if problem:
+                raise UsageError(f"{base} names the unsafe path {describe(rel)} ({problem})")
+            lines = Path(folder, name).read_text(errors="replace").splitlines()
+            etag = lines[1].strip().strip('"').lower() if len(lines) > 1 else ""
+            local = os.path.join(root, rel)
+            entry = {"path": rel, "size": os.lstat(local).st_size if os.path.lexists(local) else 0}
+            if _DIGEST.fullmatch(etag):
+                entry["sha256" if len(etag) == 64 else "git_oid"] = etag
+            files.append(entry)
+    return {"files": sorted(files, key=lambda f: f["path"]), "source": base} if files else None
+
+
+def manifest_from_hub(repo: str, revision: str | None, endpoint: str | None, token: str | None) -> dict:
+    """The Hub's listing of every file of ``repo`` at ``revision`` (as ``hf cache verify``)."""
+    from .errors import NoderigError
+    from .manifest import RepoPin, build_manifest
+
+    pin = RepoPin(repo, revision or "main", endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co",
+                  ("*",))
+    try:
+        return build_manifest(pin, token)
+    except NoderigError as e:
+        raise UsageError(str(e))
+
+
 def verify_dir(root: str | os.PathLike, manifest: str | os.PathLike | None = None, *, jobs: int | None = None,
-               structure_only: bool = False, use_record: bool = True, find_manifest: bool = True) -> dict:
-    """Verify ``root``; ``manifest`` defaults to ``root/.noderig/manifest.json`` when present
-    (``find_manifest=False``: structure only unless one is given). The report gains
-    ``"manifest"``: the path used, or None. Raises UsageError for bad input."""
+               structure_only: bool = False, use_record: bool = True, find_manifest: bool = True,
+               hub: dict | None = None) -> dict:
+    """Verify ``root`` against, in this order: ``manifest``; the Hub's listing (``hub``: the
+    manifest_from_hub arguments); ``root/.noderig/manifest.json``; ``hf download``'s metadata;
+    else its structure only (``find_manifest=False``: only what is given). The report gains
+    ``"manifest"``: where the digests came from, or None. Raises UsageError for bad input."""
     root = os.fspath(root)
     if not os.path.isdir(root):
         raise UsageError(f"{root} is not a directory" if os.path.exists(root) else f"{root} does not exist")
-    if manifest is None and find_manifest:
-        manifest = default_manifest(root)
-    data = core.load_manifest(os.fspath(manifest)) if manifest is not None else None
+    data, source = None, None
+    if manifest is not None:
+        data, source = core.load_manifest(os.fspath(manifest)), os.fspath(manifest)
+    elif hub is not None:
+        data = manifest_from_hub(**hub)
+        source = f"{data['endpoint']}/{data['repo']}@{data['commit']}"
+    elif find_manifest and default_manifest(root) is not None:
+        source = os.fspath(default_manifest(root))
+        data = core.load_manifest(source)
+    elif find_manifest:
+        data = manifest_from_hf_metadata(root)
+        source = data["source"] if data else None
     report = core.verify(root, data, jobs=jobs, structure_only=structure_only, use_record=use_record)
-    report["manifest"] = os.fspath(manifest) if manifest is not None else None
+    report["manifest"] = source
     return report
 
 
@@ -74,15 +129,16 @@ def summary(report: dict, root: str) -> str:
     problems = report["index"]
     if report["sha256_checked"]:
         skipped = sum(1 for f in files if f["status"] == core.OK and f["detail"] != "hashed")
-        content = f"{human_size(report['hashed_bytes'])} hashed, {skipped} files unchanged since verified"
+        content = (f"{human_size(report['hashed_bytes'])} hashed, {skipped} files unchanged since verified; "
+                   f"digests from {report.get('manifest')}")
         unverified = sum(1 for f in files if f["status"] == core.UNVERIFIED)
         if unverified:
             content += f"; {unverified} without a digest in the manifest"
     elif report.get("manifest"):
         content = "sha256 NOT checked (--structure-only); sizes checked against the manifest"
     else:
-        content = (f"sha256 NOT checked: no manifest (looked for {os.path.join(root, MANIFEST)}; "
-                   f"give one with --manifest)")
+        content = (f"sha256 NOT checked: no manifest (looked for {os.path.join(root, MANIFEST)} and "
+                   f"{os.path.join(root, HF_METADATA)}; give one with --manifest, or --repo ID to ask the Hub)")
     if not bad and not problems:
         what = "verified" if report["sha256_checked"] else "structure ok"
         return f"OK: {len(files)} files in {root} {what}; {content}"
@@ -125,8 +181,16 @@ def cmd_verify(args) -> int:
     try:
         if args.jobs is not None and args.jobs < 1:
             raise UsageError("--jobs must be at least 1")
+        if args.repo and args.manifest:
+            raise UsageError("give --manifest or --repo, not both")
+        hub = None
+        if args.repo:
+            from .manifest import read_token
+
+            hub = {"repo": args.repo, "revision": args.revision, "endpoint": args.endpoint,
+                   "token": read_token(args.token_file)}
         report = verify_dir(args.dir, args.manifest, jobs=args.jobs, structure_only=args.structure_only,
-                            use_record=not args.no_record)
+                            use_record=not args.no_record, hub=hub)
     except UsageError as e:
         if args.json:
             print(json.dumps({"ok": False, "error": str(e)}))

@@ -18,6 +18,7 @@ from noderig import aria2
 from noderig.errors import NoderigError, redact
 from noderig.manifest import RepoPin, build_manifest, manifest_problem, read_token, resolve_url, signed_location
 from noderig.node import script_path
+from noderig.sizes import human_size
 from noderig.node.hubpath import describe
 
 from .facts import FileStats, FsType, JsonFile, UnitStatus
@@ -137,7 +138,8 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
         if entries:
             allocation = "falloc" if host.get_fact(FsType, path=dest) in FALLOC_FILESYSTEMS else "none"
             yield FunctionCommand(_download, (manifest, dest, entries, token, connections, jobs, allocation), {})
-    yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {})
+    checked = sum(f["size"] for f in manifest["files"] if f["path"] in todo)
+    yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {"checked_bytes": checked})
 
 
 def _check_paths(state, host, manifest_path: str, dest: str) -> bool:
@@ -155,7 +157,8 @@ def _check_paths(state, host, manifest_path: str, dest: str) -> bool:
     return bool(report.get("ok"))
 
 
-def _verify(state, host, manifest_path: str, dest: str, jobs: int, failed_into: list | None) -> bool:
+def _verify(state, host, manifest_path: str, dest: str, jobs: int, failed_into: list | None,
+            checked_bytes: int | None = None) -> bool:
     """Run the node-side verifier; report each bad file by name. With ``failed_into``, files
     that fail their hash are deleted and added to that list (to be fetched again)."""
     ok, output = host.run_shell_command(StringCommand(
@@ -181,8 +184,11 @@ def _verify(state, host, manifest_path: str, dest: str, jobs: int, failed_into: 
     if report.get("error"):
         host.log_styled(f"{dest}: the verifier could not run: {report['error']}", fg="red", log_func=logger.error)
     if not bad:
+        # Files were hashed as aria2 finished them and in this last pass: the run's figure is
+        # every byte that was not already verified when it started.
+        checked = report["hashed_bytes"] if checked_bytes is None else checked_bytes
         logger.info(f"[{host.name}] {len(report['files'])} files verified in {dest} "
-                    f"({report['hashed_bytes'] / 2**20:.1f} MiB hashed)")
+                    f"({human_size(checked)} checked in this run)")
     return report["ok"]
 
 
@@ -281,6 +287,17 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
     import aria2p
 
     label = f"[{host.name}] {manifest['repo']}"
+    sizes = {f["path"]: f["size"] for f in manifest["files"]}
+
+    def options(path: str, url: str) -> dict:
+        opts = aria2.download_options(dest, path, connections, allocation)
+        # A gated file the Hub or mirror serves itself (its /resolve/ did not redirect when
+        # resolved here) needs the token on that one request. It goes to aria2 over the RPC
+        # tunnel (never argv, a file or a log); a redirect to a CDN was resolved on the
+        # controller instead, so the token never follows one.
+        if token and manifest.get("gated") and url == resolve_url(manifest, path):
+            opts["header"] = [f"Authorization: Bearer {token}"]
+        return opts
 
     def resolve_again(path: str) -> str:
         lfs = any(f["path"] == path and "sha256" in f for f in manifest["files"])
@@ -320,7 +337,7 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
                     to_add.append((url, path))
             # All new downloads in one RPC round trip (each call crosses the SSH tunnel).
             calls = [{"methodName": "aria2.addUri", "params": [
-                f"token:{secret}", [url], aria2.download_options(dest, path, connections, allocation)]}
+                f"token:{secret}", [url], options(path, url)]}
                 for url, path in to_add]
             for (url, path), result in zip(to_add, api.client.call("system.multicall", [calls], insert_secret=False)
                                            if calls else []):
@@ -343,20 +360,23 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
                         host.run_shell_command(StringCommand(
                             "rm", "-f", QuoteString(f"{dest}/{path}"), QuoteString(f"{dest}/{path}.aria2")))
                         api.client.remove_download_result(d["gid"])
-                        gids[path] = api.add_uris([resolve_again(path)], options=aria2.download_options(
-                            dest, path, connections, allocation)).gid
+                        url = resolve_again(path)
+                        gids[path] = api.add_uris([url], options=options(path, url)).gid
                         logger.info(f"{label}: {path}: unusable aria2 control file; starting that file over")
                         continue
                     if d["error"] in aria2.RETRY_AFTER_RESOLVE and attempts[path] <= 3:
                         url = resolve_again(path)
                         api.client.remove_download_result(d["gid"])
-                        gids[path] = api.add_uris([url], options=aria2.download_options(
-                            dest, path, connections, allocation)).gid
+                        gids[path] = api.add_uris([url], options=options(path, url)).gid
                         logger.info(f"{label}: {path}: {redact(d['message'] or 'refused')}; URL re-resolved, resuming")
                         continue
                     code = int(d["error"] or 1)
                     raise DownloadError(f"downloading {dest}/{path} failed: {aria2.explain_exit(code)}"
                                         + (f" ({redact(d['message'])})" if d["message"] else ""))
+                # aria2 knows a file's length only once the server answered: the manifest
+                # knows them all from the first line.
+                for path, d in snap.items():
+                    d["total"] = max(d["total"], sizes.get(path, 0))
                 progress = aria2.summarize_progress(list(snap.values()))
                 now = time.monotonic()
                 done = progress["files_done"] == progress["files"]

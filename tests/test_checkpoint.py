@@ -73,6 +73,12 @@ def test_download_through_the_redirect_then_rerun_changes_and_hashes_nothing(lab
     res, out = deploy(lab, STEPS)
     assert res.returncode == 0, out[-4000:]
     assert "14 files verified in /models/Kimi-K2.6" in out and "2 files verified in /models/Kimi-K2.6-DFlash" in out
+    # Progress counts from the manifest's sizes from its first line; the end line counts every
+    # byte verified in this run (hashed while downloading or after).
+    total = sum(f["size"] for f in hub_listing(lab, MODEL))
+    progress = re.findall(rf"{re.escape(MODEL)}: \d+/\d+ files, [\d.]+/([\d.]+) MiB", out)
+    assert progress and set(progress) == {f"{total / 2**20:.1f}"}, progress
+    assert f"14 files verified in /models/Kimi-K2.6 ({human_size(total)} checked in this run)" in out
     stats = hub_call(lab, "/_lab/stats")
     assert stats["status"]["by_kind"]["resolve"]["302"] >= 5, "LFS files come through the Hub's redirect"
     assert "noderig-transient" not in out and "hf_lab" not in out, "no secret in the output"

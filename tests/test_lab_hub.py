@@ -478,3 +478,140 @@ def test_aria2_forwards_the_token_to_the_cdn_unless_pre_resolved(hub, repos, tmp
     r = aria2(location, tmp_path, "model.safetensors", "--max-tries=1")
     assert r.returncode == 0, r.stdout + r.stderr
     assert sha256_file(tmp_path / "model.safetensors") == sha256_file(repos[DRAFT_REPO] / "model.safetensors")
+
+
+# ---------------------------------------------------------------------------------------
+# What mirrors and the real Hub do that a client must cope with (issue: real Hubs and mirrors)
+
+
+def test_every_get_route_answers_head_like_the_real_hub(hub):
+    sha = api(hub).model_info(KIMI_REPO).sha
+    for path in (f"/api/models/{KIMI_REPO}", f"/api/models/{KIMI_REPO}/revision/main",
+                 f"/api/models/{KIMI_REPO}/tree/{sha}", f"/api/models/{KIMI_REPO}/refs"):
+        status, headers, body = http(hub.url + path, method="HEAD")
+        assert status == 200 and body == b"", path
+
+
+def test_mirror_mode_lists_names_only_and_serves_files_itself(hub, repos):
+    lab_post(hub, "faults", {"mirror": True})
+    info = api(hub).model_info(KIMI_REPO, files_metadata=True)
+    assert info.siblings and all(s.size is None and s.lfs is None for s in info.siblings)
+    name = shards(repos[KIMI_REPO])[0]
+    status, headers, _ = http(hf_hub_url(KIMI_REPO, name, endpoint=hub.url), method="HEAD")
+    assert status == 200 and "Location" not in headers
+    assert headers["ETag"].strip('"') == sha256_file(repos[KIMI_REPO] / name)
+    status, headers, _ = http(f"{hub.url}/api/models/{KIMI_REPO}/tree/main?recursive=true")
+    assert status == 307 and headers["Location"] == f"/api/models/{KIMI_REPO}/tree/main/?recursive=true"
+    tree = list(api(hub).list_repo_tree(KIMI_REPO, recursive=True))  # the client follows the 307
+    assert {f.path for f in tree} == set(repo_files(repos[KIMI_REPO]))
+
+
+def test_no_range_serves_every_body_whole(hub, repos):
+    lab_post(hub, "faults", {"no_range": True})
+    url = hf_hub_url(KIMI_REPO, "config.json", endpoint=hub.url)
+    status, headers, body = http(url, headers={"Range": "bytes=0-9"})
+    assert status == 200 and body == (repos[KIMI_REPO] / "config.json").read_bytes()
+    assert "Accept-Ranges" not in headers
+
+
+def manifest_through(hub, **faults) -> dict:
+    from noderig.manifest import RepoPin, build_manifest
+
+    if faults:
+        lab_post(hub, "faults", faults)
+    return build_manifest(RepoPin(KIMI_REPO, "main", hub.url), None)
+
+
+def test_the_manifest_is_the_same_through_the_hub_a_mirror_and_a_mirror_without_a_tree(hub, repos):
+    want = manifest_through(hub)
+    local = repo_files(repos[KIMI_REPO])
+    assert {f["path"]: f["size"] for f in want["files"]} == {p: local[p].stat().st_size for p in
+                                                             (f["path"] for f in want["files"])}
+    lab_post(hub, "reset")
+    assert manifest_through(hub, mirror=True) == want
+    lab_post(hub, "reset")
+    # A mirror whose tree route fails: names from model_info, sizes and digests from paths-info.
+    assert manifest_through(hub, mirror=True, status={"code": 404, "scope": "api", "match": "/tree/"}) == want
+    by_path = lab_stats(hub)["requests"]["by_path"]
+    assert any("/paths-info/" in k for k in by_path), by_path
+
+
+def test_a_file_no_source_gives_a_digest_for_is_refused_naming_it(hub, monkeypatch):
+    import huggingface_hub
+
+    from noderig import manifest
+    from noderig.errors import NoderigError
+
+    real = huggingface_hub.get_hf_file_metadata
+
+    def weak_etag(url, **kwargs):
+        import dataclasses
+
+        return dataclasses.replace(real(url, **kwargs), etag='W/"1f-abc"')  # what a generic web server sends
+
+    monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", weak_etag)
+    lab_post(hub, "faults", {"mirror": True, "status": {"code": 404, "scope": "api", "match": "/paths-info/"}})
+    # model_info without metadata, no paths-info, and a tree that names files only:
+    monkeypatch.setattr(manifest, "_listing", lambda api, pin, commit: [manifest.Listed("config.json")])
+    with pytest.raises(NoderigError, match=r"gives no sha256 or git blob id for 'config.json'"):
+        manifest_through(hub)
+
+
+# ---------------------------------------------------------------------------------------
+# noderig verify on a directory `hf download` made, against `hf cache verify` on the same one
+
+
+def failing_by_hf(hub, repo: str, local: Path) -> set[str]:
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_TELEMETRY": "1"}
+    res = subprocess.run([str(Path(sys.executable).with_name("hf")), "cache", "verify", repo, "--local-dir", str(local)],
+                         env=env, capture_output=True, text=True, timeout=120)
+    named = set(re.findall(r"^\s+- (\S+?): expected", res.stdout, re.M))
+    assert (res.returncode != 0) == bool(named), res.stdout + res.stderr
+    return named
+
+
+def failing_by_noderig(local: Path, *args: str) -> set[str]:
+    res = subprocess.run([str(Path(sys.executable).with_name("noderig")), "verify", str(local), "--json",
+                          "--no-record", *args], capture_output=True, text=True, timeout=120)
+    report = json.loads(res.stdout)
+    assert report["sha256_checked"], report
+    bad = {f["file"] for f in report["files"] if f["status"] not in ("ok", "unverified")}
+    assert (res.returncode != 0) == bool(bad or report["index"]), report
+    return bad
+
+
+DAMAGE = {
+    "a data byte of a shard": lambda d: _flip(sorted(d.glob("model-*.safetensors"))[1], -10),
+    "a config value": lambda d: (d / "config.json").write_text((d / "config.json").read_text().replace("1", "2", 1)),
+    "two files": lambda d: (_flip(sorted(d.glob("model-*.safetensors"))[0], -3), _flip(d / "tiktoken.model", 5)),
+    "nothing": lambda d: None,
+}
+
+
+def _flip(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_noderig_verify_and_hf_cache_verify_name_the_same_files(hub, tmp_path, damage):
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_TELEMETRY": "1"}
+    local = tmp_path / "download"
+    subprocess.run([str(Path(sys.executable).with_name("hf")), "download", KIMI_REPO, "--local-dir", str(local)],
+                   env=env, check=True, capture_output=True, timeout=120)
+    DAMAGE[damage](local)
+    by_hf = failing_by_hf(hub, KIMI_REPO, local)
+    assert (by_hf == set()) == (damage == "nothing")
+    # From what `hf download` left beside the files (offline), and from the Hub's listing.
+    assert failing_by_noderig(local) == by_hf
+    assert failing_by_noderig(local, "--repo", KIMI_REPO, "--endpoint", hub.url) == by_hf
+
+
+def test_hf_download_metadata_naming_a_path_outside_is_refused(tmp_path):
+    bad = tmp_path / ".cache" / "huggingface" / "download" / "sub"
+    bad.mkdir(parents=True)
+    (bad / "..\\..\\evil.metadata").write_text("c" * 40 + "\n" + "a" * 64 + "\n0\n")
+    res = subprocess.run([str(Path(sys.executable).with_name("noderig")), "verify", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "unsafe path 'sub/..\\\\..\\\\evil'" in res.stderr, res.stderr

@@ -18,6 +18,13 @@ directory, absolute ones, names with a newline or backslashes, a symlink-looking
 listing of more files than noderig accepts (see `HOSTILE_PATHS`), to a repo's model_info
 siblings, its tree and /resolve/.
 
+A mirror mode (``"mirror": true``) answers as popular self-hosted Hub mirrors do:
+``model_info`` lists siblings by name only (no size, no LFS, whatever ``blobs`` asks),
+``/resolve/`` serves every file itself with ``200`` and an ETag (no redirect, no
+``X-Linked-*``), and a tree route without its trailing slash answers ``307`` to the slashed
+form. ``"no_range": true`` ignores Range headers (every body whole, ``200``), as a server
+without resume support does. Every GET route answers HEAD too, as the real Hub does.
+
 Test controls (Hub port): ``POST /_lab/faults`` (JSON, merged into the active faults),
 ``GET /_lab/faults``, ``POST /_lab/reset`` (clear faults and counters), ``GET /_lab/stats``,
 ``POST /_lab/rescan``. See `FAULTS` for the fault keys.
@@ -327,7 +334,7 @@ class LabHub:
         Authorization header, like S3 behind a signed URL). Raises ValueError on bad input."""
         if not isinstance(spec, dict):
             raise ValueError("faults must be a JSON object")
-        updates, ttl, gated, reject, hostile = {}, None, {}, None, None
+        updates, ttl, gated, reject, hostile, switches = {}, None, {}, None, None, {}
         for name, value in spec.items():
             if name == "hostile_listing":
                 hostile = self._hostile_entries(value)
@@ -341,6 +348,8 @@ class LabHub:
                 gated = value
             elif name == "reject_cdn_authorization":
                 reject = bool(value)
+            elif name in _SWITCHES:
+                switches[name] = bool(value)
             else:
                 raise ValueError(f"unknown fault {name!r}; known: {', '.join([*FAULTS, *_OTHER_FAULTS])}")
         with self.lock:
@@ -356,6 +365,7 @@ class LabHub:
                 self.reject_cdn_auth = reject
             if hostile is not None:
                 self.hostile = hostile
+            self.switches.update(switches)
         return self.describe_faults()
 
     def _hostile_entries(self, value) -> dict[str, dict[str, FileEntry]]:
@@ -400,7 +410,7 @@ class LabHub:
             return {**{k: dict(v) for k, v in self.faults.items()}, "redirect_ttl": self.redirect_ttl,
                     "hostile_listing": {repo: len(entries) for repo, entries in self.hostile.items()},
                     "gated": sorted(r for r in self.repos if self.gated_override.get(r, r in self.gated_default)),
-                    "reject_cdn_authorization": self.reject_cdn_auth}
+                    "reject_cdn_authorization": self.reject_cdn_auth, **self.switches}
 
     def take_fault(self, name: str, kind: str, target: str, body_length: int | None = None) -> dict | None:
         """The fault to apply to this response, if any; consumes one of its count. A drop
@@ -428,6 +438,7 @@ class LabHub:
         self.redirect_ttl = self.default_ttl
         self.gated_override: dict[str, bool] = {}
         self.reject_cdn_auth = False
+        self.switches = {name: False for name in _SWITCHES}
         self.hostile: dict[str, dict[str, FileEntry]] = {}
         self.counters = {
             "requests_by_kind": Counter(), "requests_by_path": Counter(), "status_by_kind": defaultdict(Counter),
@@ -500,7 +511,9 @@ class LabHub:
                 self._active["connections"][kind] -= 1
 
 
-_OTHER_FAULTS = ("redirect_ttl", "gated", "reject_cdn_authorization", "hostile_listing")
+_OTHER_FAULTS = ("redirect_ttl", "gated", "reject_cdn_authorization", "hostile_listing", "mirror", "no_range")
+# Switches set with the faults: on (true) until reset or set false.
+_SWITCHES = ("mirror", "no_range")
 
 
 def _normalize_fault(name: str, value) -> dict:
@@ -703,7 +716,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     # /api ----------------------------------------------------------------------------------
     def _api(self, segments: list[str], body: bytes) -> None:
-        if segments == ["api", "whoami-v2"] and self.command == "GET":
+        method = "GET" if self.command == "HEAD" else self.command  # HEAD answers as GET, without a body
+        if segments == ["api", "whoami-v2"] and method == "GET":
             sent, valid = self._token()
             if not valid:
                 self._error(401, INVALID_CREDENTIALS if sent else "Invalid username or password.")
@@ -712,17 +726,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"Sorry, we can't find the page you are looking for: /{'/'.join(segments)}")
         repo_id = f"{segments[2]}/{segments[3]}" if segments[1] == "models" else f"{segments[1]}:{segments[2]}"
         rest = segments[4:]
-        if self.command == "GET" and not rest:
+        if method == "GET" and not rest:
             return self._model_info(*self._repo(repo_id))
-        if self.command == "GET" and len(rest) >= 2 and rest[0] == "revision":
+        if method == "GET" and len(rest) >= 2 and rest[0] == "revision":
             return self._model_info(*self._repo(repo_id, "/".join(rest[1:])))
-        if self.command == "GET" and len(rest) >= 2 and rest[0] == "tree":
+        if method == "GET" and len(rest) >= 2 and rest[0] == "tree":
             repo, commit = self._repo(repo_id, rest[1])
+            if self.hub.switches["mirror"] and not urlsplit(self.path).path.endswith("/"):
+                split = urlsplit(self.path)
+                location = split.path + "/" + (f"?{split.query}" if split.query else "")
+                return self._send(307, b"", {"Location": location})
             return self._tree(repo, commit, "/".join(rest[2:]).strip("/"))
-        if self.command == "POST" and len(rest) == 2 and rest[0] == "paths-info":
+        if method == "POST" and len(rest) == 2 and rest[0] == "paths-info":
             repo, commit = self._repo(repo_id, rest[1])
             return self._paths_info(repo, commit, body)
-        if self.command == "GET" and rest == ["refs"]:
+        if method == "GET" and rest == ["refs"]:
             repo, commit = self._repo(repo_id)
             return self._json(200, {"branches": [{"name": "main", "ref": "refs/heads/main", "targetCommit": commit}],
                                     "converts": [], "tags": []})
@@ -732,7 +750,7 @@ class _Handler(BaseHTTPRequestHandler):
         return (self.query.get(name) or ["false"])[-1].lower() in ("1", "true")
 
     def _model_info(self, repo: Repo, commit: str) -> None:
-        blobs = self._flag("blobs")
+        blobs = self._flag("blobs") and not self.hub.switches["mirror"]
         siblings = []
         hostile = list(self.hub.hostile_files(repo.repo_id).values())
         for f in sorted(repo.files.values(), key=lambda f: f.path) + hostile:
@@ -839,6 +857,9 @@ class _Handler(BaseHTTPRequestHandler):
         if entry is None:
             self._error(404, "Entry not found", "EntryNotFound", {"X-Repo-Commit": commit})
         headers = {"X-Repo-Commit": commit, "Accept-Ranges": "bytes"}
+        if entry.lfs and self.hub.switches["mirror"]:  # a mirror serves the bytes itself
+            headers["ETag"] = f'"{entry.sha256}"'
+            return self._serve_file(repo.repo_id, entry, headers, "application/octet-stream")
         if entry.lfs:
             host = _request_host(self.headers.get("Host")) or urlsplit(self.hub.url).hostname
             location = self.hub.sign_url(self.hub.public_host or host, repo.repo_id, entry)
@@ -879,7 +900,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve_file(self, repo_id: str, entry: FileEntry, headers: dict,
                     content_type: str = "text/plain; charset=utf-8") -> None:
         size = entry.size
-        range_header = self.headers.get("Range")
+        range_header = None if self.hub.switches["no_range"] else self.headers.get("Range")
+        if self.hub.switches["no_range"]:
+            headers = {k: v for k, v in headers.items() if k != "Accept-Ranges"}
         start, end = 0, size - 1
         status = 200
         if range_header:
