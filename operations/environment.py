@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import re
@@ -155,8 +156,11 @@ def _direct(reference, host, path: str) -> str:
 
 def copy_key_prefix(host) -> str:
     """The comment prefix of the keys made to copy to ``host``: named after the node, since
-    copies to several nodes run at once and each removes only its own from the reference."""
-    return f"{TRANSIENT_TAG}{re.sub(r'[^A-Za-z0-9_.-]', '_', host.name)}-"
+    copies to several nodes run at once and each removes only its own from the reference.
+    No node's prefix may begin another's ("b300-" began "b300-2-": b300's cleanup removed
+    b300-2's key mid-copy), so the name keeps no "-" and a digest of it follows."""
+    digest = hashlib.sha256(host.name.encode()).hexdigest()[:8]
+    return f"{TRANSIENT_TAG}{re.sub(r'[^A-Za-z0-9_.]', '_', host.name)}-{digest}-"
 
 
 def _remove_copy_keys(state, host, reference, tag: str) -> bool:
