@@ -217,8 +217,9 @@ def _remove_keys(host, reference, tag: str) -> list[str]:
     ok, out = reference.run_shell_command(StringCommand("rm", "-f", f"/root/.ssh/{pattern}*"))
     if not ok:
         failed.append(f"on {reference.name}: {(out.stderr or out.stdout).strip()[-300:]}")
+    # Rewritten (sed -i: a new file renamed into place) only when it holds a copy key.
     ok, out = host.run_shell_command(StringCommand(
-        "test", "!", "-e", "/root/.ssh/authorized_keys", "||",
+        "!", "grep", "-qs", "--", QuoteString(tag or TRANSIENT_TAG), "/root/.ssh/authorized_keys", "||",
         "sed", "-i", QuoteString(f"/{tag or TRANSIENT_TAG}/d"), "/root/.ssh/authorized_keys"))
     if not ok:
         failed.append(f"on {host.name}: {(out.stderr or out.stdout).strip()[-300:]}")
