@@ -93,11 +93,14 @@ class CopyError(Exception):
 
 def _copy(state, host, reference, path: str, transfer: str, bytes_to_copy: int = 0) -> bool:
     try:
-        if transfer == "auto":
+        if transfer in ("auto", "direct"):
             why = _why_not_direct(reference, host)
-            transfer = "relay" if why else "direct"
+            if why and transfer == "direct":
+                raise CopyError(f"venv_transfer=direct is not possible: {why}; fix that, or set venv_transfer "
+                                "to relay or auto")
             if why:
                 logger.warning(f"[{host.name}] {why}; relaying the venv through the controller")
+            transfer = "relay" if why else "direct"
         stats = (_relay(reference, host, path) if transfer == "relay"
                  else _direct(reference, host, path, bytes_to_copy))
     except (CopyError, NoderigError) as e:
