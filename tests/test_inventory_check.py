@@ -107,6 +107,29 @@ def test_a_hostile_value_is_refused_with_a_sentence_naming_it(key, value):
     assert all("\n" not in p for p in named)  # one sentence, the value shown escaped
 
 
+# One bad value for every setting in inventory/group_data/all.py: a new setting without a
+# check fails test_every_setting_of_all_py_is_checked until it gets one here.
+BAD = {
+    "reference_host": None, "venv_path": "/opt/v env", "venv_import_check": "a b", "venv_transfer": "ftp",
+    "hf_endpoint": "http://hub.example", "allow_insecure_hub_http": "yes", "hf_token_file": "",
+    "model_repo": "a/b/c", "model_revision": "", "model_dir": "/", "draft_repo": "", "draft_revision": None,
+    "draft_dir": "/etc", "checkpoint_patterns": [], "aria2_connections": 0, "aria2_jobs": 0, "packages": ["A"],
+    "cuda_packages": [" "], "gpus_required": -1, "service_name": "a b", "served_model_name": "",
+    "server_host": "a b", "server_port": 0, "tp_size": 0, "ep_size": 3, "trust_remote_code": "yes",
+    "reasoning_parser": "a b", "tool_call_parser": "a b", "mem_fraction_static": 2,
+    "attention_backend": "a b", "skip_server_warmup": 1, "speculative": "x", "ddtree_budget": 0,
+    "page_size": 0, "extra_flags": [1], "server_environment": [], "api_key_file": "",
+    "sglang_version": 1, "repair": 1, "max_repairs": -1, "start_timeout": 0, "ready_timeout": 0,
+}
+
+
+def test_every_setting_of_all_py_is_checked():
+    # `steps` is checked by deploy.py itself, before any operation is even built.
+    assert set(BAD) == set(DEFAULTS) - {"steps"}
+    unnamed = {key: value for key, value in BAD.items() if not any(key in p for p in check(**{key: value}))}
+    assert unnamed == {}
+
+
 @pytest.mark.parametrize("key,value", [
     ("aria2_connections", 0), ("aria2_connections", 17), ("aria2_jobs", "4"), ("gpus_required", -1),
     ("max_repairs", 1.5), ("ready_timeout", 0), ("repair", "yes"), ("allow_insecure_hub_http", "true"),
