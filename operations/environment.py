@@ -220,10 +220,12 @@ def _remove_keys(host, reference, tag: str) -> list[str]:
     ok, out = reference.run_shell_command(StringCommand("rm", "-f", f"/root/.ssh/{pattern}*"))
     if not ok:
         failed.append(f"on {reference.name}: {(out.stderr or out.stdout).strip()[-300:]}")
-    # Rewritten (sed -i: a new file renamed into place) only when it holds a copy key.
-    ok, out = host.run_shell_command(StringCommand(
-        "!", "grep", "-qs", "--", QuoteString(tag or TRANSIENT_TAG), "/root/.ssh/authorized_keys", "||",
-        "sed", "-i", QuoteString(f"/{tag or TRANSIENT_TAG}/d"), "/root/.ssh/authorized_keys"))
+    # Rewritten (sed -i: a new file renamed into place) only when it holds a copy key; a file
+    # grep cannot read is a failure, not "no key".
+    script = ('f=/root/.ssh/authorized_keys; [ -e "$f" ] || exit 0; grep -q -- "$1" "$f"; s=$?; '
+              '[ "$s" -eq 1 ] && exit 0; [ "$s" -eq 0 ] || exit "$s"; sed -i "/$1/d" "$f"')
+    ok, out = host.run_shell_command(StringCommand("sh", "-c", QuoteString(script), "noderig-keys",
+                                                   QuoteString(tag or TRANSIENT_TAG)))
     if not ok:
         failed.append(f"on {host.name}: {(out.stderr or out.stdout).strip()[-300:]}")
     return failed
