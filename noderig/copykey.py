@@ -9,6 +9,7 @@ inventory value can add an option to ``authorized_keys`` or a host to ``known_ho
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 import time
@@ -34,21 +35,34 @@ def expiry(now: float, bytes_to_copy: int) -> str:
     return time.strftime("%Y%m%d%H%MZ", time.gmtime(math.ceil((now + seconds) / 60) * 60))
 
 
+def is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return False
+
+
 def _check_host(address: str, what: str) -> None:
     if not _is_host(address):
         raise NoderigError(f"{what} {address!r} is not an IP address or a host name; fix ssh_hostname")
 
 
-def authorized_line(public_key: str, comment: str, from_address: str, venv: str, expires: str) -> str:
-    """The node's ``authorized_keys`` line for the copy key."""
-    _check_host(from_address, "the reference's address")
+def authorized_line(public_key: str, comment: str, from_addresses: list[str], venv: str, expires: str) -> str:
+    """The node's ``authorized_keys`` line for the copy key. ``from_addresses``: the
+    reference's IP addresses (sshd matches host names only with ``UseDNS yes``)."""
+    if not from_addresses:
+        raise NoderigError("the reference has no address the node could resolve; set its ssh_hostname to an IP")
+    for address in from_addresses:
+        _check_host(address, "the reference's address")
     if not _PUBLIC_KEY.match(public_key) or not _COMMENT.match(comment):
         raise NoderigError(f"the copy key {public_key[:40]!r} ({comment!r}) is not an ed25519 public key")
     if not _VENV.match(venv) or ".." in venv.split("/") or venv == "/":
         raise NoderigError(f"venv_path={venv!r} cannot be the copy key's rrsync root; use a path like /opt/sglang/venv")
     if not re.match(r"^\d{12}Z\Z", expires):
         raise NoderigError(f"the copy key expiry {expires!r} is not YYYYMMDDHHMMZ")
-    options = f'restrict,command="{RRSYNC} -wo {venv}",from="{from_address}",expiry-time="{expires}"'
+    sources = ",".join(from_addresses)
+    options = f'restrict,command="{RRSYNC} -wo {venv}",from="{sources}",expiry-time="{expires}"'
     return f"{options} {public_key} {comment}"
 
 

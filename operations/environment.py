@@ -15,7 +15,7 @@ from pathlib import Path
 from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
-from noderig.copykey import RRSYNC, authorized_line, expiry, known_hosts_line, rsync_destination
+from noderig.copykey import RRSYNC, authorized_line, expiry, is_ip, known_hosts_line, rsync_destination
 from noderig.errors import NoderigError
 from noderig.inventory_check import VENV_TRANSFERS as TRANSFERS
 from noderig.treediff import diff_listings, summarize
@@ -153,7 +153,7 @@ def _direct(reference, host, path: str, bytes_to_copy: int = 0) -> str:
         pub, private = " ".join(key.with_suffix(".pub").read_text().split()[:2]), key.read_text()
     host_key = _run(host, StringCommand("cat", "/etc/ssh/ssh_host_ed25519_key.pub"), "reading the ssh host key")
     now = int(_run(host, StringCommand("date", "+%s"), "reading the clock")[0])
-    line = authorized_line(pub, tag, ref_addr, path, expiry(now, bytes_to_copy))
+    line = authorized_line(pub, tag, _ips(host, ref_addr), path, expiry(now, bytes_to_copy))
     known = known_hosts_line(target_addr, port, host_key[0] if host_key else "")
     if not _remove_copy_keys(None, host, reference, ""):
         raise CopyError(f"could not remove the copy keys an earlier run left on {host.name} or {reference.name}")
@@ -169,6 +169,15 @@ def _direct(reference, host, path: str, bytes_to_copy: int = 0) -> str:
     if error:
         raise CopyError(error)
     return rsync_stats(lines)
+
+
+def _ips(h, address: str) -> list[str]:
+    """``address`` as ``h`` resolves it: itself when it is an IP, else every address its
+    resolver gives (what sshd compares ``from=`` with)."""
+    if is_ip(address):
+        return [address]
+    lines = _run(h, StringCommand("getent", "ahosts", "--", QuoteString(address)), f"resolving {address}")
+    return sorted({line.split()[0] for line in lines if line.strip()})
 
 
 def _push(reference, host, path: str, tag: str, line: str, private: str, known: str) -> list[str]:

@@ -233,7 +233,7 @@ PUB = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOv6yq1o3r5rkY0d0wJ3i3mQ2GJ8n4z3l6g7h
 
 
 def test_the_copy_key_receives_into_the_venv_only_from_the_reference_until_it_expires():
-    line = copykey.authorized_line(PUB, "noderig-transient-b300-abc", "10.0.0.11", "/opt/sglang/venv", "202612022030Z")
+    line = copykey.authorized_line(PUB, "noderig-transient-b300-abc", ["10.0.0.11"], "/opt/sglang/venv", "202612022030Z")
     assert line == ('restrict,command="/usr/bin/rrsync -wo /opt/sglang/venv",from="10.0.0.11",'
                     f'expiry-time="202612022030Z" {PUB} noderig-transient-b300-abc')
 
@@ -241,13 +241,13 @@ def test_the_copy_key_receives_into_the_venv_only_from_the_reference_until_it_ex
 @pytest.mark.parametrize("address", ['10.0.0.11",command="sh', "10.0.0.11 ssh-ed25519 X", "a\nb", "*", "1.2.3.4,*"])
 def test_the_copy_key_refuses_an_address_that_would_change_its_options(address):
     with pytest.raises(NoderigError, match="not an IP address or a host name"):
-        copykey.authorized_line(PUB, "t", address, "/opt/sglang/venv", "202612022030Z")
+        copykey.authorized_line(PUB, "t", [address], "/opt/sglang/venv", "202612022030Z")
 
 
 @pytest.mark.parametrize("venv", ['/opt/v" x', "/opt/v\n", "/", "/opt/../etc", "/opt/v venv"])
 def test_the_copy_key_refuses_a_venv_that_would_change_its_command(venv):
     with pytest.raises(NoderigError):
-        copykey.authorized_line(PUB, "t", "10.0.0.11", venv, "202612022030Z")
+        copykey.authorized_line(PUB, "t", ["10.0.0.11"], venv, "202612022030Z")
 
 
 def test_the_expiry_is_minutes_ahead_and_grows_with_the_copy():
@@ -276,7 +276,7 @@ def test_the_rsync_destination_is_the_rrsync_root():
 @given(st.text(max_size=60), st.text(max_size=60))
 def test_the_copy_key_line_is_one_line_with_exactly_its_four_options(address, venv):
     try:
-        line = copykey.authorized_line(PUB, "t", address, "/" + venv, "202612022030Z")
+        line = copykey.authorized_line(PUB, "t", [address], "/" + venv, "202612022030Z")
     except NoderigError:
         return
     assert "\n" not in line and "\r" not in line

@@ -91,6 +91,15 @@ def test_a_refused_setting_changes_nothing_and_reaches_no_hub(lab, data, expecte
     assert lab.run("b300", "systemctl is-active ssh.service").stdout.strip() == "active"
 
 
+def test_the_dry_run_says_the_inventory_is_refused(lab):
+    lab.reset("b300")
+    res = run_pyinfra(lab.inventory, "--dry", "deploy.py", "--data", "service_name=ssh", "--data", "model_dir=/")
+    out = res.stdout + res.stderr
+    assert "would fail: preflight on b300: the inventory is refused, nothing was changed" in out, out[-3000:]
+    assert "model_dir='/' is / or a system directory" in out and "service_name='ssh'" in out
+    untouched(lab)
+
+
 def test_a_unit_file_that_cannot_be_read_is_an_error_not_absent(lab):
     lab.reset("b300")
     lab.run("b300", "mkdir /etc/systemd/system/sglang.service")  # head cannot read a directory
@@ -150,7 +159,7 @@ def copy_key(lab, tmp_path):
 
     def authorise(expires_in: int) -> None:
         expires = copykey.expiry(time.time() + expires_in - copykey.EXPIRY_MARGIN_SECONDS, 0)
-        lab.run("b300", f"echo '{copykey.authorized_line(pub, 'probe', ct200, VENV, expires)}' "
+        lab.run("b300", f"echo '{copykey.authorized_line(pub, 'probe', [ct200], VENV, expires)}' "
                         ">> /root/.ssh/authorized_keys")
 
     def use(command: str) -> subprocess.CompletedProcess:
