@@ -49,6 +49,8 @@ _REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 _REPO_ID = re.compile(rf"^(?:{_REPO_PART}/)?{_REPO_PART}\Z")
 _REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,254}\Z")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+_UNIT_CHARS = re.compile(r"^[A-Za-z0-9_.-]{1,200}\Z")
+_SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}\Z")
 _DEB_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?::[a-z0-9-]+)?\Z")
 
 # Integer settings the unit does not check -> (lowest, highest).
@@ -176,7 +178,8 @@ def _other_problems(data) -> list[str]:
     if not isinstance(module, str) or not _MODULE.match(module):
         found.append(_say("venv_import_check", module, "must be a Python module name such as sglang"))
     service = _get(data, "service_name")
-    if isinstance(service, str) and (not service[:1].isalnum() or service.endswith(".service")):
+    if isinstance(service, str) and _UNIT_CHARS.match(service) and not service_name_ok(service):
+        # (other characters: unit.validate says so)
         found.append(_say("service_name", service, "must start with a letter or digit and leave out .service "
                                                    "(noderig adds it), e.g. sglang"))
     reference = _get(data, "reference_host")
@@ -217,6 +220,11 @@ def problems(data, name: str = "") -> list[str]:
     found += _other_problems(data)
     found += address_problems(data, name)
     return found
+
+
+def service_name_ok(name) -> bool:
+    """A unit name noderig can write ``<name>.service`` under (whose owner is then checked)."""
+    return isinstance(name, str) and bool(_SERVICE_NAME.match(name)) and not name.endswith(".service")
 
 
 def unit_owner_problem(service_name: str, files: dict) -> str | None:

@@ -83,14 +83,21 @@ def unit_files(lines) -> dict:
     return found
 
 
-def _inventory_problems(reference) -> list[str]:
-    """This host's settings, the reference's address, and the unit the service step would
-    write (someone else's unit is never overwritten)."""
+def refused(reference) -> list[str]:
+    """This host's settings and the reference's address: every problem found without asking
+    the node. deploy.py plans no step but preflight for a host with any."""
     found = inventory_check.problems(host.data, host.name)
     if reference is not None:
         found += inventory_check.address_problems(reference.data, reference.name)
-    if not found:
-        service = host.data.get("service_name")
+    return found
+
+
+def _inventory_problems(reference) -> list[str]:
+    """``refused``, and the unit the service step would write: someone else's unit is never
+    overwritten."""
+    found = refused(reference)
+    service = host.data.get("service_name")
+    if inventory_check.service_name_ok(service):
         owner = inventory_check.unit_owner_problem(service, host.get_fact(UnitFiles, service=service))
         found += [owner] if owner else []
     return found

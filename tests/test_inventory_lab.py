@@ -29,10 +29,10 @@ def untouched(lab) -> None:
     assert lab.run("b300", "test -e /models", check=False).returncode == 1, "a checkpoint was written"
 
 
-def hostile_inventory(lab, tmp_path: Path, name: str, hostname: str) -> Path:
+def inventory_with_address(lab, tmp_path: Path, name: str, hostname: str) -> Path:
     """The lab inventory with ``hostname`` as ``name``'s ssh_hostname. pyinfra still reaches the
     host through an ssh_config alias (as users with ssh_config aliases do), so the value gets
-    as far as it can: into the deploy's own commands."""
+    as far as it can: into the deploy's own commands, where the hosts address each other."""
     ip = lab.host(name).ip
     config = tmp_path / f"{name}.ssh_config"
     config.write_text(f"Host *\n    HostName {ip}\n")
@@ -41,7 +41,7 @@ def hostile_inventory(lab, tmp_path: Path, name: str, hostname: str) -> Path:
         f"({name!r}, {{**_lab, 'ssh_hostname': {hostname!r}, 'ssh_config_file': {str(config)!r}}})")
     assert hostname in text
     # pyinfra reads group_data/ beside the inventory file
-    path = lab.inventory.with_name(f"{lab.inventory.stem}_hostile_{secrets.token_hex(3)}.py")
+    path = lab.inventory.with_name(f"{lab.inventory.stem}_address_{secrets.token_hex(3)}.py")
     path.write_text(text)
     return path
 
@@ -50,7 +50,7 @@ def hostile_inventory(lab, tmp_path: Path, name: str, hostname: str) -> Path:
 def test_a_host_name_that_is_a_command_is_refused_in_preflight_and_runs_nowhere(lab, tmp_path, name):
     lab.reset("b300")
     marker = f"/tmp/noderig-injected-{secrets.token_hex(4)}"
-    inventory = hostile_inventory(lab, tmp_path, name, f"127.0.0.1$(touch {marker})")
+    inventory = inventory_with_address(lab, tmp_path, name, f"127.0.0.1$(touch {marker})")
     try:
         res = run_pyinfra(inventory, "-y", "deploy.py")
     finally:
@@ -139,6 +139,21 @@ def test_the_copy_key_is_forced_to_rrsync_0600_and_gone_after_the_copy(lab):
     assert seen and all(mode == "600" for mode, _ in seen), modes  # never readable by others, not even empty
     assert "noderig-transient" not in lab.run("b300", "cat /root/.ssh/authorized_keys").stdout
     assert "noderig-transient" not in lab.run("ct200", "ls /root/.ssh").stdout
+
+
+def test_a_reference_named_by_host_name_is_authorised_by_the_address_the_node_resolves(lab, tmp_path):
+    """sshd compares from= with the client's IP (UseDNS is off): a host name would never match."""
+    lab.reset("b300")
+    _watch(lab, "b300", "grep noderig-transient /root/.ssh/authorized_keys", "/var/tmp/keys.log")
+    inventory = inventory_with_address(lab, tmp_path, "ct200", "ct200")  # the name b300's /etc/hosts knows
+    try:
+        res = run_pyinfra(inventory, "-y", "deploy.py", "--data", ENV_STEPS)
+    finally:
+        inventory.unlink()
+        keys = _stop(lab, "b300", "/var/tmp/keys.log")
+    out = res.stdout + res.stderr
+    assert res.returncode == 0 and "venv copied (direct)" in out, out[-3000:]
+    assert f'from="{lab.host("ct200").ip}"' in keys, keys
 
 
 @pytest.fixture

@@ -274,9 +274,9 @@ def test_a_node_without_the_gpus_or_the_base_python_fails_with_every_problem_in_
     assert "0 GPU(s) visible to nvidia-smi, 8 required" in only and "/usr/bin/python3" in only
 
 
-def test_a_hostile_inventory_value_fails_preflight_before_any_fact_or_hub_call():
-    # no fact is given but the settings: reading NodeInfo, a unit or a manifest would fail the test
-    node = FakeHost({}, data=Data({**TARGET, "ssh_hostname": "127.0.0.1$(touch /tmp/x)", "model_dir": "/etc"}))
+def test_a_hostile_inventory_value_fails_preflight_before_any_other_fact_or_hub_call():
+    # only the unit's fact is given: reading NodeInfo or a manifest would fail the test
+    node = FakeHost({fact("UnitFiles", service="sglang"): NO_UNIT}, data=Data({**TARGET, "ssh_hostname": "127.0.0.1$(touch /tmp/x)", "model_dir": "/etc"}))
     (only,) = run_op(preflight.node, node, "/etc", "/opt/sglang/venv", Reference({}, name="ct200"),
                      checkpoints=[(PIN, None, "/etc")])
     assert only.startswith("fail: preflight on b300: the inventory is refused, nothing was changed: ")
