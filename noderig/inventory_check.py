@@ -49,6 +49,7 @@ _REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 _REPO_ID = re.compile(rf"^(?:{_REPO_PART}/)?{_REPO_PART}\Z")
 _REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,254}\Z")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+_URL_PATH = re.compile(r"^[A-Za-z0-9._~/-]*\Z")
 _UNIT_CHARS = re.compile(r"^[A-Za-z0-9_.-]{1,200}\Z")
 _SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}\Z")
 _DEB_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?::[a-z0-9-]+)?\Z")
@@ -126,6 +127,8 @@ def _endpoint_problems(data) -> list[str]:
                                          "with hf_token_file")]
     if port == 0:
         return [_say("hf_endpoint", url, "has port 0; use a port from 1 to 65535")]
+    if not _URL_PATH.match(parts.path):
+        return [_say("hf_endpoint", url, "has a path with characters other than letters, digits and ._~/-")]
     if parts.scheme == "http" and not allow_http:
         return [_say("hf_endpoint", url, "is plain http, which sends the Hub token in clear; use https, or set "
                                          f"{INSECURE_HTTP_SETTING} = True for a mirror on a network you trust")]
@@ -202,9 +205,11 @@ def address_problems(data, name: str) -> list[str]:
     found = []
     address = _get(data, "ssh_hostname") or name
     if not _is_host(address):
-        key = "ssh_hostname" if _get(data, "ssh_hostname") else "the inventory host name"
-        found.append(f"{_say(key, address, 'is not an IP address or a host name')} (host {name}); use the "
-                     "address other hosts reach it at, e.g. 10.0.0.12 or b300.example.internal")
+        what = (_say("ssh_hostname", address, "is not an IP address or a host name") if _get(data, "ssh_hostname")
+                else f"the inventory host name {address!r} (the address, with no ssh_hostname) is not an IP address "
+                     "or a host name")
+        found.append(f"{what} (host {name}); use the address other hosts reach it at, e.g. 10.0.0.12 or "
+                     "b300.example.internal")
     port = _get(data, "ssh_port")
     if port is not None and (not _is_int(port) or not 1 <= port <= 65535):
         found.append(f"{_say('ssh_port', port, 'must be an integer from 1 to 65535')} (host {name})")

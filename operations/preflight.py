@@ -51,7 +51,8 @@ class UnitFiles(FactBase):
     def command(self, service: str) -> StringCommand:
         script = (
             'u="$1.service"; '
-            'frag=$(systemctl show -P FragmentPath -- "$u" 2>&1) || { echo "error=systemctl show $u: $frag"; exit 0; }; '
+            'frag=$(systemctl show -P FragmentPath -- "$u" 2>&1) '
+            '|| { echo "error=systemctl show $u: $frag"; exit 0; }; '
             'for f in "/etc/systemd/system/$u" "$frag"; do '
             '[ -n "$f" ] || continue; [ -e "$f" ] || [ -L "$f" ] || continue; '
             'if first=$(head -n 1 -- "$f" 2>/dev/null); then printf \'file=%s\\t%s\\n\' "$f" "$first"; '

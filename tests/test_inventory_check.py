@@ -63,6 +63,7 @@ INJECTIONS = [
     ("server_host", "0.0.0.0 --api-key x"),
     ("server_port", "30000; id"),
     ("hf_endpoint", "https://hub.example/$(touch /tmp/x)"),
+    ("hf_endpoint", "https://hub.example/$(id)"),
     ("hf_endpoint", "https://user:secret@hub.example"),
     ("hf_endpoint", "file:///etc/passwd"),
     ("hf_endpoint", "https://hub.example\nX: y"),
@@ -233,7 +234,8 @@ PUB = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOv6yq1o3r5rkY0d0wJ3i3mQ2GJ8n4z3l6g7h
 
 
 def test_the_copy_key_receives_into_the_venv_only_from_the_reference_until_it_expires():
-    line = copykey.authorized_line(PUB, "noderig-transient-b300-abc", ["10.0.0.11"], "/opt/sglang/venv", "202612022030Z")
+    line = copykey.authorized_line(PUB, "noderig-transient-b300-abc", ["10.0.0.11"], "/opt/sglang/venv",
+                                   "202612022030Z")
     assert line == ('restrict,command="/usr/bin/rrsync -wo /opt/sglang/venv",from="10.0.0.11",'
                     f'expiry-time="202612022030Z" {PUB} noderig-transient-b300-abc')
 
