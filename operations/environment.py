@@ -16,12 +16,14 @@ from pathlib import Path
 from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
+from noderig.copykey import RRSYNC, authorized_line, expiry, is_ip, known_hosts_line, rsync_destination
+from noderig.errors import NoderigError
+from noderig.inventory_check import VENV_TRANSFERS as TRANSFERS
 from noderig.treediff import diff_listings, summarize
 
 from .facts import CopyKeys, DistributionsDigest, TreeListing
 from .util import fail, first_pass, mark_changing, one_at_a_time, operation
 
-TRANSFERS = ("auto", "direct", "relay")
 # __pycache__ is neither copied nor deleted: each host's Python keeps its own bytecode cache
 # (see TreeListing), so running the server never counts as drift.
 RSYNC_FLAGS = ["-aH", "--delete", "--numeric-ids", "--mkpath", "--stats", "--exclude=__pycache__/"]
@@ -66,13 +68,17 @@ def venv(path: str, reference, transfer: str = "auto", import_check: str = "sgla
     if first_pass(host):
         logger.info(f"[{host.name}] venv {path}: {summarize(diff)} (from {reference.name})")
     yield mark_changing("venv")
-    yield FunctionCommand(_copy, (reference, path, transfer), {})
+    yield FunctionCommand(_copy, (reference, path, transfer, diff.bytes_to_copy), {})
     yield FunctionCommand(_verify_copy, (reference, path), {})
     yield StringCommand(QuoteString(f"{path}/bin/python"), "-c", QuoteString(f"import {import_check}"))
 
 
 def _address(h) -> str:
     return h.data.get("ssh_hostname") or h.name
+
+
+def _port(h) -> int:
+    return h.data.get("ssh_port") or 22
 
 
 def _run(h, command: StringCommand, what: str) -> list[str]:
@@ -86,28 +92,43 @@ class CopyError(Exception):
     pass
 
 
-def _copy(state, host, reference, path: str, transfer: str) -> bool:
+def _copy(state, host, reference, path: str, transfer: str, bytes_to_copy: int = 0) -> bool:
     try:
-        if transfer == "auto":
-            transfer = "direct" if _reference_reaches(reference, host) else "relay"
-            if transfer == "relay":
-                logger.warning(f"[{host.name}] {reference.name} cannot reach {_address(host)}:22; "
-                               "relaying the venv through the controller")
-        stats = _relay(reference, host, path) if transfer == "relay" else _direct(reference, host, path)
-    except CopyError as e:
+        if transfer in ("auto", "direct"):
+            why = _why_not_direct(reference, host)
+            if why and transfer == "direct":
+                raise CopyError(f"venv_transfer=direct is not possible: {why}; fix that, or set venv_transfer "
+                                "to relay or auto")
+            if why:
+                logger.warning(f"[{host.name}] {why}; relaying the venv through the controller")
+            transfer = "relay" if why else "direct"
+        stats = (_relay(reference, host, path) if transfer == "relay"
+                 else _direct(reference, host, path, bytes_to_copy))
+    except (CopyError, NoderigError) as e:
         host.log_styled(str(e), fg="red", log_func=logger.error)
         return False
     logger.info(f"[{host.name}] venv copied ({transfer}): {stats}")
     return True
 
 
-def _reference_reaches(reference, target) -> bool:
-    port = target.data.get("ssh_port") or 22
-    ok, _ = reference.run_shell_command(StringCommand(
-        "timeout", "5", "bash", "-c", QuoteString(f"exec 3<>/dev/tcp/{_address(target)}/{port}")))
-    return ok
+def reach_command(addr: str, port: int) -> StringCommand:
+    """Whether a TCP connection to ``addr:port`` opens within 5 s (bash's /dev/tcp). Host and
+    port are positional arguments of a fixed script, never part of the script."""
+    return StringCommand("timeout", "5", "bash", "-c", QuoteString('exec 3<>"/dev/tcp/$1/$2"'), "_",
+                         QuoteString(addr), QuoteString(str(port)))
 
 
+def _why_not_direct(reference, target) -> str | None:
+    """Why the reference cannot push to the node itself, or None when it can: its sshd is
+    unreachable from the reference, or the node has no rrsync for the copy key's command."""
+    addr, port = _address(target), _port(target)
+    ok, _ = reference.run_shell_command(reach_command(addr, port))
+    if not ok:
+        return f"{reference.name} cannot reach {addr}:{port}"
+    ok, _ = target.run_shell_command(StringCommand("test", "-x", RRSYNC))
+    if not ok:
+        return f"{target.name} has no {RRSYNC} (rsync >= 3.2.4) to restrict the copy key to"
+    return None
 def rsync_stats(lines: list[str]) -> str:
     """"N files, X MiB transferred" from rsync --stats."""
     text = "\n".join(lines)
@@ -118,40 +139,81 @@ def rsync_stats(lines: list[str]) -> str:
     return f"{n} files, {b / 2**20:.1f} MiB transferred"
 
 
-def _direct(reference, host, path: str) -> str:
+def _direct(reference, host, path: str, bytes_to_copy: int = 0) -> str:
     """rsync on the reference pushes to the node over SSH with a key made for this copy only:
-    authorised on the node for the reference's address alone and removed afterwards from
-    both hosts, so no credential outlives the copy (an interrupted copy's leftovers are
-    removed by the next one, before it adds its own)."""
-    node_tag = copy_key_prefix(host)
-    tag = f"{node_tag}{secrets.token_hex(6)}"
-    target_addr, ref_addr = _address(host), _address(reference)
+    on the node it can do nothing but receive into ``path`` (forced ``rrsync -wo``), from the
+    reference's address alone, until an expiry sized to the copy; it is removed afterwards
+    from both hosts, so no credential outlives the copy (an interrupted copy's leftovers are
+    removed by the next one, before it adds its own). A key that cannot be removed fails the
+    host, naming it."""
+    tag = f"{copy_key_prefix(host)}{secrets.token_hex(6)}"
+    target_addr, ref_addr, port = _address(host), _address(reference), _port(host)
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "key"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", tag, "-f", str(key)], check=True)
-        pub, private = key.with_suffix(".pub").read_text().strip(), key.read_text()
+        pub, private = " ".join(key.with_suffix(".pub").read_text().split()[:2]), key.read_text()
     host_key = _run(host, StringCommand("cat", "/etc/ssh/ssh_host_ed25519_key.pub"), "reading the ssh host key")
-    remote_key, remote_known = f"/root/.ssh/{tag}", f"/root/.ssh/{tag}.known_hosts"
+    now = int(_run(host, StringCommand("date", "+%s"), "reading the clock")[0])
+    line = authorized_line(pub, tag, _ips(host, ref_addr), path, expiry(now, bytes_to_copy))
+    known = known_hosts_line(target_addr, port, host_key[0] if host_key else "")
+    if not _remove_copy_keys(None, host, reference, ""):
+        raise CopyError(f"could not remove the copy keys an earlier run left on {host.name} or {reference.name}")
+    error = None
     try:
-        if not _remove_copy_keys(None, host, reference, ""):
-            raise CopyError(f"could not remove the copy keys an earlier run left on {host.name} or {reference.name}")
-        _run(host, StringCommand(
-            "mkdir", "-p", "-m", "700", "/root/.ssh", "&&", "touch", "/root/.ssh/authorized_keys", "&&",
-            "echo", QuoteString(f'restrict,from="{ref_addr}" {pub}'), ">>", "/root/.ssh/authorized_keys"),
-            "authorising the copy")
-        with one_at_a_time("sftp", reference.name):
-            if not reference.put_file(io.StringIO(private), remote_key):
-                raise CopyError(f"could not place the copy key on {reference.name}")
-            reference.put_file(io.StringIO(f"{target_addr} {' '.join(host_key[0].split()[:2])}\n"), remote_known)
-        ssh = (f"ssh -i {remote_key} -o UserKnownHostsFile={remote_known} -o StrictHostKeyChecking=yes "
-               "-o BatchMode=yes -o ConnectTimeout=10")
-        lines = _run(reference, StringCommand(
-            "chmod", "600", remote_key, "&&", "rsync", *RSYNC_FLAGS, "-e", QuoteString(ssh),
-            QuoteString(f"{path}/"), QuoteString(f"root@{target_addr}:{path}/")),
-            f"rsync of the venv from {reference.name} to {host.name}")
+        lines = _push(reference, host, path, tag, line, private, known)
+    except CopyError as e:
+        error, lines = str(e), []
     finally:
-        _remove_copy_keys(None, host, reference, tag)
+        left = _leftover_keys(host, reference, tag)
+    if left:
+        error = "; ".join(filter(None, [error, left]))
+    if error:
+        raise CopyError(error)
     return rsync_stats(lines)
+
+
+def _ips(h, address: str) -> list[str]:
+    """``address`` as ``h`` resolves it: itself when it is an IP, else every address its
+    resolver gives (what sshd compares ``from=`` with)."""
+    if is_ip(address):
+        return [address]
+    lines = _run(h, StringCommand("getent", "ahosts", "--", QuoteString(address)), f"resolving {address}")
+    return sorted({line.split()[0] for line in lines if line.strip()})
+
+
+def _push(reference, host, path: str, tag: str, line: str, private: str, known: str) -> list[str]:
+    """Authorise the key on the node, place its private half (0600 before a byte is
+    written) and known_hosts on the reference, and rsync."""
+    remote_key, remote_known = f"/root/.ssh/{tag}", f"/root/.ssh/{tag}.known_hosts"
+    _run(host, StringCommand(
+        "mkdir", "-p", "--", QuoteString(path), "&&",  # rrsync's root must exist
+        "mkdir", "-p", "-m", "700", "/root/.ssh", "&&", "touch", "/root/.ssh/authorized_keys", "&&",
+        "echo", QuoteString(line), ">>", "/root/.ssh/authorized_keys"), "authorising the copy")
+    _run(reference, StringCommand("mkdir", "-p", "-m", "700", "/root/.ssh", "&&",
+                                  "install", "-m", "600", "/dev/null", remote_key, "&&",
+                                  "install", "-m", "600", "/dev/null", remote_known), "creating the copy key files")
+    with one_at_a_time("sftp", reference.name):
+        if not reference.put_file(io.StringIO(private), remote_key):
+            raise CopyError(f"could not place the copy key on {reference.name}")
+        if not reference.put_file(io.StringIO(known), remote_known):
+            raise CopyError(f"could not place the node's host key on {reference.name}")
+    ssh = (f"ssh -p {int(_port(host))} -i {remote_key} -o UserKnownHostsFile={remote_known} "
+           "-o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=10")
+    return _run(reference, StringCommand(
+        "rsync", *RSYNC_FLAGS, "-e", QuoteString(ssh), QuoteString(f"{path}/"),
+        QuoteString(rsync_destination(_address(host)))),
+        f"rsync of the venv from {reference.name} to {host.name}")
+
+
+def _leftover_keys(host, reference, tag: str) -> str | None:
+    """Remove the copy key ``tag`` from both hosts; a sentence naming what stayed, or None."""
+    failed = _remove_keys(host, reference, tag)
+    if not failed:
+        return None
+    tag = tag or f"{copy_key_prefix(host)}*"
+    return (f"the copy key {tag} could not be removed ({'; '.join(failed)}); it expires by itself within "
+            f"minutes, but remove it now: delete the line with {tag} from {host.name}:/root/.ssh/authorized_keys "
+            f"and /root/.ssh/{tag}* on {reference.name}, or rerun once the cause is fixed")
 
 
 def copy_key_prefix(host) -> str:
@@ -163,15 +225,31 @@ def copy_key_prefix(host) -> str:
     return f"{TRANSIENT_TAG}{re.sub(r'[^A-Za-z0-9_.]', '_', host.name)}-{digest}-"
 
 
-def _remove_copy_keys(state, host, reference, tag: str) -> bool:
+def _remove_keys(host, reference, tag: str) -> list[str]:
     """Remove the copy key ``tag`` (or, with "", every copy key for this node) from the node's
-    authorized_keys and from the reference's /root/.ssh."""
+    authorized_keys and from the reference's /root/.ssh; what failed, one phrase per host."""
     pattern = tag or copy_key_prefix(host)
-    ok_ref, _ = reference.run_shell_command(StringCommand("rm", "-f", f"/root/.ssh/{pattern}*"))
-    ok_node, _ = host.run_shell_command(StringCommand(
-        "test", "!", "-e", "/root/.ssh/authorized_keys", "||",
-        "sed", "-i", QuoteString(f"/{tag or TRANSIENT_TAG}/d"), "/root/.ssh/authorized_keys"))
-    return ok_ref and ok_node
+    failed = []
+    ok, out = reference.run_shell_command(StringCommand("rm", "-f", f"/root/.ssh/{pattern}*"))
+    if not ok:
+        failed.append(f"on {reference.name}: {(out.stderr or out.stdout).strip()[-300:]}")
+    # Rewritten (sed -i: a new file renamed into place) only when it holds a copy key; a file
+    # grep cannot read is a failure, not "no key".
+    script = ('f=/root/.ssh/authorized_keys; [ -e "$f" ] || exit 0; grep -q -- "$1" "$f"; s=$?; '
+              '[ "$s" -eq 1 ] && exit 0; [ "$s" -eq 0 ] || exit "$s"; sed -i "/$1/d" "$f"')
+    ok, out = host.run_shell_command(StringCommand("sh", "-c", QuoteString(script), "noderig-keys",
+                                                   QuoteString(tag or TRANSIENT_TAG)))
+    if not ok:
+        failed.append(f"on {host.name}: {(out.stderr or out.stdout).strip()[-300:]}")
+    return failed
+
+
+def _remove_copy_keys(state, host, reference, tag: str) -> bool:
+    """``_remove_keys`` as a command of the operation: fails the host, naming what stayed."""
+    left = _leftover_keys(host, reference, tag)
+    if left:
+        host.log_styled(left, fg="red", log_func=logger.error)
+    return left is None
 
 
 def ssh_argv(h) -> list[str]:

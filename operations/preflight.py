@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from pyinfra import host, logger
+from pyinfra.api import FactBase
+from pyinfra.api.command import QuoteString, StringCommand
 
 from noderig import checkpoint as plan
+from noderig import inventory_check
 from noderig.errors import NoderigError
 from noderig.preflight import describe, disk_problems, problems
 
@@ -33,11 +36,80 @@ def _bytes_to_fetch(checkpoints) -> tuple[dict, list[str]]:
     return per_device, found
 
 
+class UnitFiles(FactBase):
+    """
+    The files that define ``<service>.service`` on the node: ``/etc/systemd/system/<unit>``
+    and the fragment systemd loads (``/lib/systemd/system/...`` too), each with its first
+    line, ``None`` when it exists but cannot be read (a dangling link, a directory...), and
+    ``error`` when systemd could not be asked. Never hides a failure as "absent".
+
+    .. code:: python
+
+        {"files": {"/lib/systemd/system/ssh.service": "[Unit]"}, "error": None}
+    """
+
+    def command(self, service: str) -> StringCommand:
+        script = (
+            'u="$1.service"; '
+            'frag=$(systemctl show -P FragmentPath -- "$u" 2>&1) '
+            '|| { echo "error=systemctl show $u: $frag"; exit 0; }; '
+            'for f in "/etc/systemd/system/$u" "$frag"; do '
+            '[ -n "$f" ] || continue; [ -e "$f" ] || [ -L "$f" ] || continue; '
+            'if first=$(head -n 1 -- "$f" 2>/dev/null); then printf \'file=%s\\t%s\\n\' "$f" "$first"; '
+            'else printf \'unreadable=%s\\n\' "$f"; fi; done; echo done='
+        )
+        return StringCommand("sh", "-c", QuoteString(script), "noderig-facts", QuoteString(service))
+
+    @staticmethod
+    def default():
+        return unit_files([])  # no output at all: the check did not run
+
+    def process(self, output):
+        return unit_files(output)
+
+
+def unit_files(lines) -> dict:
+    """``UnitFiles``' output parsed (see there); output that does not end with ``done=`` is
+    a check that did not complete, an error."""
+    found = {"files": {}, "error": None if "done=" in lines else "the unit check did not complete on the node"}
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key == "error":
+            found["error"] = value.strip() or "systemctl show failed"
+        elif key == "file":
+            path, _, first = value.partition("\t")
+            found["files"][path] = first
+        elif key == "unreadable":
+            found["files"][value] = None
+    return found
+
+
+def refused(reference) -> list[str]:
+    """This host's settings and the reference's address: every problem found without asking
+    the node. deploy.py plans no step but preflight for a host with any."""
+    found = inventory_check.problems(host.data, host.name)
+    if reference is not None:
+        found += inventory_check.address_problems(reference.data, reference.name)
+    return found
+
+
+def _inventory_problems(reference) -> list[str]:
+    """``refused``, and the unit the service step would write: someone else's unit is never
+    overwritten."""
+    found = refused(reference)
+    service = host.data.get("service_name")
+    if inventory_check.service_name_ok(service):
+        owner = inventory_check.unit_owner_problem(service, host.get_fact(UnitFiles, service=service))
+        found += [owner] if owner else []
+    return found
+
+
 @operation(is_idempotent=True)
 def node(model_dir: str, venv: str, reference=None, gpus_required: int = 0, checkpoints=()):
     """
-    Check the node can take this deploy: OS, free disk, GPUs, and the base Python the
-    reference venv was built on. Changes nothing; fails the host with one sentence per problem.
+    Check the node can take this deploy: every inventory value (first: nothing reaches the
+    Hub or the node's shell before), the unit name, OS, free disk, GPUs, and the base Python
+    the reference venv was built on. Changes nothing; fails the host with one sentence per problem.
 
     + model_dir: where the checkpoint goes (free space is measured on its volume)
     + venv: absolute path of the venv (same on reference and node)
@@ -50,6 +122,11 @@ def node(model_dir: str, venv: str, reference=None, gpus_required: int = 0, chec
         yield from fail(host, f"the reference host {reference.name} is unreachable (pyinfra could not connect to "
                               f"it over SSH), so the venv cannot be copied; nothing was changed on {host.name}. "
                               f"Check that {reference.name} is up and reachable, then rerun")
+        return
+    invalid = _inventory_problems(reference)
+    if invalid:
+        yield from fail(host, f"preflight on {host.name}: the inventory is refused, nothing was changed: "
+                              + "; ".join(invalid))
         return
     info = host.get_fact(NodeInfo, path=model_dir)
     ref_cfg = reference.get_fact(PyvenvCfg, venv=venv) if reference is not None else None

@@ -11,7 +11,8 @@ import pytest
 from noderig.manifest import RepoPin
 from operations import checkpoint, diagnosis, environment, packages, preflight, service
 from operations.packages import APT
-from tests.fakehost import FakeHost, fact, run_op
+from tests.fakehost import Data, FakeHost, fact, run_op
+from tests.test_inventory_check import TARGET
 
 APT_LINE = " ".join(APT)
 
@@ -254,9 +255,13 @@ def test_a_missing_and_an_oversize_file_are_fetched_the_oversize_one_from_scratc
 INFO = {"os": "debian 12", "python": "3.11.2", "free_bytes": 10 * 2**30, "device": "2049", "gpus": []}
 
 
-def preflight_hosts(info=INFO, base_python="3.11.2"):
+NO_UNIT = {"files": {}, "error": None}
+
+
+def preflight_hosts(info=INFO, base_python="3.11.2", unit=NO_UNIT, **data):
     node = FakeHost({fact("NodeInfo", path="/models/m"): info,
-                     fact("PythonVersion", executable="/usr/bin/python3"): base_python})
+                     fact("PythonVersion", executable="/usr/bin/python3"): base_python,
+                     fact("UnitFiles", service="sglang"): unit}, data=Data({**TARGET, **data}))
     reference = Reference({fact("PyvenvCfg", venv="/opt/v"): {"home": "/usr/bin", "version": "3.11.2"}}, name="ct200")
     return node, reference
 
@@ -272,3 +277,19 @@ def test_a_node_without_the_gpus_or_the_base_python_fails_with_every_problem_in_
     (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference, gpus_required=8)
     assert only.startswith("fail: preflight on b300: ")
     assert "0 GPU(s) visible to nvidia-smi, 8 required" in only and "/usr/bin/python3" in only
+
+
+def test_a_hostile_inventory_value_fails_preflight_before_any_other_fact_or_hub_call():
+    # only the unit's fact is given: reading NodeInfo or a manifest would fail the test
+    node = FakeHost({fact("UnitFiles", service="sglang"): NO_UNIT}, data=Data({**TARGET, "ssh_hostname": "127.0.0.1$(touch /tmp/x)", "model_dir": "/etc"}))
+    (only,) = run_op(preflight.node, node, "/etc", "/opt/sglang/venv", Reference({}, name="ct200"),
+                     checkpoints=[(PIN, None, "/etc")])
+    assert only.startswith("fail: preflight on b300: the inventory is refused, nothing was changed: ")
+    assert "ssh_hostname='127.0.0.1$(touch /tmp/x)' is not an IP address or a host name" in only
+    assert "model_dir='/etc' is / or a system directory" in only
+
+
+def test_a_unit_noderig_did_not_write_fails_preflight():
+    node, reference = preflight_hosts(unit={"files": {"/lib/systemd/system/sglang.service": "[Unit]"}, "error": None})
+    (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference)
+    assert "service_name='sglang' names sglang.service, which noderig did not write" in only

@@ -12,6 +12,9 @@ venv_transfer = "auto"  # direct (reference rsyncs to the node) | relay (via the
 
 # Hub and checkpoint. Pin revisions to commit shas for a reproducible deploy.
 hf_endpoint = "https://huggingface.co"
+# Plain http to the Hub sends the token in clear: refused unless this says so (a mirror on
+# a network you trust; the lab's inventory sets it).
+allow_insecure_hub_http = False
 hf_token_file = None  # a 0600 file with the token; else $HF_TOKEN on the controller
 model_repo = "moonshotai/Kimi-K2.6"
 model_revision = "main"

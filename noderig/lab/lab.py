@@ -350,6 +350,7 @@ def write_inventory(path: Path, layout: LabLayout, all_hosts: list[LabHost]) -> 
         "ssh_known_hosts_file": str(layout.known_hosts),
         "ssh_strict_host_key_checking": "yes",
         "hf_endpoint": layout.hub_url,
+        "allow_insecure_hub_http": True,  # the lab Hub is plain http on the lab's own bridge
         "hf_token_file": str(layout.hf_token_file),
         "gpus_required": 0,  # no GPU in the lab: reported, not required
         "lab": True,
