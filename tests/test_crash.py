@@ -29,7 +29,7 @@ CHECKPOINTS = ("/models/Kimi-K2.6", "/models/Kimi-K2.6-DFlash")
 # record entry whose file is not what the manifest says.
 NODE_STATE = r"""
 import glob, hashlib, json, os, sys
-out = {"placed": {}, "tmp": [], "keys": [], "false_verified": [], "recorded": 0}
+out = {"placed": {}, "tmp": [], "keys": [], "false_verified": [], "recorded": 0, "complete": {}, "recorded_in": {}}
 for p in sys.argv[1].split(","):
     out["placed"][p] = hashlib.sha256(open(p, "rb").read()).hexdigest() if os.path.exists(p) else None
 out["tmp"] = sorted(glob.glob("/etc/**/*.noderig-tmp", recursive=True) + glob.glob("/usr/local/lib/noderig/*.noderig-tmp"))
@@ -44,6 +44,8 @@ for d in sys.argv[2].split(","):
     except (OSError, ValueError):
         continue
     entries = {f["path"]: f for f in manifest["files"]}
+    out["complete"][d] = len(record) == len(entries)
+    out["recorded_in"][d] = len(record)
     for rel, rec in record.items():
         out["recorded"] += 1
         e, path = entries.get(rel), f"{d}/{rel}"
@@ -75,10 +77,41 @@ KILL_POINTS = [
 ]
 
 
-# Where the kill landed, for the log: what the killed run left running or half-done.
-LEFT_RUNNING = ("echo \"apt-get running: $(pgrep -c apt-get); dpkg audit: $(dpkg --audit | wc -l) lines; aria2: $(systemctl is-active noderig-aria2); "
-                "venv files: $(find /opt/sglang/venv -type f 2>/dev/null | wc -l); "
-                "checkpoint bytes: $(du -sb /models 2>/dev/null | cut -f1); sglang: $(systemctl is-active sglang)\"")
+# Where the kill landed, from the node: what the killed run left running or half-done. Each
+# kill point has a predicate over it that proves the kill fell in that step, so kill points
+# cannot drift onto the same step unnoticed.
+WHERE = r"""
+import json, os, subprocess
+def sh(c):
+    return subprocess.run(["sh", "-c", c], capture_output=True, text=True).stdout.strip()
+print(json.dumps({
+    "apt": int(sh("pgrep -c -x 'apt-get|dpkg' || true") or 0) > 0 or sh("dpkg --audit") != "",
+    "packages": sh("dpkg-query -W -f '${db:Status-Abbrev}' aria2 python3-dev 2>/dev/null") == "ii ii ",
+    "venv_files": int(sh("find /opt/sglang/venv -type f 2>/dev/null | wc -l")),
+    "manifest": os.path.exists("/models/Kimi-K2.6/.noderig/manifest.json"),
+    "draft_manifest": os.path.exists("/models/Kimi-K2.6-DFlash/.noderig/manifest.json"),
+    "aria2": sh("systemctl is-active noderig-aria2") == "active",
+    "sglang": sh("systemctl is-active sglang"),
+}))
+"""
+LANDED = {
+    "apt installing the prerequisites": lambda w, s: not w["manifest"] and w["venv_files"] == 0
+    and (w["apt"] or not w["packages"]),
+    "rsync copying the venv": lambda w, s: w["packages"] and not w["manifest"],
+    "the checkpoint's manifest and small files being written": lambda w, s: w["venv_files"] > 0
+    and not s["complete"].get(CHECKPOINTS[0]) and not w["draft_manifest"],
+    "aria2 downloading the checkpoint": lambda w, s: w["aria2"] and not s["complete"].get(CHECKPOINTS[0]),
+    "files being hashed as aria2 completes them": lambda w, s: w["aria2"] and not s["complete"].get(CHECKPOINTS[0])
+    and s["recorded_in"].get(CHECKPOINTS[0], 0) > 0,
+    "the draft's download": lambda w, s: s["complete"].get(CHECKPOINTS[0]) and not s["complete"].get(CHECKPOINTS[1])
+    and s["placed"][PLACED[0]] is None,
+    "the environment file being written": lambda w, s: all(s["complete"].get(d) for d in CHECKPOINTS)
+    and s["placed"][PLACED[0]] is None,
+    "the unit being written": lambda w, s: s["placed"][PLACED[1]] is not None and w["sglang"] != "active",
+    "the restart, after the unit was written": lambda w, s: s["placed"][PLACED[0]] is not None,
+    "readiness being awaited": lambda w, s: w["sglang"] in ("active", "activating", "failed"),
+}
+
 
 
 def node_state(lab) -> dict:
@@ -132,7 +165,9 @@ def test_a_deploy_killed_anywhere_converges_on_rerun_with_nothing_half_done(lab,
     lab.run("b300", "sleep 0.5")  # whatever the kill left running on the node keeps running
 
     after_kill = node_state(lab)
-    print(f"killed during {what}: " + lab.run("b300", LEFT_RUNNING, check=False).stdout.strip())
+    where = json.loads(lab.run("b300", f"python3 - <<'EOF'\n{WHERE}\nEOF").stdout.strip().splitlines()[-1])
+    print(f"killed during {what}: {where}")
+    assert LANDED[what](where, after_kill), f"the kill meant for {what} landed elsewhere: {where}, {after_kill}"
     for path, digest in after_kill["placed"].items():
         assert digest in (None, converged_state["placed"][path]), f"{path} is half-written after a kill during {what}"
     assert after_kill["false_verified"] == [], after_kill["false_verified"]
