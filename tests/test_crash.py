@@ -86,7 +86,7 @@ def sh(c):
     return subprocess.run(["sh", "-c", c], capture_output=True, text=True).stdout.strip()
 print(json.dumps({
     "apt": int(sh("pgrep -c -x 'apt-get|dpkg' || true") or 0) > 0 or sh("dpkg --audit") != "",
-    "packages": sh("dpkg-query -W -f '${db:Status-Abbrev}' aria2 python3-dev 2>/dev/null") == "ii ii ",
+    "packages": sh("dpkg-query -W -f '${db:Status-Abbrev}\\n' aria2 python3-dev 2>/dev/null").split() == ["ii", "ii"],
     "venv_files": int(sh("find /opt/sglang/venv -type f 2>/dev/null | wc -l")),
     "manifest": os.path.exists("/models/Kimi-K2.6/.noderig/manifest.json"),
     "draft_manifest": os.path.exists("/models/Kimi-K2.6-DFlash/.noderig/manifest.json"),
