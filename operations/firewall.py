@@ -97,7 +97,8 @@ def absent():
 
 def summary(fw: FirewallSettings) -> str:
     """One line: what the table lets in."""
-    api = f"API port {fw.api_port} open to {', '.join(fw.api_allow) if fw.api_allow else 'any host'}"
-    peers = f"; fleet peers {', '.join(fw.peers)} on {'ports ' + ', '.join(map(str, fw.peer_ports)) if fw.peer_ports else 'every port'}" if fw.peers else ""
-    return (f"{api}; SSH ({', '.join(map(str, fw.ssh_ports))}) open{peers}; every other TCP/UDP port closed to "
-            f"other hosts ({len(rules(fw))} rules)")
+    text = f"API port {fw.api_port} open to {', '.join(fw.api_allow) or 'any host'}; "
+    text += f"SSH ({', '.join(map(str, fw.ssh_ports))}) open; "
+    if fw.peers:
+        text += f"fleet peers {', '.join(fw.peers)} on {', '.join(map(str, fw.peer_ports)) or 'every port'}; "
+    return text + f"every other TCP/UDP port closed to other hosts ({len(rules(fw))} rules)"

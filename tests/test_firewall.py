@@ -152,3 +152,31 @@ def test_rendering_is_deterministic_whatever_the_order(addresses):
     a = render_table(FirewallSettings(api_port=30000, api_allow=addresses))
     b = render_table(FirewallSettings(api_port=30000, api_allow=list(reversed(addresses))))
     assert a == b
+
+
+# --- the facts the firewall and the server user are decided from -----------------------------------
+
+
+def test_the_sshd_ports_come_from_ss_and_nothing_else_listening():
+    from operations.facts import SshdPorts
+
+    lines = ['LISTEN 0 128 0.0.0.0:22 0.0.0.0:* users:(("sshd",pid=36,fd=3))',
+             'LISTEN 0 128 [::]:2222 [::]:* users:(("sshd",pid=36,fd=4))',
+             'LISTEN 0 16 0.0.0.0:30100 0.0.0.0:* users:(("python",pid=694,fd=8))']
+    assert SshdPorts().process(lines) == [22, 2222]
+
+
+def test_the_live_table_fact_tells_no_nft_from_no_table():
+    from operations.facts import NftTable
+
+    assert NftTable().process(["#no-nft"]) == {"nft": False, "table": None}
+    assert NftTable().process(["#absent"]) == {"nft": True, "table": None}
+    assert NftTable().process(DEFAULT.splitlines())["table"].splitlines() == DEFAULT.splitlines()
+
+
+def test_the_system_user_fact_reads_the_passwd_entry():
+    from operations.facts import SystemUser
+
+    assert SystemUser().process([]) is None
+    assert SystemUser().process(["sglang:x:998:998:SGLang server (noderig):/var/lib/sglang:/usr/sbin/nologin"]) == {
+        "name": "sglang", "uid": 998, "gid": 998, "home": "/var/lib/sglang", "shell": "/usr/sbin/nologin"}
