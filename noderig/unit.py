@@ -18,6 +18,9 @@ Choices made here (see also templates/sglang.service.j2):
   explicitly. The PR fork forces the overlap scheduler off by itself; saying it on the command
   line costs nothing, documents the constraint in the unit, and keeps it true for a fork
   variant that does not force it. An inventory that asks for the opposite is refused.
+* The server runs as ``user`` (never root) with its state directory as working directory,
+  home and cache root, never the checkpoint, under the systemd hardening SGLang tolerates
+  (the template says what is left out and why: GPU device nodes, JIT).
 * The API key and the Hub token never appear in the flags: the launcher
   (``noderig/node/launch.py``) reads them from the EnvironmentFile and hands them to the
   server in memory.
