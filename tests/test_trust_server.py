@@ -156,6 +156,22 @@ def test_the_server_writes_only_its_state_directory_and_keeps_the_gpus_reachable
     assert float(score.group(1)) <= EXPOSURE_LIMIT
 
 
+def test_a_checkpoint_others_cannot_read_is_made_readable_never_chowned(hostile_checkpoint):
+    lab = hostile_checkpoint
+    lab.run("b300", "chmod 700 /models/Kimi-K2.6 && chmod 600 /models/Kimi-K2.6/config.json")
+    res = run_pyinfra(lab.inventory, "deploy.py", "--dry")
+    out = res.stdout + res.stderr
+    assert "[b300] not readable by the server's user, made world-readable: /models/Kimi-K2.6, " \
+           "/models/Kimi-K2.6/config.json" in out, out[-2000:]
+    res, out = deploy(lab)
+    assert res.returncode == 0 and changed_ops(out) == {"Venv and checkpoints readable by the server's user": 1}, \
+        changed_ops(out)
+    stat = lab.run("b300", "stat -c '%a %U' /models/Kimi-K2.6 /models/Kimi-K2.6/config.json").stdout.split("\n")
+    assert stat[:2] == ["705 root", "604 root"], stat
+    res, out = deploy(lab)
+    assert res.returncode == 0 and changed_ops(out) == {}, changed_ops(out)
+
+
 # --- the firewall, tried from another host ----------------------------------------------------------
 
 
@@ -185,6 +201,28 @@ def test_from_another_host_only_ssh_and_the_api_answer(firewalled, key_file):
     # From b300 itself (its own address, not only loopback) both answer.
     assert api_status(lab, "b300", b300, key) == "200"
     assert knock(lab, "b300", b300, INTERNAL) == "open sglang-standin scheduler socket"
+
+
+UDP_ECHO = ("import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('0.0.0.0', 5999))\n"
+            "while True:\n    data, peer = s.recvfrom(64)\n    s.sendto(b'echo ' + data, peer)\n")
+
+
+def udp_knock(lab, source: str, address: str) -> str:
+    code = ("import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.settimeout(3)\n"
+            f"s.connect(({address!r}, 5999))\ns.send(b'hi')\n"
+            "try:\n    print(s.recv(64).decode())\n"
+            "except ConnectionRefusedError:\n    print('refused')\nexcept OSError:\n    print('timeout')\n")
+    return lab.run(source, f"python3 -c {shlex_quote(code)}").stdout.strip()
+
+
+def test_udp_ports_are_closed_to_other_hosts_too(firewalled):
+    lab, b300 = firewalled, firewalled.host("b300").ip
+    lab.run("b300", f"systemd-run --unit=udp-echo python3 -c {shlex_quote(UDP_ECHO)}")
+    try:
+        assert udp_knock(lab, "b300", b300) == "echo hi"
+        assert udp_knock(lab, "ct200", b300) == "refused"
+    finally:
+        lab.run("b300", "systemctl stop udp-echo", check=False)
 
 
 def test_the_rerun_changes_nothing_and_other_tables_are_untouched(firewalled, key_file):
