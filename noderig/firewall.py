@@ -38,11 +38,12 @@ class FirewallSettings:
     api_allow: list = field(default_factory=list)  # addresses/networks; empty: any
     peers: list = field(default_factory=list)  # fleet peers: every TCP/UDP port (or peer_ports) open to them
     peer_ports: list = field(default_factory=list)  # ports or "low-high" ranges; empty: all
+    nnodes: int = 1  # nodes serving one model: more than one needs peers
 
     @classmethod
     def from_inventory(cls, data, api_port: int, ssh_ports) -> "FirewallSettings":
         getter = data.get if hasattr(data, "get") else (lambda key, default=None: getattr(data, key, default))
-        return cls(api_port=api_port, ssh_ports=list(ssh_ports),
+        return cls(api_port=api_port, ssh_ports=list(ssh_ports), nnodes=getter("nnodes", None) or 1,
                    **{name: getter(key, None) or [] for name, key in INVENTORY_KEYS.items()})
 
 
@@ -101,6 +102,10 @@ def problems(fw: FirewallSettings) -> list[str]:
         found.append(f"inventory value server_port={fw.api_port!r} must be an integer from 1 to 65535")
     if fw.peer_ports and not fw.peers:
         found.append("firewall_peer_ports is set but firewall_peers is empty: name the peers the ports are for")
+    if isinstance(fw.nnodes, int) and fw.nnodes > 1 and not fw.peers:
+        found.append(f"nnodes={fw.nnodes} serves across nodes, but the firewall would close every port between "
+                     "them (NCCL, SGLang's scheduler sockets): list the other nodes in firewall_peers, or set "
+                     "firewall=False")
     return found
 
 

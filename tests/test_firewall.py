@@ -120,6 +120,12 @@ def test_peer_ports_without_peers_are_refused():
         "firewall_peer_ports is set but firewall_peers is empty: name the peers the ports are for"]
 
 
+def test_multi_node_serving_needs_the_peers_named():
+    found = problems(FirewallSettings(api_port=30000, nnodes=2))
+    assert len(found) == 1 and found[0].startswith("nnodes=2 serves across nodes") and "firewall_peers" in found[0]
+    assert problems(FirewallSettings(api_port=30000, nnodes=2, peers=["10.0.0.3"])) == []
+
+
 def test_good_settings_have_no_problem():
     assert problems(FirewallSettings(api_port=30000, api_allow=["10.0.0.0/8", "fd00::/8"], peers=["10.0.0.2"],
                                      peer_ports=[5000, "25000-25100"], ssh_ports=[22, 2222])) == []
