@@ -11,10 +11,11 @@ from dataclasses import replace
 
 from pyinfra import host, inventory
 
+from noderig.exposure import decide as exposure
 from noderig.manifest import RepoPin
 from noderig.repair import REPAIRS_FILE, recorded_settings
 from noderig.unit import ServerSettings
-from operations import checkpoint, diagnosis, environment, packages, preflight, service, summary
+from operations import checkpoint, diagnosis, environment, firewall, packages, preflight, service, summary
 from operations.facts import JsonFile
 
 data = host.data
@@ -39,16 +40,23 @@ if "targets" in host.groups:
     checkpoints = [(RepoPin(repo, revision, data.hf_endpoint, tuple(data.checkpoint_patterns)), data.hf_token_file, dest)
                    for repo, revision, dest in pins] if "checkpoint" in steps else []
 
+    # Who can reach the server, and the node firewall (nftables, noderig's own table).
+    fw = firewall.settings_for(data, api_port=data.server_port) if data.firewall else None
+
     # 1. Preflight: nothing changes on a host that fails it (always runs).
     preflight.node(
-        name="Preflight: OS, disk, GPUs, base Python",
+        name="Preflight: OS, disk, GPUs, base Python, exposure",
         model_dir=data.model_dir, venv=data.venv_path, reference=reference,
-        gpus_required=data.gpus_required, checkpoints=checkpoints,
+        gpus_required=data.gpus_required, checkpoints=checkpoints, firewall=fw,
+        exposure=exposure(data.server_host, data.server_port, data.api_key_file,
+                          data.allow_unauthenticated_network_access),
     )
 
-    # 2. Prerequisites the runtime needs (python3-dev: Triton's JIT includes Python.h).
+    # 2. Prerequisites the runtime needs (python3-dev: Triton's JIT includes Python.h; nftables
+    # for the firewall).
     if "prerequisites" in steps:
-        packages.present(name="Prerequisites", packages=[*data.packages, *data.cuda_packages])
+        packages.present(name="Prerequisites", packages=[*data.packages, *data.cuda_packages,
+                                                         *(["nftables"] if data.firewall else [])])
 
     # 3. Environment: the reference's venv, host to host.
     venv = None
@@ -74,7 +82,10 @@ settings = replace(ServerSettings.from_inventory(data), **recorded_settings(repa
 if "targets" in host.groups and "service" in steps:
     # 5. Service: flags checked against the installed SGLang, then the launcher, the 0600
     # environment file (secrets) and the unit; restarted only when something it runs changed
-    # (in this run, or since it started: a killed deploy leaves that).
+    # (in this run, or since it started: a killed deploy leaves that). The firewall first: the
+    # server may listen beyond loopback once it starts.
+    fw = replace(fw, api_port=settings.port) if fw else None
+    firewall.install(fw)
     service.install(settings, api_key_file=data.api_key_file, reference=reference, venv=venv,
                     checkpoints=fetched)
 
@@ -83,4 +94,4 @@ if "targets" in host.groups and "readiness" in steps:
     diagnosis.ready(name=f"{data.service_name} ready", service=data.service_name, port=settings.port,
                     served_model_name=data.served_model_name, timeout=data.ready_timeout,
                     api_key_file=data.api_key_file, settings=settings, repair=data.repair,
-                    max_repairs=data.max_repairs)
+                    max_repairs=data.max_repairs, firewall=fw)

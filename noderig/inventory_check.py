@@ -18,6 +18,9 @@ import posixpath
 import re
 from urllib.parse import urlsplit
 
+from .exposure import ALLOW_SETTING
+from .firewall import FirewallSettings
+from .firewall import problems as firewall_problems
 from .unit import ServerSettings, _has_control, _is_host, _is_int, validate
 
 VENV_TRANSFERS = ("auto", "direct", "relay")
@@ -57,7 +60,7 @@ _DEB_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?::[a-z0-9-]+)?\Z")
 # Integer settings the unit does not check -> (lowest, highest).
 _INT_RANGES = {"aria2_connections": (1, 16), "aria2_jobs": (1, 64), "gpus_required": (0, 1024),
                "max_repairs": (0, 100), "ready_timeout": (1, 86400)}
-_BOOLS = ("repair", INSECURE_HTTP_SETTING)
+_BOOLS = ("repair", INSECURE_HTTP_SETTING, ALLOW_SETTING, "firewall")
 
 
 def _say(key: str, value, rule: str) -> str:
@@ -224,6 +227,11 @@ def problems(data, name: str = "") -> list[str]:
     found += _hub_problems(data)
     found += _other_problems(data)
     found += address_problems(data, name)
+    if _get(data, "firewall", True) is True:
+        # The firewall's own lists; its SSH ports come from the node's sshd later (a fact).
+        port = _get(data, "server_port")
+        found += [p for p in firewall_problems(FirewallSettings.from_inventory(data, port, [22]))
+                  if "server_port" not in p]  # (already said above, when it is wrong)
     return found
 
 

@@ -18,6 +18,9 @@ Choices made here (see also templates/sglang.service.j2):
   explicitly. The PR fork forces the overlap scheduler off by itself; saying it on the command
   line costs nothing, documents the constraint in the unit, and keeps it true for a fork
   variant that does not force it. An inventory that asks for the opposite is refused.
+* The server runs as ``user`` (never root) with its state directory as working directory,
+  home and cache root, never the checkpoint, under the systemd hardening SGLang tolerates
+  (the template says what is left out and why: GPU device nodes, JIT).
 * The API key and the Hub token never appear in the flags: the launcher
   (``noderig/node/launch.py``) reads them from the EnvironmentFile and hands them to the
   server in memory.
@@ -49,6 +52,9 @@ PAGED_ONLY_BACKENDS = ("trtllm_mla", "flashmla", "cutlass_mla")
 EAGLE3_DEFAULTS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
 
 LAUNCHER_PATH = "/usr/local/lib/noderig/launch.py"
+STATE_ROOT = "/var/lib"  # systemd's StateDirectory= root
+# Trees systemd's ProtectHome= hides; a venv or checkpoint in one needs ProtectHome=read-only.
+HOME_TREES = ("/home", "/root", "/run/user")
 SERVER_MODULE = "sglang.launch_server"
 
 # Secrets: the name render_env accepts -> the variable the launcher reads from the env file.
@@ -65,6 +71,7 @@ _SAFE_PATH = re.compile(r"^/[A-Za-z0-9_./:@+=,-]*\Z")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _UNIT_NAME = re.compile(r"^[A-Za-z0-9_.-]+\Z")
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z")
+_USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,30}\Z")
 _SECRET_CHARS = re.compile(r"^[\x21-\x7e]+\Z")
 
 
@@ -76,7 +83,7 @@ class ServerSettings:
     venv: str
     model_dir: str
     served_model_name: str
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
     port: int = 30000
     tp_size: int = 8
     ep_size: int = 1
@@ -113,6 +120,7 @@ class ServerSettings:
     environment: dict[str, Any] = field(default_factory=dict)
     # The unit.
     service_name: str = "sglang"
+    user: str = "sglang"  # the dedicated system user the server runs as (never root)
     env_file: str | None = None  # None: /etc/noderig/<service_name>.env
     launcher_path: str = LAUNCHER_PATH
     start_timeout: int = 1800
@@ -124,6 +132,12 @@ class ServerSettings:
     @property
     def env_path(self) -> str:
         return self.env_file or f"/etc/noderig/{self.service_name}.env"
+
+    @property
+    def state_dir(self) -> str:
+        """The unit's StateDirectory: the server's working directory, home and caches, the
+        only place on disk it may write (besides its runtime directory and a private /tmp)."""
+        return f"{STATE_ROOT}/{self.service_name}"
 
     @classmethod
     def from_inventory(cls, data) -> "ServerSettings":
@@ -145,7 +159,7 @@ class ServerSettings:
 
 # ServerSettings field -> the inventory key it comes from (where the names differ).
 INVENTORY_KEYS = {"venv": "venv_path", "host": "server_host", "port": "server_port",
-                  "environment": "server_environment"}
+                  "environment": "server_environment", "user": "service_user"}
 
 
 def inventory_key(name: str) -> str:
@@ -313,6 +327,11 @@ def _field_problems(s: ServerSettings) -> _Problems:
     _environment_problems(p, s)
     if _token(p, s, "service_name", max_len=200) and not _UNIT_NAME.match(s.service_name):
         p.add("service_name", s.service_name, "must be a unit name of letters, digits and ._- only")
+    if not isinstance(s.user, str) or not _USER_NAME.match(s.user):
+        p.add("user", s.user, "must be a system user name (lowercase letters, digits, _ and -, at most 31)")
+    elif s.user == "root":
+        p.add("user", s.user, "is refused: the server must not run as root; use a dedicated system user such "
+                              "as 'sglang' (the deploy creates it)")
     _path(p, s, "env_file", optional=True)
     _path(p, s, "launcher_path")
     _int(p, s, "start_timeout", 1, 86400)
@@ -622,6 +641,14 @@ def start_limit_interval(settings: ServerSettings) -> int:
     return settings.start_limit_burst * (settings.start_timeout + settings.restart_sec) + 60
 
 
+def protect_home(settings: ServerSettings) -> str:
+    """``yes`` hides /home, /root and /run/user from the server; ``read-only`` when the venv or
+    a checkpoint lives there (the server must read them)."""
+    paths = [p for p in (settings.venv, settings.model_dir, settings.draft_dir) if p]
+    inside = any(p == tree or p.startswith(tree + "/") for p in paths for tree in HOME_TREES)
+    return "read-only" if inside else "yes"
+
+
 def render_unit(settings: ServerSettings, installed_version: str | None = None) -> str:
     """The .service text. Pure, so the deploy can diff it with the node's copy."""
     argv = server_argv(settings, installed_version)
@@ -629,7 +656,10 @@ def render_unit(settings: ServerSettings, installed_version: str | None = None) 
         description=unit_value(settings.served_model_name),
         service=unit_value(settings.service_name),
         env_file=unit_value(settings.env_path),
-        working_directory=unit_value(settings.model_dir),
+        user=unit_value(settings.user),
+        state_dir=unit_value(settings.state_dir),
+        protect_home=protect_home(settings),
+        bind_privileged_port=settings.port < 1024,
         exec_start=exec_start(argv),
         start_timeout=settings.start_timeout,
         stop_timeout=settings.stop_timeout,

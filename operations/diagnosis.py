@@ -13,6 +13,7 @@ from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
 from noderig.checkpoint import MANIFEST_FILE, RECORD_FILE
 from noderig.diagnose import diagnose
+from noderig.firewall import NFT, RULESET_FILE, load_script, render_table
 from noderig.manifest import read_private
 from noderig.repair import REPAIRS_FILE, plan_repair
 from noderig.unit import render_unit
@@ -43,7 +44,8 @@ exit 2
 
 @operation(is_idempotent=True)
 def ready(service: str, port: int, served_model_name: str, timeout: int = 1800,
-          api_key_file: str | None = None, settings=None, repair: bool = False, max_repairs: int = 2):
+          api_key_file: str | None = None, settings=None, repair: bool = False, max_repairs: int = 2,
+          firewall=None):
     """
     Wait until the server answers ``/health``, then send one smoke request (``/generate``,
     one token) and check ``/v1/models`` serves ``served_model_name``. A server already up
@@ -58,6 +60,7 @@ def ready(service: str, port: int, served_model_name: str, timeout: int = 1800,
     + settings: the server settings the unit was rendered from (repairs re-render it)
     + repair: apply the diagnosed remedy when the deploy can (recorded on the node), relaunch
     + max_repairs: at most this many repairs in one run; a remedy is never applied twice
+    + firewall: the node firewall's settings (a repair that moves the port moves it there too)
     """
     base = f"http://127.0.0.1:{port}"
     status = host.get_fact(UnitStatus, unit=f"{service}.service")
@@ -65,11 +68,11 @@ def ready(service: str, port: int, served_model_name: str, timeout: int = 1800,
         host.noop(f"{service} is up and healthy on port {port}")
         return
     yield FunctionCommand(_launch_until_ready, (service, port, served_model_name, timeout, api_key_file,
-                                                settings, repair, max_repairs), {})
+                                                settings, repair, max_repairs, firewall), {})
 
 
 def _launch_until_ready(state, host, service: str, port: int, served_model_name: str, timeout: int,
-                        api_key_file: str | None, settings, repair: bool, max_repairs: int) -> bool:
+                        api_key_file: str | None, settings, repair: bool, max_repairs: int, firewall=None) -> bool:
     """Wait for readiness; on a failed launch diagnose it, and with ``repair`` apply the remedy
     and relaunch, at most ``max_repairs`` times and never the same remedy twice."""
     unit = f"{service}.service"
@@ -93,7 +96,7 @@ def _launch_until_ready(state, host, service: str, port: int, served_model_name:
                 host.log_styled(f"the fix for {d.cls} ({d.remedy}) was already applied and the server still "
                                 "fails: this needs a human", fg="red", log_func=logger.error)
             return False
-        settings = _apply_repair(host, unit, settings, plan, recorded)
+        settings = _apply_repair(host, unit, settings, plan, recorded, firewall)
         applied.append(plan.remedy)
         host.log_styled(f"repaired: {plan.description}; relaunching {unit}", fg="yellow", log_func=logger.warning)
     return False
@@ -107,7 +110,7 @@ def _read_repairs(host) -> dict:
         return {"repairs": []}
 
 
-def _apply_repair(host, unit: str, settings, plan, recorded: dict):
+def _apply_repair(host, unit: str, settings, plan, recorded: dict, firewall=None):
     """Apply a planned repair on the node, record it, re-render the unit, restart."""
     if plan.packages:
         ok, out = host.run_shell_command(StringCommand(
@@ -140,6 +143,10 @@ def _apply_repair(host, unit: str, settings, plan, recorded: dict):
     if plan.settings:
         _put_atomic(host, unit_path(settings.service_name), render_unit(settings))
         host.run_shell_command(StringCommand("systemctl", "daemon-reload"))
+    if firewall is not None and firewall.api_port != settings.port:
+        # The API port moved: the firewall opens the new one (and closes the old).
+        _put_atomic(host, RULESET_FILE, load_script(render_table(replace(firewall, api_port=settings.port))))
+        host.run_shell_command(StringCommand(NFT, "-f", RULESET_FILE))
     host.run_shell_command(StringCommand("systemctl", "reset-failed", QuoteString(unit), ";",
                                          "systemctl", "restart", QuoteString(unit)))
     return settings

@@ -395,3 +395,76 @@ class CopyKeys(FactBase):
 
     def process(self, output):
         return sorted({line.strip() for line in output if line.strip()})
+
+
+class SystemUser(FactBase):
+    """
+    A user's passwd entry, ``{"name": "sglang", "uid": 998, "gid": 998, "home": "/var/lib/sglang",
+    "shell": "/usr/sbin/nologin"}``, or ``None`` if there is no such user.
+    """
+
+    def command(self, user: str) -> StringCommand:
+        return StringCommand("getent", "passwd", QuoteString(user), "||", "true")
+
+    def process(self, output):
+        fields = output[0].split(":") if output else []
+        if len(fields) < 7:
+            return None
+        return {"name": fields[0], "uid": int(fields[2]), "gid": int(fields[3]), "home": fields[5], "shell": fields[6]}
+
+
+class Unreadable(FactBase):
+    """
+    Entries under ``paths`` (and the directories above them) that other users cannot read:
+    files without o+r, directories without o+rx. At most 20 are listed; ``[]`` when every
+    one is readable. Paths that do not exist are skipped.
+    """
+
+    default = list
+
+    def command(self, paths: tuple) -> StringCommand:
+        script = ('for p in "$@"; do [ -e "$p" ] || continue; d=$(dirname "$p"); '
+                  'while [ "$d" != / ]; do [ -n "$(find "$d" -maxdepth 0 ! -perm -o+x)" ] && echo "$d"; '
+                  'd=$(dirname "$d"); done; '
+                  'find "$p" \\( \\( -type d ! -perm -o+rx \\) -o \\( -type f ! -perm -o+r \\) \\) -print; '
+                  'done | head -n 20')
+        return StringCommand("sh", "-c", QuoteString(script), "noderig-facts", *(QuoteString(p) for p in paths))
+
+    def process(self, output):
+        return [line for line in output if line.strip()]
+
+
+class NftTable(FactBase):
+    """
+    ``{"nft": True, "table": "<listing>"}``: whether ``nft`` is installed and noderig's table
+    as ``nft list table`` prints it (``None`` when absent). Reads no other table.
+    """
+
+    def command(self, table: str) -> StringCommand:
+        family, name = table.split()
+        script = ('command -v nft >/dev/null 2>&1 || { echo "#no-nft"; exit 0; }; '
+                  'nft list table "$1" "$2" 2>/dev/null || echo "#absent"')
+        return StringCommand("sh", "-c", QuoteString(script), "noderig-facts", QuoteString(family), QuoteString(name))
+
+    def process(self, output):
+        text = "\n".join(output)
+        return {"nft": text != "#no-nft", "table": None if text in ("#no-nft", "#absent", "") else text}
+
+
+class SshdPorts(FactBase):
+    """
+    The TCP ports sshd listens on (``[22]``), from ``ss``; ``[]`` when none is seen.
+    """
+
+    default = list
+
+    def command(self) -> str:
+        return "ss -Hltnp 2>/dev/null || true"
+
+    def process(self, output):
+        ports = set()
+        for line in output:
+            fields = line.split()
+            if '"sshd"' in line and len(fields) >= 4 and fields[3].rsplit(":", 1)[-1].isdigit():
+                ports.add(int(fields[3].rsplit(":", 1)[-1]))
+        return sorted(ports)

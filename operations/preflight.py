@@ -9,6 +9,7 @@ from pyinfra.api.command import QuoteString, StringCommand
 from noderig import checkpoint as plan
 from noderig import inventory_check
 from noderig.errors import NoderigError
+from noderig.firewall import problems as firewall_problems
 from noderig.preflight import describe, disk_problems, problems
 
 from .checkpoint import manifest_for
@@ -105,7 +106,8 @@ def _inventory_problems(reference) -> list[str]:
 
 
 @operation(is_idempotent=True)
-def node(model_dir: str, venv: str, reference=None, gpus_required: int = 0, checkpoints=()):
+def node(model_dir: str, venv: str, reference=None, gpus_required: int = 0, checkpoints=(), exposure=None,
+         firewall=None):
     """
     Check the node can take this deploy: every inventory value (first: nothing reaches the
     Hub or the node's shell before), the unit name, OS, free disk, GPUs, and the base Python
@@ -117,6 +119,9 @@ def node(model_dir: str, venv: str, reference=None, gpus_required: int = 0, chec
     + gpus_required: the number of GPUs the node must show in ``nvidia-smi`` (0: none needed)
     + checkpoints: ``(RepoPin, token_file, dest)`` of each checkpoint: its bytes still to fetch
       must fit on its volume (checked per volume, with a margin)
+    + exposure: who can reach the server (``noderig.exposure.decide``): printed, and a refused
+      exposure stops the host here
+    + firewall: the firewall settings (``noderig.firewall.FirewallSettings``), or None when off
     """
     if reference is not None and not reference.connected:
         yield from fail(host, f"the reference host {reference.name} is unreachable (pyinfra could not connect to "
@@ -137,8 +142,12 @@ def node(model_dir: str, venv: str, reference=None, gpus_required: int = 0, chec
     found += problems(info, ref_cfg, base_python, gpus_required=gpus_required,
                       reference_name=getattr(reference, "name", None), venv=venv)
     found += disk_problems(volumes)
+    found += [exposure.sentence] if exposure is not None and exposure.refused else []
+    found += firewall_problems(firewall) if firewall is not None else []
     if first_pass(host):
         logger.info(f"[{host.name}] {describe(info, model_dir)}")
+        if exposure is not None:
+            logger.info(f"[{host.name}] exposure: {exposure.kind}: {exposure.sentence}")
     if found:
         yield from fail(host, f"preflight on {host.name}: " + "; ".join(found))
     else:

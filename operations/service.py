@@ -19,7 +19,8 @@ from noderig.node import script_path
 from noderig.service_plan import marker, plan_service
 from noderig.unit import ServerSettings, check_against_server, help_command, render_env, render_unit, validate
 
-from .facts import DistributionsDigest, FileMode, FileText, Mtimes, ServerVersion, Sha256, UnitStatus
+from .facts import (DistributionsDigest, FileMode, FileText, Mtimes, ServerVersion, Sha256, SystemUser, UnitStatus,
+                    Unreadable)
 from .util import atomic_write, fail, first_pass, operation
 
 LAUNCHER = "/usr/local/lib/noderig/launch.py"
@@ -151,6 +152,58 @@ def running(service: str, inputs: dict, changing: dict | None = None):
         yield StringCommand("systemctl", "enable", QuoteString(unit))
 
 
+@operation(is_idempotent=True)
+def system_user(user: str, home: str):
+    """
+    The dedicated system user the server runs as: created once (no login shell, no password,
+    its home the unit's state directory, which systemd makes), left as it is when present.
+    A user of that name with uid 0 is refused.
+
+    + user: the user name (``service_user``)
+    + home: its home directory (the unit's StateDirectory)
+    """
+    found = host.get_fact(SystemUser, user=user)
+    if found and found["uid"] == 0:
+        yield from fail(host, f"service_user={user!r} on {host.name} has uid 0 (root): the server must not run as "
+                              "root; choose another name and the deploy creates it")
+    elif found:
+        host.noop(f"system user {user} exists (uid {found['uid']})")
+    else:
+        yield StringCommand("useradd", "--system", "--user-group", "--no-create-home", "--home-dir",
+                            QuoteString(home), "--shell", "/usr/sbin/nologin", "--comment",
+                            QuoteString("SGLang server (noderig)"), QuoteString(user))
+
+
+# Runs on the node: make every directory above and under the paths o+x / o+rx and every file
+# o+r, so the server's own user reads them; owners are never changed.
+READABLE_SCRIPT = r"""
+for p in "$@"; do
+  [ -e "$p" ] || continue
+  d=$(dirname "$p"); while [ "$d" != / ]; do chmod o+x "$d"; d=$(dirname "$d"); done
+  find "$p" \( \( -type d ! -perm -o+rx \) -o \( -type f ! -perm -o+r \) \) -exec chmod o+rX {} +
+done
+"""
+
+
+@operation(is_idempotent=True)
+def readable(paths: list[str], changing: list | None = None):
+    """
+    The venv and checkpoints readable by the server's user (world-readable; owners are never
+    changed). Checked again whenever this deploy writes them.
+
+    + paths: the venv and checkpoint directories
+    + changing: this deploy's operations that write into them
+    """
+    unreadable = host.get_fact(Unreadable, paths=tuple(paths))
+    writing = any(op is not None and _changes(op) for op in changing or ())
+    if not unreadable and not writing:
+        host.noop(f"{', '.join(paths)} readable by the server's user")
+        return
+    if unreadable and first_pass(host):
+        logger.info(f"[{host.name}] not readable by the server's user, made world-readable: {', '.join(unreadable)}")
+    yield StringCommand("sh", "-c", QuoteString(READABLE_SCRIPT), "noderig-readable", *(QuoteString(p) for p in paths))
+
+
 def _changes(op) -> bool:
     """Whether an operation of this deploy changes (or, not yet run, would change) the host."""
     return op.did_change() if op.is_complete() else op.will_change
@@ -176,6 +229,11 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
         logger.error(f"[{host.name}] {problem}")
         return None
     # (A host whose flags fail stops there: pyinfra runs nothing more on it.)
+    system_user(name=f"System user {settings.user} (the server never runs as root)", user=settings.user,
+                home=settings.state_dir)
+    readable(name="Venv and checkpoints readable by the server's user",
+             paths=[p for p in (settings.venv, settings.model_dir, settings.draft_dir) if p],
+             changing=[venv, *checkpoints])
     launcher = text_file(name="Server launcher (keeps secrets out of argv and logs)", path=LAUNCHER,
                          text=script_path("launch.py").read_text(), mode="755")
     env = text_file(name="Server environment file (0600)", path=settings.env_path, text=env_text, mode="600",

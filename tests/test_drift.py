@@ -106,9 +106,11 @@ def test_drift_everywhere_at_once_is_planned_exactly_and_repaired_exactly(conver
     assert f"venv /opt/sglang/venv: 1 changed ({venv_file})" in out
     assert "-ExecStart=" in out and "--log-level debug" in out
     assert "[b300] sglang: start (it is inactive); reload systemd (the unit changed)" in out
+    # (The venv and checkpoint rewritten: their readability for the server's user is checked again.)
     drifted = ["Prerequisites", "Venv /opt/sglang/venv from ct200", "Checkpoint moonshotai/Kimi-K2.6",
-               "sglang.service", "sglang running and enabled", "sglang ready"]
-    assert f"would change 6: {', '.join(drifted)};" in out, out[-1500:]
+               "Venv and checkpoints readable by the server's user", "sglang.service", "sglang running and enabled",
+               "sglang ready"]
+    assert f"would change 7: {', '.join(drifted)};" in out, out[-1500:]
 
     res, out = deploy(lab)
     assert res.returncode == 0, out[-3000:]

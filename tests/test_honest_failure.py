@@ -110,7 +110,7 @@ def injected(*args, **kwargs):
 setattr(owner, name, injected)
 '''
 STEPS = [
-    ("noderig.preflight:problems", "Preflight: OS, disk, GPUs, base Python"),
+    ("noderig.preflight:problems", "Preflight: OS, disk, GPUs, base Python, exposure"),
     ("pyinfra.facts.deb:DebPackages.process", "Prerequisites"),
     ("noderig.treediff:diff_listings", "Venv /opt/sglang/venv from ct200"),
     ("noderig.checkpoint:classify@fetch", "Checkpoint moonshotai/Kimi-K2.6"),

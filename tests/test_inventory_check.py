@@ -121,6 +121,8 @@ BAD = {
     "attention_backend": "a b", "skip_server_warmup": 1, "speculative": "x", "ddtree_budget": 0,
     "page_size": 0, "extra_flags": [1], "server_environment": [], "api_key_file": "",
     "sglang_version": 1, "repair": 1, "max_repairs": -1, "start_timeout": 0, "ready_timeout": 0,
+    "service_user": "root", "allow_unauthenticated_network_access": "yes", "firewall": "on",
+    "firewall_api_allow": ["0.0.0.0/0"], "firewall_peers": ["b300-2"], "firewall_peer_ports": [70000],
 }
 
 

@@ -229,3 +229,17 @@ def test_missing_python_headers_fail_the_jit_build(launch, kimi, tmp_path):
     log = server.log
     assert "fatal error: Python.h: No such file or directory" in log  # gcc's own words
     assert "subprocess.CalledProcessError: Command '[" in log and "returned non-zero exit status 1." in log
+
+
+def test_a_scheduler_socket_listens_on_every_interface_whatever_the_host(launch, kimi):
+    # SGLang's scheduler ZMQ sockets bind all interfaces even with --host 127.0.0.1; the stand-in
+    # does the same on port + 100, so the lab's firewall test has something real to close.
+    server = launch(kimi, "--tp", "2", "--skip-server-warmup")
+    server.wait_healthy()
+    port = server.port + 100
+    listening = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    assert any(line.split()[1] == f"00000000:{port:04X}" and line.split()[3] == "0A" for line in listening), \
+        f"nothing listens on 0.0.0.0:{port}\n{server.log}"
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        assert s.recv(64) == b"sglang-standin scheduler socket\n"
+    assert f"scheduler socket listening on tcp://0.0.0.0:{port}" in server.log

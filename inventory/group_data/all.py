@@ -37,8 +37,18 @@ gpus_required = 8
 # Server.
 service_name = "sglang"
 served_model_name = "kimi-k2.6"
-server_host = "0.0.0.0"
+# Loopback only unless you decide otherwise: beyond loopback needs api_key_file, or
+# allow_unauthenticated_network_access = True (the deploy refuses it before any change).
+server_host = "127.0.0.1"
 server_port = 30000
+allow_unauthenticated_network_access = False
+service_user = "sglang"  # the dedicated system user the server runs as (created; never root)
+# The node firewall (nftables, noderig's own `table inet noderig`, no other table touched):
+# SSH and the API port open, every other TCP/UDP port closed to other hosts. False removes it.
+firewall = True
+firewall_api_allow = []  # addresses/networks that may reach the API port; [] = any host
+firewall_peers = []  # fleet peers (multi-node serving): every TCP/UDP port open to these addresses
+firewall_peer_ports = []  # limit the peers to these ports or "low-high" ranges; [] = all ports
 tp_size = 8
 ep_size = 1
 trust_remote_code = True

@@ -33,8 +33,9 @@ IMAGE_PACKAGES = [
     "systemd", "systemd-sysv", "dbus", "openssh-server", "rsync", "python3", "python3-venv",
     "gcc", "libc6-dev", "curl", "ca-certificates", "iproute2", "procps",
 ]
-# What the lab's package source serves (with dependencies missing from the image).
-SOURCE_PACKAGES = ["python3-dev", "aria2"]
+# What the lab's package source serves (with dependencies missing from the image): the
+# deploy's prerequisites, and nftables for the node firewall.
+SOURCE_PACKAGES = ["python3-dev", "aria2", "nftables"]
 
 # Bump to force a rebuild (the key already covers the package lists and the setup code).
 IMAGE_FORMAT = 3

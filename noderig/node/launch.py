@@ -23,7 +23,10 @@ Design (what runs where):
 2. It forks. The child puts itself in a new process group, points fds 1 and 2 at two pipes,
    sets ``sys.argv`` in memory to the server's arguments plus ``--api-key=KEY`` and runs
    ``sglang.launch_server`` in-process with ``runpy.run_module(..., run_name="__main__")``,
-   exactly as ``python -m`` would (sys.path[0] is the working directory). No exec happens,
+   as ``python -P -m`` would: neither the working directory nor the launcher's own directory
+   is on sys.path, so a ``sglang/`` or ``sitecustomize.py`` lying there (a checkpoint's
+   files, noderig's node scripts) is never imported in place of the installed SGLang (the
+   unit sets PYTHONSAFEPATH=1 for the interpreters SGLang spawns as well). No exec happens,
    so the child's /proc/PID/cmdline is the launcher's own command line, without the key.
    SGLang's ranks are started with multiprocessing's *spawn*: a fresh interpreter whose
    command line is ``-c 'from multiprocessing.spawn import spawn_main...'``; the pickled
@@ -214,13 +217,17 @@ def _set_parent_death_signal(sig):
         pass
 
 
+def safe_sys_path(path, here):
+    """``path`` without what ``python -P`` leaves out: the current directory ('' or '.') and
+    the script's directory ``here`` (the launcher's, where noderig's node scripts live)."""
+    return [p for p in path if p not in ("", ".") and os.path.abspath(p) != here]
+
+
 def _serve(args, api_key):
     """In the forked child: run the server module as `python -m` would, key in memory only."""
     import runpy
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    if sys.path and os.path.abspath(sys.path[0] or ".") == here:
-        sys.path[0] = os.getcwd()
+    sys.path[:] = safe_sys_path(sys.path, os.path.dirname(os.path.abspath(__file__)))
     sys.argv = [MODULE, *args] + ([f"--api-key={api_key}"] if api_key else [])
     runpy.run_module(MODULE, run_name="__main__", alter_sys=True)
     return 0

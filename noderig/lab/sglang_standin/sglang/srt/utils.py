@@ -77,3 +77,40 @@ def kill_process_tree(parent_pid: int, include_parent: bool = True) -> None:
         os.kill(parent_pid, signal.SIGKILL)
         if parent_pid == os.getpid():
             sys.exit(0)  # not reached: SIGKILL is delivered first
+
+
+# Where the stand-in's internal socket listens: SGLang picks its NCCL and ZMQ ports from
+# port + 100 upward; the stand-in takes the first, so tests know where to knock.
+INTERNAL_PORT_OFFSET = 100
+INTERNAL_BANNER = b"sglang-standin scheduler socket\n"
+
+
+def open_internal_listener(port: int):
+    """Like SGLang's scheduler ZMQ sockets (the CVE-2026-3059 class): a TCP listener on every
+    interface, whatever --host says. Answers each connection with a banner and closes it.
+    A port already taken is logged, not fatal (tests run servers side by side)."""
+    import socket
+
+    logger = logging.getLogger(__name__)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("0.0.0.0", port))
+        sock.listen(16)
+    except OSError as e:
+        logger.warning(f"internal socket tcp://0.0.0.0:{port} not opened: {e}")
+        sock.close()
+        return None
+
+    def serve():
+        while True:
+            conn, _ = sock.accept()
+            with conn:
+                try:
+                    conn.sendall(INTERNAL_BANNER)
+                except OSError:
+                    pass
+
+    threading.Thread(target=serve, daemon=True, name="internal-socket").start()
+    logger.info(f"scheduler socket listening on tcp://0.0.0.0:{port}")
+    return sock

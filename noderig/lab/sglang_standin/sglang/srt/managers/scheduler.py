@@ -15,7 +15,8 @@ from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.managers.schedule_batch import ForwardBatch
 from sglang.srt.model_executor.model_runner import FakeGpuMemory, ModelRunner
 from sglang.srt.server_args import ServerArgs
-from sglang.srt.utils import configure_logger, kill_itself_when_parent_died, standin_sleep
+from sglang.srt.utils import (INTERNAL_PORT_OFFSET, configure_logger, kill_itself_when_parent_died,
+                               open_internal_listener, standin_sleep)
 
 logger = logging.getLogger(__name__)
 DECODE_LOG_INTERVAL = 40
@@ -88,6 +89,8 @@ def run_scheduler_process(server_args: ServerArgs, tp_rank: int, conn):
     launcher_pid = os.getppid()
     try:
         scheduler = Scheduler(server_args, tp_rank)
+        if tp_rank == server_args.tp_size // server_args.nnodes * server_args.node_rank:
+            scheduler.internal_socket = open_internal_listener(server_args.port + INTERNAL_PORT_OFFSET)
         conn.send({"status": "ready", "max_total_num_tokens": scheduler.max_total_num_tokens,
                    "max_req_input_len": scheduler.model_config.context_len - 1,
                    "device_properties": scheduler.model_runner.device_properties})
