@@ -149,7 +149,7 @@ def test_a_5xx_storm_ends_in_a_clear_error_with_nothing_marked_verified(lab, con
 
 
 def test_a_gated_repo_without_a_token_is_refused_in_one_sentence(lab):
-    res, out = deploy(lab, STEPS, "hf_token_file=", "steps=checkpoint")
+    res, out = deploy(lab, STEPS, "hf_token_file=null", "steps=checkpoint")
     assert res.returncode != 0
     assert "z-lab/Kimi-K2.6-DFlash is a gated repo" in out and "no token was given" in out, out[-3000:]
     assert "Traceback" not in out
