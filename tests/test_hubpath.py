@@ -11,6 +11,7 @@ import posixpath
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -313,7 +314,9 @@ def test_the_node_script_refuses_an_edited_manifest_before_any_write(ckpt):
     manifest.write_text(json.dumps(manifest_of("config.json", "../outside/victim.py")))
     snapshot = sorted((str(p), p.stat().st_mtime_ns) for p in root.parent.rglob("*"))
     for extra in (["--check-paths"], ["--jobs", "1"]):
-        res = subprocess.run(["python3", str(script_path("verify_files.py")), str(manifest), str(root), *extra],
+        # any python3 will do here (the bare-python check is test_verify's); sys.executable also
+        # runs a mutated copy under mutmut, whose trampolines import mutmut
+        res = subprocess.run([sys.executable, str(script_path("verify_files.py")), str(manifest), str(root), *extra],
                              capture_output=True, text=True, timeout=60)
         report = json.loads(res.stdout.splitlines()[-1])
         assert res.returncode != 0 and not report["ok"]
