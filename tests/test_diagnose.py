@@ -94,9 +94,9 @@ def _write_table(tr, results: dict[str, list[tuple[str, str]]]) -> None:
 
 @pytest.fixture(scope="module")
 def accuracy_report(request):
-    plugin = _AccuracyReport()
-    if not request.config.pluginmanager.is_registered(plugin):
-        request.config.pluginmanager.register(plugin, "noderig-diagnose-accuracy")
+    # by name: the module fixture is set up again when a runner (mutmut) reorders the tests
+    if request.config.pluginmanager.get_plugin("noderig-diagnose-accuracy") is None:
+        request.config.pluginmanager.register(_AccuracyReport(), "noderig-diagnose-accuracy")
     return _RESULTS
 
 
@@ -797,3 +797,270 @@ def test_a_crash_buried_in_fifty_thousand_lines_is_still_found():
     d = diagnose(text)
     assert d.cls == "flash_attn_cute_missing"
     assert "kimi_k25.get_image_feature" in " ".join(d.chain)
+
+
+# --------------------------------------------------------------------------------------------
+# the engine's decisions on a small catalog written for the test (every expected value by hand)
+
+MINI_CATALOG = '''
+version = 1
+[healthy]
+strong = ["server is ready"]
+weak = ["now listening"]
+sglang_markers = ["sglang marker line"]
+sglang_ready = ["ready to roll"]
+[ignore]
+patterns = ["ignore this one"]
+[[stage]]
+name = "weights loaded"
+patterns = ["weights loaded"]
+[[stage]]
+name = "graphs captured"
+patterns = ["graphs captured"]
+
+[[class]]
+id = "alpha"
+title = "  Alpha failure "
+meaning = """  The alpha
+   part broke. """
+evidence = ["alpha exploded"]
+symptoms = ["alpha wobble"]
+supporting = ["alpha context"]
+fix = "Fix   alpha\\n now."
+remedy = "set:alpha=1"
+priority = 10
+components = [{match = "load_weights", name = "alpha loader"}]
+remedies = [{when = "variant two", remedy = "set:alpha=2"}, {when = "no remedy", remedy = ""}]
+alternatives = ["lower:x"]
+
+[[class]]
+id = "beta"
+title = "Beta failure"
+meaning = "Beta broke."
+evidence = ["beta exploded", "shared line"]
+symptoms = ["beta wobble"]
+fix = "Fix beta."
+priority = 90
+
+[[class]]
+id = "gamma"
+title = "Gamma failure"
+meaning = "Gamma noted."
+evidence = ["gamma noted"]
+fix = "Fix gamma."
+decisive = false
+exceptions = [{type = "GammaError", module = "gammamod"}, {type = "DeltaError", message = "delta says"}]
+'''
+MINI_BENIGN = 'version = 1\n[[benign]]\npattern = "harmless alpha exploded"\n'
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mini")
+    (d / "catalog.toml").write_text(MINI_CATALOG)
+    (d / "benign.toml").write_text(MINI_BENIGN)
+    return load_catalog(d / "catalog.toml")
+
+
+def mdx(mini, *lines: str):
+    return diagnose("\n".join(lines) + "\n", mini)
+
+
+def test_mini_catalog_loads_normalised(mini):
+    a = mini.get("alpha")
+    assert (a.title, a.meaning, a.fix, a.remedy, a.priority, a.decisive, a.alternatives) == (
+        "Alpha failure", "The alpha part broke.", "Fix alpha now.", "set:alpha=1", 10, True, ("lower:x",))
+    b = mini.get("beta")
+    assert (b.remedy, b.priority, b.decisive, b.supporting, b.components, b.remedies, b.alternatives) == (
+        None, 90, True, (), (), (), ())
+    assert mini.get("gamma").decisive is False and mini.get("gamma").priority == 50
+    assert mini.ids == ["alpha", "beta", "gamma"] and [name for name, _ in mini.stages] == [
+        "weights loaded", "graphs captured"]
+    assert a.evidence[0].search("ALPHA EXPLODED"), "patterns ignore case"
+    with pytest.raises(KeyError):
+        mini.get("nope")
+
+
+def test_first_decisive_evidence_wins_and_later_classes_are_also_seen(mini):
+    d = mdx(mini, "something alpha exploded here", "beta exploded", "gamma noted")
+    assert (d.cls, d.title, d.cause, d.remedy, d.confidence, d.also_seen) == (
+        "alpha", "Alpha failure", "Alpha failure: something alpha exploded here", "set:alpha=1", 0.9, ["beta", "gamma"])
+    assert (d.fix, d.meaning, d.alternatives, d.component, d.chain, d.ranks) == (
+        "Fix alpha now.", "The alpha part broke.", ["lower:x"], None, [], [])
+    assert [(e.line, e.rank, e.lineno) for e in d.evidence] == [("something alpha exploded here", None, 1)]
+    assert d.to_dict() == {
+        "class": "alpha", "title": "Alpha failure", "cause": "Alpha failure: something alpha exploded here",
+        "evidence": [{"line": "something alpha exploded here", "rank": None, "lineno": 1}], "chain": [],
+        "component": None, "fix": "Fix alpha now.", "remedy": "set:alpha=1", "alternatives": ["lower:x"],
+        "confidence": 0.9, "meaning": "The alpha part broke.", "also_seen": ["beta", "gamma"], "ranks": [],
+        "stage": None, "ready": False}
+    assert mdx(mini, "beta exploded", "alpha exploded").also_seen == ["alpha"]
+
+
+def test_on_one_line_the_higher_priority_wins(mini):
+    assert mdx(mini, "alpha exploded and a shared line").cls == "beta"
+    assert mdx(mini, "shared line and alpha exploded").cls == "beta"
+
+
+def test_symptoms_and_non_decisive_evidence(mini):
+    d = mdx(mini, "alpha wobble")
+    assert (d.cls, d.confidence) == ("alpha", 0.6)
+    assert mdx(mini, "alpha wobble", "beta wobble").cls == "beta"  # strongest symptom
+    assert mdx(mini, "beta wobble", "alpha wobble").cls == "beta"
+    d = mdx(mini, "gamma noted")
+    assert (d.cls, d.confidence) == ("gamma", 0.6)
+    assert mdx(mini, "gamma noted", "alpha exploded").cls == "alpha"  # decisive evidence beats it
+    assert mdx(mini, "beta wobble", "gamma noted").cls == "gamma"  # evidence beats a symptom
+
+
+def test_remedy_variants_ranks_and_supporting_lines(mini):
+    d = mdx(mini, sg("TP1", "alpha context one"), sg("TP1", "alpha exploded variant two"),
+            sg("TP0", "alpha exploded variant two"), sg("TP10", "alpha exploded variant two"), sg("TP2", "alpha context one"))
+    assert (d.cls, d.remedy, d.ranks) == ("alpha", "set:alpha=2", ["TP0", "TP1", "TP10"])
+    assert d.cause == "Alpha failure [TP1]: alpha exploded variant two"
+    assert [(e.line, e.rank) for e in d.evidence] == [("alpha exploded variant two", "TP1,TP0,TP10"),
+                                                      ("alpha context one", "TP1,TP2")]
+    assert mdx(mini, "alpha exploded, no remedy for this one").remedy is None
+
+
+def test_ignored_and_benign_lines_are_never_evidence(mini):
+    for line in ("alpha exploded ignore this one", "harmless alpha exploded"):
+        d = mdx(mini, line)
+        assert (d.cls, d.ready) == ("healthy", False)
+
+
+def test_ready_line_then_stages(mini):
+    d = mdx(mini, "weights loaded", "graphs captured", "server is ready")
+    assert (d.cls, d.ready, d.confidence, d.stage, d.title) == (
+        "healthy", True, 0.95, "weights loaded, graphs captured, ready", "Server reached ready")
+    assert d.cause == "the server reached ready: server is ready"
+    assert [(e.line, e.lineno) for e in d.evidence] == [("server is ready", 3)]
+    assert d.fix == "Nothing to fix." and d.remedy is None and d.healthy
+    d = mdx(mini, "graphs captured", "weights loaded", "nothing more")
+    assert (d.cls, d.ready, d.confidence, d.stage, d.title) == (
+        "healthy", False, 0.7, "weights loaded, graphs captured, not yet ready", "No failure found")
+    assert d.cause == "no failure in the log; the server is still starting (weights loaded, graphs captured, not yet ready)"
+    assert [(e.line, e.lineno) for e in d.evidence] == [("weights loaded", 2)]  # the last milestone
+    d = mdx(mini, "hello", "world", "")
+    assert (d.stage, [e.line for e in d.evidence]) == ("no startup milestone logged, not yet ready", ["world"])
+    assert mdx(mini, "now listening").ready  # a weak ready line counts outside SGLang
+    assert diagnose("", mini).evidence == []
+
+
+def test_sglang_logs_need_the_sglang_ready_line(mini):
+    assert not mdx(mini, sg("TP0", "hello"), "server is ready").ready
+    assert not mdx(mini, "sglang marker line", "now listening").ready
+    assert mdx(mini, "sglang marker line", "ready to roll").ready
+    assert mdx(mini, sg("TP0", "hello"), "ready to roll").ready
+    assert not mdx(mini, "[12:00] x", "ready to roll").ready  # no rank: not SGLang
+
+
+def test_after_ready_only_evidence_or_a_death_counts(mini):
+    assert mdx(mini, "alpha exploded", "server is ready").cls == "healthy"
+    assert mdx(mini, "server is ready", "alpha exploded").cls == "alpha"
+    assert mdx(mini, "server is ready", "alpha wobble").cls == "healthy"
+    assert mdx(mini, "server is ready", "RuntimeError: request failed").cls == "healthy"
+    d = mdx(mini, "server is ready", "x", "Segmentation fault (core dumped)")
+    assert (d.cls, d.cause) == ("unknown", "unrecognised failure: Segmentation fault (core dumped)")
+
+
+def test_unknown_failure_in_full(mini):
+    d = mdx(mini, "a", "b", "c", "RuntimeError: zzz", "d", "e", "f", "g", "h")
+    assert (d.cls, d.title, d.cause, d.confidence, d.remedy, d.chain) == (
+        "unknown", "Unrecognised failure", "unrecognised failure: RuntimeError: zzz", 0.3, None, [])
+    assert [e.line for e in d.evidence] == ["b", "c", "RuntimeError: zzz", "d", "e", "f"]
+    assert d.meaning == "The launch failed with no signature in the catalog."
+    assert d.fix.startswith("No known signature matched.")
+    tb = ["Traceback (most recent call last):", '  File "/x/sglang/model_loader.py", line 3, in load_weights',
+          "    f()", "ValueError: first line", "second line"]
+    d = mdx(mini, "a", *tb)
+    assert d.cause == "unrecognised failure: ValueError: first line"
+    assert d.chain == ["model_loader.load_weights"] and d.component == "model weight loading"
+    assert d.evidence[0].line == "ValueError: first line"
+
+
+def test_exception_signatures_need_type_and_module_or_message(mini):
+    def tb(exc, path="/x/gammamod/run.py"):
+        return ["Traceback (most recent call last):", f'  File "{path}", line 3, in run', "    f()", exc]
+
+    assert mdx(mini, *tb("GammaError: x")).cls == "gamma"
+    assert mdx(mini, *tb("pkg.GammaError: x")).cls == "gamma"
+    assert mdx(mini, *tb("GammaError: x", "/x/other/run.py")).cls == "unknown"
+    assert mdx(mini, *tb("GammaError: from gammamod import x", "/x/other/run.py")).cls == "gamma"
+    assert mdx(mini, *tb("GammaErrorX: x")).cls == "unknown"
+    assert mdx(mini, *tb("DeltaError: delta says no", "/x/other/run.py")).cls == "gamma"
+    assert mdx(mini, *tb("DeltaError: something else", "/x/other/run.py")).cls == "unknown"
+
+
+def test_component_from_the_class_then_generic_then_warmup(mini):
+    frames = ["Traceback (most recent call last):", '  File "/x/sglang/runner.py", line 3, in load_weights', "    f()",
+              "RuntimeError: alpha exploded"]
+    d = mdx(mini, *frames)
+    assert (d.component, d.to_dict()["confidence"], d.cause) == (
+        "alpha loader", 0.95, "Alpha failure in the alpha loader: RuntimeError: alpha exploded")
+    frames[1] = '  File "/x/sglang/runner.py", line 3, in init_memory_pool'
+    d = mdx(mini, *frames)
+    assert (d.component, d.to_dict()["confidence"]) == ("KV cache allocation", 0.9)
+    d = mdx(mini, "Uvicorn running on http://0.0.0.0:30000", *frames)
+    assert d.component == "KV cache allocation, during the server warmup"
+    d = mdx(mini, "skip_server_warmup=True", "Uvicorn running on http://0.0.0.0:30000", *frames)
+    assert d.component == "KV cache allocation"
+    frames[1] = '  File "/x/sglang/runner.py", line 3, in _wait_and_warmup'
+    assert mdx(mini, "Uvicorn running on x", *frames).component == "server warmup"
+
+
+@pytest.mark.parametrize("body, message", [
+    ('[[class]]\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["x"]\n', "class id None is missing, reserved or duplicated"),
+    ('[[class]]\nid = "healthy"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["x"]\n',
+     "class id 'healthy' is missing, reserved or duplicated"),
+    ('[[class]]\nid = "unknown"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["x"]\n',
+     "class id 'unknown' is missing, reserved or duplicated"),
+    ('[[class]]\nid = "a"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["x"]\n'
+     '[[class]]\nid = "a"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["x"]\n',
+     "class id 'a' is missing, reserved or duplicated"),
+    ('[[class]]\nid = "a"\nmeaning = "m"\nfix = "f"\nevidence = ["x"]\n', "class a has no title"),
+    ('[[class]]\nid = "a"\ntitle = "t"\nfix = "f"\nevidence = ["x"]\n', "class a has no meaning"),
+    ('[[class]]\nid = "a"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = []\n', "class a has no evidence"),
+    ('[[class]]\nid = "a"\ntitle = "t"\nmeaning = "m"\nevidence = ["x"]\n', "class a has no fix"),
+])
+def test_catalog_class_errors_name_the_file_and_the_class(tmp_path, body, message):
+    bad = tmp_path / "catalog.toml"
+    bad.write_text("version = 1\n" + body)
+    with pytest.raises(CatalogError) as err:
+        load_catalog(bad)
+    assert str(err.value) == f"{bad}: {message}"
+
+
+def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
+    bad = tmp_path / "catalog.toml"
+    bad.write_text("version = 99\n")
+    with pytest.raises(CatalogError) as err:
+        load_catalog(bad)
+    assert str(err.value) == f"{bad}: catalog version 99 is not supported (expected one of [1])"
+    bad.write_text("")
+    with pytest.raises(CatalogError) as err:
+        load_catalog(bad)
+    assert str(err.value) == f"{bad}: catalog version None is not supported (expected one of [1])"
+    entry = 'version = 1\n[[class]]\nid = "x"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["ok"]\n'
+    bad.write_text(entry + 'exceptions = [{module = "m"}]\n')
+    with pytest.raises(CatalogError) as err:
+        load_catalog(bad)
+    assert str(err.value) == "x: an exception signature needs a type"
+    bad.write_text(entry.replace('["ok"]', '["(unclosed"]'))
+    with pytest.raises(CatalogError) as err:
+        load_catalog(bad)
+    assert str(err.value) == "x: bad regex '(unclosed': missing ), unterminated subpattern at position 0"
+    bad.write_text(entry)
+    (tmp_path / "benign.toml").write_text("version = 2\n")
+    with pytest.raises(CatalogError) as err:
+        load_catalog(bad)
+    assert str(err.value) == f"{tmp_path / 'benign.toml'}: benign list version 2 is not supported (expected one of [1])"
+    (tmp_path / "benign.toml").write_text('version = 1\n[[benign]]\npattern = "(x"\n')
+    with pytest.raises(CatalogError, match="^benign: bad regex"):
+        load_catalog(bad)
+    other = tmp_path / "other.toml"
+    other.write_text('version = 1\n[[benign]]\npattern = "ok is fine"\n')
+    cat = load_catalog(bad, other)
+    assert [p.pattern for p in cat.benign] == ["ok is fine"] and cat.stages == () and cat.ignore == ()
+    (tmp_path / "benign.toml").unlink()
+    assert load_catalog(bad).benign == ()
