@@ -1064,3 +1064,95 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
     assert [p.pattern for p in cat.benign] == ["ok is fine"] and cat.stages == () and cat.ignore == ()
     (tmp_path / "benign.toml").unlink()
     assert load_catalog(bad).benign == ()
+
+
+@pytest.mark.parametrize("raw, text, info", [
+    ("Dec 02 13:31:17 b300 sglang[536]: hello", "hello", {"source": "sglang[536]"}),
+    ("Dec  2 13:31:17 b300 kernel: oops", "oops", {"source": "kernel"}),
+    ("déc. 02 13:31:17 b300 kernel: oops", "oops", {"source": "kernel"}),
+    ("1733146277.123456 b300 sglang[5]: x", "x", {"source": "sglang[5]"}),
+    ("2026-12-02T13:31:17Z b300 sglang: x", "x", {"source": "sglang"}),
+    ("2026-12-02 13:31:17 UTC b300 sglang[7]: x", "x", {"source": "sglang[7]"}),
+    ("[2026-05-30 14:47:43 DP3 TP3] x", "x", {"rank": "DP3 TP3", "time": "2026-05-30 14:47:43", "prefixed": True}),
+    ("[2026-05-30 14:47:43,123 TP0 EP0] x", "x", {"rank": "TP0 EP0", "time": "2026-05-30 14:47:43,123",
+                                                   "prefixed": True}),
+    ("[2026-05-30 14:47:43] x", "x", {"time": "2026-05-30 14:47:43", "prefixed": True}),
+    ("WARN 05-24 00:20:47 [core.py:1108] w", "w", {"time": "05-24 00:20:47", "level": "WARNING", "prefixed": True}),
+    ("ERROR 05-24 00:20:47.123 [core.py:1108] e", "e", {"time": "05-24 00:20:47.123", "level": "ERROR",
+                                                        "prefixed": True}),
+    ("DEBUG 01-11 15:51:02 llm_engine.py:70] d", "d", {"time": "01-11 15:51:02", "level": "DEBUG", "prefixed": True}),
+    ("W0430 10:21:34.351000 19593 torch/_dynamo/convert_frame.py:1233] g", "g", {"level": "WARNING", "prefixed": True}),
+    ("E0430 10:21:34.351000 19593 torch/x.py:1] g", "g", {"level": "ERROR", "prefixed": True}),
+    ("I0430 10:21:34.351000 19593 torch/x.py:1] g", "g", {"level": "INFO", "prefixed": True}),
+    ("F0430 10:21:34.351000 19593 torch/x.py:1] g", "g", {"level": "CRITICAL", "prefixed": True}),
+    ("Error: not a logger prefix", "Error: not a logger prefix", {}),
+    ("[rank2]: x", "x", {"rank": "rank2", "prefixed": True}),
+    ("[default0]:x", "x", {"rank": "default0", "prefixed": True}),
+    ("[2025-11-06T02:09:46.576Z] x", "x", {}),
+    ("2024-06-28T06:11:52.685300953Z x", "x", {}),
+    ("(ServeReplica:app:Deployment pid=12249, ip=10.0.155.99) x", "x",
+     {"rank": "ServeReplica:app:Deployment", "source": "pid12249", "prefixed": True}),
+    ("(Worker_TP4_EP2 pid=1) x", "x", {"rank": "TP4 EP2", "source": "pid1", "prefixed": True}),
+    ("(not a prefix) x", "(not a prefix) x", {}),
+    ("sglang_1 | x", "x", {"source": "sglang_1"}),
+    ("sglang-1  |", "", {"source": "sglang-1"}),
+    ("a | b", "a | b", {}),
+    ("[x] y", "[x] y", {}),
+    ("a\r\r", "a", {}),
+    ("\r \r", "", {}),
+    ("x\n", "x", {}),
+    ("[rank1]: " * 7 + "x", "[rank1]: x", {"rank": "rank1", "prefixed": True}),  # six layers peeled, no more
+    ("sglang-1  | Dec 02 13:31:17 b300 sglang[536]: [rank3]: x", "x",
+     {"source": "sglang-1", "rank": "rank3", "prefixed": True}),
+])
+def test_strip_prefixes_in_full(raw, text, info):
+    assert strip_prefixes(raw) == (text, info)
+
+
+def test_normalize_lines_in_full():
+    from noderig.diagnose.normalize import Line
+    lines = normalize("\n".join([
+        "Dec 02 13:31:17 b300 sglang[5]: " + sg("TP1", "Scheduler hit an exception:"),
+        "Dec 02 13:31:17 b300 sglang[5]: Traceback (most recent call last):",
+        "Dec 02 13:31:17 b300 sglang[5]: ValueError: x",
+        "Dec 02 13:31:17 b300 sglang[5]: ",
+        "Dec 02 13:31:17 b300 sglang[5]: after the blank",
+        sg("TP2", "one line", "13:31:18"),
+        "  indented follow-up",
+        "Traceback (most recent call last):",
+        "ValueError: y",
+        "",
+        "  indented after a blank",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "unrelated",
+        "  more",
+    ]))
+    assert lines == [
+        Line(1, "Scheduler hit an exception:", "TP1", "sglang[5]", "2026-05-30 13:31:17", True, None),
+        Line(2, "Traceback (most recent call last):", "TP1", "sglang[5]", "2026-05-30 13:31:17", False, None),
+        Line(3, "ValueError: x", "TP1", "sglang[5]", "2026-05-30 13:31:17", False, None),
+        Line(4, "", "TP1", "sglang[5]", "2026-05-30 13:31:17", False, None),
+        Line(5, "after the blank", None, "sglang[5]", None, False, None),
+        Line(6, "one line", "TP2", None, "2026-05-30 13:31:18", True, None),
+        Line(7, "  indented follow-up", "TP2", None, "2026-05-30 13:31:18", False, None),
+        Line(8, "Traceback (most recent call last):", "TP2", None, "2026-05-30 13:31:18", False, None),
+        Line(9, "ValueError: y", "TP2", None, "2026-05-30 13:31:18", False, None),
+        Line(10, "", "TP2", None, "2026-05-30 13:31:18", False, None),
+        Line(11, "  indented after a blank", "TP2", None, "2026-05-30 13:31:18", False, None),
+        Line(12, "During handling of the above exception, another exception occurred:", "TP2", None, "2026-05-30 13:31:18", False,
+             None),
+        Line(13, "", "TP2", None, "2026-05-30 13:31:18", False, None),
+        Line(14, "unrelated", None, None, None, False, None),
+        Line(15, "  more", None, None, None, False, None),
+    ]
+
+
+def test_continuation_lines_inherit_rank_time_and_level():
+    from noderig.diagnose.normalize import Line
+    lines = normalize("[rank0]: ERROR 05-24 00:20:47 [core.py:1] boom:\n  detail\nWARNING: own level\n\nnext\n")
+    assert lines == [Line(1, "boom:", "rank0", None, "05-24 00:20:47", True, "ERROR"),
+                     Line(2, "  detail", "rank0", None, "05-24 00:20:47", False, "ERROR"),
+                     Line(3, "WARNING: own level", "rank0", None, "05-24 00:20:47", False, "ERROR"),
+                     Line(4, "", None, None, None, False, None),
+                     Line(5, "next", None, None, None, False, None)]
