@@ -1156,3 +1156,70 @@ def test_continuation_lines_inherit_rank_time_and_level():
                      Line(3, "WARNING: own level", "rank0", None, "05-24 00:20:47", False, "ERROR"),
                      Line(4, "", None, None, None, False, None),
                      Line(5, "next", None, None, None, False, None)]
+
+
+def test_format_chain_drops_noise_and_consecutive_repeats():
+    from noderig.diagnose.engine import Frame, format_chain
+    frames = [Frame("<frozen runpy>", 1, "_run_module_as_main"), Frame("/usr/lib/python3.10/threading.py", 2, "run"),
+              Frame("/usr/lib/python3.10/site-packages/sglang/srt/a.py", 3, "run"),
+              Frame("/usr/lib/python3.10/site-packages/sglang/srt/a.py", 4, "run"),
+              Frame("/opt/v/lib/python3.12/dist-packages/x/b.py", 5, "go"),
+              Frame("/v/torch/nn/modules/module.py", 6, "forward"), Frame("/v/torch/utils/_contextlib.py", 7, "f"),
+              Frame("/v/torch/_dynamo/eval_frame.py", 8, "g"), Frame("/v/torch/_dynamo/other.py", 9, "h"),
+              Frame("/v/a.py", 10, "wrapper"), Frame("C:\\x\\mod.py", 11, "f"), Frame("/x/prog", 12, "main"),
+              Frame("/usr/lib/python3/dist-packages/c.py", 13, "k"), Frame("/usr/lib/python3.11/json/decoder.py", 14, "d"),
+              Frame("/v/a.py", 15, "run")]
+    assert format_chain(frames) == ["a.run", "b.go", "other.h", "mod.f", "prog.main", "c.k", "a.run"]
+
+
+def test_parse_tracebacks_sections_links_and_messages():
+    lines = normalize("\n".join([
+        "noise before",
+        "Traceback (most recent call last):",
+        '  File "/x/a.py", line 1, in f',
+        "    f()",
+        "KeyError: 'k'",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/x/b.py", line 2, in g',
+        "pkg.mod.CustomFailure: first",
+        "second line of the message",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/x/c.py", line 3, in h',
+        "    [Previous line repeated 996 more times]",
+        "RecursionError: deep",
+        "",
+        "after",
+    ]))
+    (tb,) = parse_tracebacks(lines)
+    assert (tb.rank, tb.start_index, tb.end_index) == (None, 1, 19)
+    got = [(s.exc_type, s.message, s.exc_index, s.start_index, s.link, [(f.file, f.line, f.function) for f in s.frames])
+           for s in tb.sections]
+    assert got == [("KeyError", "'k'", 4, 1, "cause", [("/x/a.py", 1, "f")]),
+                   ("pkg.mod.CustomFailure", "first\nsecond line of the message", 10, 8, "context", [("/x/b.py", 2, "g")]),
+                   ("RecursionError", "deep", 18, 15, None, [("/x/c.py", 3, "h")])]
+    assert tb.code_lines == {3, 17} and tb.final is tb.sections[-1]
+    assert tb.section_at(4) is tb.sections[0] and tb.section_at(7) is tb.sections[0]  # up to 3 lines past it
+    assert tb.section_at(9) is tb.sections[1] and tb.section_at(0) is None
+    assert traceback_chain(tb) == ["c.h"] and traceback_chain(tb, tb.sections[0]) == ["c.h", "a.f"]
+
+
+def test_a_traceback_without_its_header_and_one_cut_short():
+    lines = normalize("\n".join([
+        '  File "/x/a.py", line 1, in f',
+        "ValueError: v",
+        "",
+        "x",
+        "Traceback (most recent call last):",
+        '  File "/x/b.py", line 2, in g',
+        "an unindented echoed source line",
+        "two words: not an exception line, it ends the traceback",
+    ]))
+    tbs = parse_tracebacks(lines)
+    assert [(t.start_index, t.end_index, t.final.exc_type) for t in tbs] == [(0, 2, "ValueError"), (4, 6, None)]
+    assert tbs[1].code_lines == {6}
