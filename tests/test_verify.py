@@ -607,3 +607,50 @@ def test_parallel_hashing_matches_serial(ckpt):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+# ---------------------------------------------------------------------------------------
+# walking a path without following links, and the pre-write check, with every reason in full
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    root = tmp_path / "root"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "b.txt").write_text("b")
+    return root
+
+
+def test_walk_problem_reasons_in_full(tree):
+    assert vf.walk_problem(str(tree), "a/b.txt") is None
+    assert vf.walk_problem(str(tree), "a/new/c.txt") is None and vf.walk_problem(str(tree), "new") is None
+    assert vf.walk_problem(str(tree), "a/b.txt/c") == ("size_mismatch", "a/b.txt is not a directory")
+    (tree / "a" / "l").symlink_to("/etc")
+    assert vf.walk_problem(str(tree), "a/l/passwd") == ("symlink", "a/l is a symlink to '/etc' (never followed)")
+    assert vf.walk_problem(str(tree), "a/l") == ("symlink", "a/l is a symlink to '/etc' (never followed)")
+    assert vf.walk_problem(str(tree), "x" * 300) == ("missing", "x" * 300 + ": cannot lstat: File name too long")
+    mount = tree.parent / "mount"
+    mount.symlink_to(tree)  # the root itself may be a link (a mount point)
+    assert vf.walk_problem(str(mount), "a/b.txt") is None
+
+
+def test_check_paths_reasons_in_full(tree):
+    assert vf.check_paths(str(tree), None) == {"ok": True, "problems": []}
+    manifest = {"files": [{"path": "a/b.txt"}, {"path": "a"}, {"path": "../x"}, 3, {"path": "a/b.txt/c"},
+                          {"path": "new.txt"}]}
+    assert vf.check_paths(str(tree), manifest) == {"ok": False, "problems": [
+        {"file": "a", "problem": "it exists and is not a regular file"},
+        {"file": "../x", "problem": "it has a '..' component"},
+        {"file": "None", "problem": "it is not a string but NoneType"},
+        {"file": "a/b.txt/c", "problem": "a/b.txt is not a directory"}]}
+    (tree / ".noderig").write_text("not a directory")
+    assert vf.check_paths(str(tree), {}) == {"ok": False, "problems": [
+        {"file": ".noderig", "problem": ".noderig is not a directory"},
+        {"file": ".noderig/manifest.json", "problem": ".noderig is not a directory"},
+        {"file": ".noderig/verified.json", "problem": ".noderig is not a directory"}]}
+    (tree / ".noderig").unlink()
+    (tree / ".noderig").mkdir()
+    (tree / ".noderig" / "verified.json").symlink_to("/etc/passwd")
+    assert vf.check_paths(str(tree), None) == {"ok": False, "problems": [
+        {"file": ".noderig/verified.json",
+         "problem": ".noderig/verified.json is a symlink to '/etc/passwd' (never followed)"}]}
