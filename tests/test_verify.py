@@ -654,3 +654,56 @@ def test_check_paths_reasons_in_full(tree):
     assert vf.check_paths(str(tree), None) == {"ok": False, "problems": [
         {"file": ".noderig/verified.json",
          "problem": ".noderig/verified.json is a symlink to '/etc/passwd' (never followed)"}]}
+
+
+def _u8(begin: int, n: int) -> dict:
+    return {"dtype": "U8", "shape": [n], "data_offsets": [begin, begin + n]}
+
+
+def test_a_small_index_every_disagreement_in_full(tmp_path):
+    root = tmp_path / "m"
+    (root / "sub").mkdir(parents=True)
+    raw_file(root / "sub" / "a.safetensors", {"x": _u8(0, 2), "y": _u8(2, 1)}, b"xxy")
+    raw_file(root / "sub" / "b.safetensors", {"z": _u8(0, 1), "extra": _u8(1, 1)}, b"ze")
+    (root / "sub" / "model.safetensors.index.json").write_text(json.dumps({
+        "metadata": {"total_size": 10},
+        "weight_map": {"x": "a.safetensors", "y": "b.safetensors", "z": "b.safetensors", "ghost": "b.safetensors",
+                       "gone": "c.safetensors"}}))
+    report = vf.verify(str(root), None, library=False)
+    ix = "sub/model.safetensors.index.json"
+    assert report["index"] == [
+        {"problem": "shard_missing", "detail": "sub/c.safetensors is named by the index (1 tensors) but is not on disk",
+         "index": ix},
+        {"problem": "tensor_not_in_index", "detail": 'tensor "extra" in sub/b.safetensors is not in the index\'s '
+                                                     "weight_map", "index": ix},
+        {"problem": "tensor_in_no_shard", "detail": 'the index maps tensor "ghost" to sub/b.safetensors but its '
+                                                    "header lacks it", "index": ix},
+        {"problem": "tensor_in_other_shard", "detail": 'the index maps tensor "y" to sub/b.safetensors but it is in '
+                                                       "sub/a.safetensors", "index": ix}]
+    assert {f["file"]: (f["status"], f["detail"]) for f in report["files"]} == {
+        "sub/a.safetensors": ("index_mismatch", 'the index maps tensor "y" to sub/b.safetensors but it is in '
+                                                "sub/a.safetensors"),
+        "sub/b.safetensors": ("index_mismatch", 'tensor "extra" in sub/b.safetensors is not in the index\'s '
+                                                "weight_map (and 2 more)"),
+        ix: ("index_mismatch", 'tensor "extra" in sub/b.safetensors is not in the index\'s weight_map (and 2 more)'),
+        "sub/c.safetensors": ("missing", "not on disk")}
+    assert report["ok"] is False and report["sha256_checked"] is False and report["hashed_bytes"] == 0
+    # complete, with the total off and a tensor in two shards
+    raw_file(root / "sub" / "c.safetensors", {"x": _u8(0, 2), "gone": _u8(2, 1)}, b"xxg")
+    (root / "sub" / "model.safetensors.index.json").write_text(json.dumps({
+        "metadata": {"total_size": 10},
+        "weight_map": {"x": "a.safetensors", "y": "a.safetensors", "z": "b.safetensors", "extra": "b.safetensors",
+                       "gone": "c.safetensors", "ghost": "b.safetensors"}}))
+    report = vf.verify(str(root), None, library=False)
+    assert report["index"] == [
+        {"problem": "tensor_in_two_shards", "detail": 'tensor "x" is in both sub/a.safetensors and '
+                                                      "sub/c.safetensors (the index maps it to a.safetensors)",
+         "index": ix},
+        {"problem": "tensor_in_no_shard", "detail": 'the index maps tensor "ghost" to sub/b.safetensors but no shard '
+                                                    "has it", "index": ix},
+        {"problem": "total_size_mismatch", "detail": "metadata.total_size is 10, the shards' tensors add up to 8 (-2)",
+         "index": ix}]
+    details = {f["file"]: f["detail"] for f in report["files"]}
+    assert details["sub/a.safetensors"] == "header valid; sha256 not checked"
+    assert details["sub/c.safetensors"].startswith('tensor "x" is in both')
+    assert details[ix].endswith("(and 2 more)")
