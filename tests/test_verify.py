@@ -707,3 +707,76 @@ def test_a_small_index_every_disagreement_in_full(tmp_path):
     assert details["sub/a.safetensors"] == "header valid; sha256 not checked"
     assert details["sub/c.safetensors"].startswith('tensor "x" is in both')
     assert details[ix].endswith("(and 2 more)")
+
+
+@pytest.mark.parametrize("header, body, status, detail", [
+    ({"a": _t(dtype="Q8")}, b"1234", "header_invalid", 'tensor "a": unknown dtype "Q8"'),
+    ({"a": _t(dtype=5)}, b"1234", "header_invalid", 'tensor "a": unknown dtype 5'),
+    ({"a": _t(shape=(-4,))}, b"1234", "header_invalid",
+     'tensor "a": shape [-4] is not a list of non-negative integers'),
+    ({"a": _t(shape=(2**64,))}, b"1234", "header_invalid",
+     'tensor "a": shape [18446744073709551616] is not a list of non-negative integers'),
+    ({"a": {"dtype": "U8", "shape": 4, "data_offsets": [0, 4]}}, b"1234", "header_invalid",
+     'tensor "a": shape 4 is not a list of non-negative integers'),
+    ({"a": _t(offsets=(0, 4, 8))}, b"1234", "header_invalid", 'tensor "a": data_offsets [0, 4, 8] is not [begin, end]'),
+    ({"a": {"dtype": "U8", "shape": [4], "data_offsets": "0-4"}}, b"1234", "header_invalid",
+     'tensor "a": data_offsets "0-4" is not [begin, end]'),
+    ({"a": _t(offsets=(-1, 3))}, b"1234", "header_invalid", 'tensor "a": data_offsets [-1, 3] is not [begin, end]'),
+    ({"a": _t(offsets=(0, 2**64))}, b"1234", "header_invalid",
+     'tensor "a": data_offsets [0, 18446744073709551616] is not [begin, end]'),
+    ({"a": _t(offsets=(0, 4.0))}, b"1234", "header_invalid", 'tensor "a": data_offsets [0, 4.0] is not [begin, end]'),
+    ({"a": {"dtype": "U8", "shape": [4]}}, b"1234", "header_invalid",
+     'tensor "a": needs dtype, shape and data_offsets'),
+    ({"a": 1}, b"", "header_invalid", 'tensor "a" is not a JSON object'),
+    ({"__metadata__": [1]}, b"", "header_invalid", "__metadata__ is not a JSON object"),
+    ({"__metadata__": {"format": 1}}, b"", "header_invalid", "__metadata__ is not a map of strings to strings"),
+    ({"a": _t(offsets=(4, 0))}, b"1234", "header_invalid", 'tensor "a": data_offsets [4, 0] end before they begin'),
+    ({"a": _t(offsets=(2, 6))}, b"123456", "header_invalid",
+     'tensor "a": data_offsets [2, 6] leaves a gap of 2 bytes before it (expected begin 0)'),
+    ({"a": _t(), "b": _t(offsets=(2, 6))}, b"123456", "header_invalid",
+     'tensor "b": data_offsets [2, 6] overlaps the tensor before it (expected begin 4)'),
+    ({"a": _t(dtype="F32")}, b"1234", "header_invalid",
+     'tensor "a": shape [4] x F32 is 16 bytes, data_offsets [0, 4] span 4'),
+    ({"a": _t(dtype="F4", shape=(3,), offsets=(0, 2))}, b"12", "header_invalid",
+     'tensor "a": shape [3] x F4 is not a whole number of bytes'),
+    ({"a": _t(shape=(2**40, 2**40), offsets=(0, 4))}, b"1234", "header_invalid",
+     'tensor "a": shape [1099511627776, 1099511627776] x U8 overflows'),
+    ([1, 2], b"", "header_invalid", "header is not a JSON object"),
+    (b'{"__metadata__": {"f": "a", "f": "b"}}', b"", "header_invalid", '__metadata__ has the key "f" twice'),
+    (b'{"a": {"dtype": "U8", "dtype": "U8", "shape": [4], "data_offsets": [0, 4]}}', b"1234",
+     "header_invalid", 'tensor "a" has the key "dtype" twice'),
+    (b'{"a": 1, "a": 2}', b"", "header_invalid", 'header has the key "a" twice'),
+    (b'{"a\xff": 1}', b"", "header_invalid", "header is not valid UTF-8 (byte 11)"),
+    (b'{"a": 1', b"", "header_invalid", "header is not valid JSON: Expecting ',' delimiter: line 1 column 8 (char 7)"),
+])
+def test_header_rules_in_full_without_the_library(tmp_path, header, body, status, detail):
+    path = raw_file(tmp_path / "x.safetensors", header, body)
+    with pytest.raises(vf.Bad) as err:
+        vf.read_header(str(path), path.stat().st_size)
+    assert (err.value.status, err.value.detail) == (status, detail)
+
+
+def test_header_sizes_in_full(tmp_path):
+    text = json.dumps({"a": _t(), "__metadata__": {"format": "pt"}}).encode()
+    n = len(text)
+    path = raw_file(tmp_path / "x.safetensors", text, b"1234")
+    header = vf.read_header(str(path), 8 + n + 4)
+    assert (header.length, header.names, header.data_bytes, header.count) == (n, ["a"], 4, 1)
+    for size, status, detail in [
+        (8 + n + 3, "truncated", f"{8 + n + 3} bytes, the header describes {8 + n + 4} (8 + {n} + 4)"),
+        (8 + n + 6, "size_mismatch", f"{8 + n + 6} bytes, the header describes {8 + n + 4}: 2 bytes past the last tensor"),
+        (8 + n - 1, "truncated", f"{8 + n - 1} bytes: ends inside its {n}-byte header"),
+    ]:
+        with pytest.raises(vf.Bad) as err:
+            vf.read_header(str(path), size)
+        assert (err.value.status, err.value.detail) == (status, detail)
+    path.write_bytes(path.read_bytes()[:8 + n - 2])  # shorter on disk than the size it was listed with
+    with pytest.raises(vf.Bad) as err:
+        vf.read_header(str(path), 8 + n + 4)
+    assert (err.value.status, err.value.detail) == ("truncated", f"{8 + n - 2} bytes readable: ends inside its {n}-byte header")
+    path = raw_file(tmp_path / "e.safetensors", {}, b"")
+    assert vf.read_header(str(path), 10).names == []
+    path = raw_file(tmp_path / "z.safetensors", {"b": _t(offsets=(4, 8)), "a": _t(shape=(), offsets=(8, 9)),
+                                                 "c": _t()}, b"123456789")
+    h = vf.read_header(str(path), path.stat().st_size)
+    assert (h.names, h.data_bytes) == (["c", "b", "a"], 9)
