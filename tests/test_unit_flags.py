@@ -618,3 +618,29 @@ def test_parse_help_skips_warnings_before_usage_and_help_lines_that_look_like_fl
     with pytest.raises(NoderigError) as err:
         parse_help("usage: x\n\noptions:\n  -v  verbose\n")
     assert str(err.value) == "the server's --help listed no options: is this SGLang's launch_server?"
+
+
+def test_prefixed_keeps_the_first_listed_alias_on_a_tie():
+    spec = OptionSpec(names=("--abx", "--aby"))
+    assert ServerFlags(options={"--abx": spec, "--aby": spec}).prefixed("--ab") == ["--abx"]
+
+
+def test_parse_help_odd_shapes():
+    # commas followed by a space inside {choices} and [brackets] stay inside the invocation
+    f = parse_help("options:\n  --x {a, b}, --y {a, b}  Two names.\n  --m [{a, b}, {c, d}]  Nested.\n")
+    assert f.get("--y") == OptionSpec(names=("--x", "--y"), metavar="{a, b}", choices=("a", "b"))
+    assert f.get("--m").names == ("--m",) and f.get("--m").metavar == "[{a, b}, {c, d}]"
+    # no usage block at all: the first line is an option
+    assert sorted(parse_help("  --port PORT  The port.\n").options) == ["--port"]
+    # a one-line usage block, then options with no heading
+    assert sorted(parse_help("usage: x [--a A]\n\n  --a A  help\n").options) == ["--a"]
+    # a usage block that runs to the end of the text: nothing after it
+    with pytest.raises(NoderigError, match="listed no options"):
+        parse_help("  --a A  help\nusage: x [--a A]")
+    # an invocation cut off inside {choices} at the end of the text
+    f = parse_help("options:\n  --p P  p\n  --x {a,b")
+    assert f.get("--x") == OptionSpec(names=("--x",), metavar="{a,b", choices=None)
+
+
+def test_a_single_dash_switch_is_not_given_a_value(small):
+    assert check_argv(["-h"], small) == []
