@@ -854,9 +854,11 @@ exceptions = [{type = "GammaError", module = "gammamod"}, {type = "DeltaError", 
 MINI_BENIGN = 'version = 1\n[[benign]]\npattern = "harmless alpha exploded"\n'
 
 
-@pytest.fixture(scope="module")
-def mini(tmp_path_factory):
-    d = tmp_path_factory.mktemp("mini")
+@pytest.fixture
+def mini(tmp_path):
+    """Loaded per test (a few ms): each test then exercises the loader too, which is what lets
+    mutation testing see which tests depend on it."""
+    d = tmp_path
     (d / "catalog.toml").write_text(MINI_CATALOG)
     (d / "benign.toml").write_text(MINI_BENIGN)
     return load_catalog(d / "catalog.toml")
@@ -877,8 +879,9 @@ def test_mini_catalog_loads_normalised(mini):
     assert mini.ids == ["alpha", "beta", "gamma"] and [name for name, _ in mini.stages] == [
         "weights loaded", "graphs captured"]
     assert a.evidence[0].search("ALPHA EXPLODED"), "patterns ignore case"
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError) as err:
         mini.get("nope")
+    assert str(err.value) == "'nope'"
 
 
 def test_first_decisive_evidence_wins_and_later_classes_are_also_seen(mini):
@@ -1223,3 +1226,21 @@ def test_a_traceback_without_its_header_and_one_cut_short():
     tbs = parse_tracebacks(lines)
     assert [(t.start_index, t.end_index, t.final.exc_type) for t in tbs] == [(0, 2, "ValueError"), (4, 6, None)]
     assert tbs[1].code_lines == {6}
+
+
+def test_a_catalog_with_no_classes_or_healthy_table_loads_empty(tmp_path):
+    path = tmp_path / "catalog.toml"
+    path.write_text("version = 1\n")
+    cat = load_catalog(path)
+    assert (cat.classes, cat.healthy_strong, cat.healthy_weak, cat.sglang_markers, cat.sglang_ready, cat.ids) == (
+        (), (), (), (), (), [])
+    d = diagnose("all fine\n", cat)
+    assert (d.cls, d.ready) == ("healthy", False)
+
+
+def test_the_json_form_is_indented_and_keeps_non_ascii_text(mini):
+    d = mdx(mini, "alpha exploded: données « é » " + "x" * 300)
+    text = d.to_json()
+    assert text.startswith('{\n  "class": "alpha",\n  "title": "Alpha failure",\n')
+    assert "« é »" in text and d.cause.endswith("…") and "…" in text
+    assert "\n" not in d.to_json(indent=None) and json.loads(d.to_json(indent=None)) == json.loads(text)
