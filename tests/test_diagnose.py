@@ -1244,3 +1244,32 @@ def test_the_json_form_is_indented_and_keeps_non_ascii_text(mini):
     assert text.startswith('{\n  "class": "alpha",\n  "title": "Alpha failure",\n')
     assert "« é »" in text and d.cause.endswith("…") and "…" in text
     assert "\n" not in d.to_json(indent=None) and json.loads(d.to_json(indent=None)) == json.loads(text)
+
+
+def test_unknown_evidence_keeps_rank_and_line_number_and_clips_at_400(mini):
+    d = mdx(mini, "a", sg("TP3", "b"), sg("TP3", "RuntimeError: " + "z" * 450), "c")
+    assert [(e.line[:14], len(e.line), e.rank, e.lineno) for e in d.evidence] == [
+        ("a", 1, None, 1), ("b", 1, "TP3", 2), ("RuntimeError: ", 400, "TP3", 3), ("c", 1, None, 4)]
+    assert d.evidence[2].line.endswith("z…")
+    assert d.fix == ("No known signature matched. Read the evidence lines and the traceback; if this is a recurring "
+                     "failure, add its signature to noderig/diagnose/catalog.toml.")
+    d = mdx(mini, sg("TP3", "Traceback (most recent call last):"), '  File "/x/a.py", line 1, in f',
+            "ValueError: " + "v" * 450)
+    assert [(e.line[:12], len(e.line), e.rank, e.lineno) for e in d.evidence] == [
+        ("ValueError: ", 400, "TP3", 3), ("Traceback (m", 34, "TP3", 1), ('File "/x/a.p', 28, "TP3", 2)]
+    assert d.cause == "unrecognised failure: ValueError: " + "v" * 185 + "…" and len(d.cause) == 220
+
+
+def test_unknown_uses_the_traceback_the_failure_is_in(mini):
+    d = mdx(mini, '  File "/x/a.py", line 1, in f', "ValueError: v")  # its header cut off: it starts before
+    assert (d.cls, d.chain, d.cause) == ("unknown", ["a.f"], "unrecognised failure: ValueError: v")
+    d = mdx(mini, "Traceback (most recent call last):", '  File "/x/a.py", line 1, in f', "ValueError")
+    assert d.cause == "unrecognised failure: ValueError:"
+
+
+def test_healthy_meanings_and_the_ready_lines_rank(mini):
+    d = mdx(mini, sg("TP0", "weights loaded"), sg("TP0", "ready to roll"))
+    assert d.meaning == "The server started and reported that it is ready to serve."
+    assert [(e.line, e.rank, e.lineno) for e in d.evidence] == [("ready to roll", "TP0", 2)]
+    assert mdx(mini, "hello").meaning == ("Nothing in the log says the launch failed, and the ready line was not seen "
+                                          "yet: the server is still starting, or the log stops before it was ready.")
