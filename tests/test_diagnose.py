@@ -1273,3 +1273,47 @@ def test_healthy_meanings_and_the_ready_lines_rank(mini):
     assert [(e.line, e.rank, e.lineno) for e in d.evidence] == [("ready to roll", "TP0", 2)]
     assert mdx(mini, "hello").meaning == ("Nothing in the log says the launch failed, and the ready line was not seen "
                                           "yet: the server is still starting, or the log stops before it was ready.")
+
+
+# --------------------------------------------------------------------------------------------
+# the anchor index: a cheap first pass that must never hide a line a pattern matches
+
+
+@pytest.mark.parametrize("pattern, anchor", [
+    ("cuda out of memory", ("memory", "cuda out of memory")),
+    ("memory of", ("memory", "memory of")),
+    ("foo bar", ("foo", "foo bar")),  # equal length: the first
+    ("Foo", ("foo", "foo")),
+    ("cuda", ("cuda", "cuda")),
+    ("abc", ("abc", "abc")),
+    ("ab", ("ab", None)),  # a literal shorter than 3 characters is no use
+    (r"\bfoo\b", ("foo", "foo")),
+    (r"\w*oo_bar", (None, "oo_bar")),  # may be the tail of a longer word: not a whole word
+    (r"\w+-abc", ("abc", "-abc")),
+    (r"abc-\w+", ("abc", "abc-")),
+    (r"x-abc\w+", ("x", "x-abc")),
+    (r"zz\d+aaa", (None, "aaa")),  # the longest literal, not the greatest
+    (r"\d+", (None, None)),
+])
+def test_anchor_is_a_word_every_match_contains(pattern, anchor):
+    from noderig.diagnose.engine import _anchor
+    assert _anchor(pattern) == anchor
+
+
+def test_split_alternatives_only_at_the_top_level():
+    from noderig.diagnose.engine import _split_alternatives
+    assert _split_alternatives(r"a|b(c|d)|[|]|\|x|") == ["a", "b(c|d)", "[|]", r"\|x", ""]
+    assert _split_alternatives("abc") == ["abc"]
+
+
+def test_the_index_finds_every_fixture_line_a_signature_matches():
+    cat = load_catalog()  # built here, not the cached one: the index under test is this one
+    missed = []
+    for text in _fixture_lines():
+        hits = cat.index.hits(text)
+        for ci, c in enumerate(cat.classes):
+            for kind, patterns in (("e", c.evidence), ("s", c.symptoms)):
+                if any(p.search(text) for p in patterns) and (ci, kind) not in hits:
+                    missed.append((c.id, kind, text))
+    assert missed == []
+    assert {w for w in cat.index.words if w != w.lower()} == set()
