@@ -497,3 +497,8 @@ def test_matches_strips_slashes_and_is_case_sensitive():
     assert matches("sub/x.py", "/sub/*.py/") and matches("sub/x.py", "s?b/[x]*.py") and matches("sub/x.py", "*/x.py")
     assert not matches("x.py", "*.PY") and not matches("sub/a/b", "sub/*") and not matches("sub/a", "sub/*/b")
     assert matches("sub/a/b.json", "b.json") and not matches("sub/a/b.json", "a")
+
+
+def test_inside_and_matches_strip_only_slashes():
+    assert inside("/ckptX", "a") and inside("/ckptX/", "a")
+    assert matches("a.X", "*.X") and matches("X/a.X", "X/*.X") and not matches("a.X", "*.")
