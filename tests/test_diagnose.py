@@ -1171,6 +1171,7 @@ def test_format_chain_drops_noise_and_consecutive_repeats():
               Frame("/v/torch/_dynamo/eval_frame.py", 8, "g"), Frame("/v/torch/_dynamo/other.py", 9, "h"),
               Frame("/v/a.py", 10, "wrapper"), Frame("C:\\x\\mod.py", 11, "f"), Frame("/x/prog", 12, "main"),
               Frame("/usr/lib/python3/dist-packages/c.py", 13, "k"), Frame("/usr/lib/python3.11/json/decoder.py", 14, "d"),
+              Frame("C:\\py\\lib\\python3.10\\threading.py", 16, "run"), Frame("<string>", 17, "compute"),
               Frame("/v/a.py", 15, "run")]
     assert format_chain(frames) == ["a.run", "b.go", "other.h", "mod.f", "prog.main", "c.k", "a.run"]
 
@@ -1209,6 +1210,7 @@ def test_parse_tracebacks_sections_links_and_messages():
     assert tb.code_lines == {3, 17} and tb.final is tb.sections[-1]
     assert tb.section_at(4) is tb.sections[0] and tb.section_at(7) is tb.sections[0]  # up to 3 lines past it
     assert tb.section_at(9) is tb.sections[1] and tb.section_at(0) is None
+    assert tb.section_at(1) is tb.sections[0] and tb.section_at(8) is tb.sections[1]
     assert traceback_chain(tb) == ["c.h"] and traceback_chain(tb, tb.sections[0]) == ["c.h", "a.f"]
 
 
@@ -1317,3 +1319,77 @@ def test_the_index_finds_every_fixture_line_a_signature_matches():
                     missed.append((c.id, kind, text))
     assert missed == []
     assert {w for w in cat.index.words if w != w.lower()} == set()
+
+
+@pytest.mark.parametrize("start, joined", [
+    ('  File "a.py", line 1, in f', False), ("Traceback (most recent call last):", False),
+    ("During handling of the above exception, another exception occurred:", False),
+    ("The above exception was the direct cause of the following exception:", False),
+    ("Loading safetensors checkpoint shards: 100%", False), ("ValueError: boom", False),
+    ("[2026-05-30 13:31:17 TP0] hi", False), ("Dec 02 13:31:17 b300 sglang[5]: hi", False),
+    ("more words of the same record", True), ("traceback in lower case", True),
+])
+def test_a_wrapped_paste_is_not_joined_to_a_line_that_starts_a_record(start, joined):
+    wrapped = "y" * 70
+    texts = [ln.text for ln in normalize("\n".join([wrapped, wrapped, wrapped, start]))]
+    first = wrapped * 3
+    assert texts == ([first + start] if joined else [first, strip_prefixes(start)[0]])
+
+
+def test_first_failure_scans_from_the_first_line_past_quiet_ones(mini):
+    assert mdx(mini, "RuntimeError: first line").cls == "unknown"
+    assert mdx(mini, "INFO 05-24 00:20:47 [a.py:1] fine", "RuntimeError: x").cls == "unknown"
+    assert mdx(mini, "CRITICAL 05-24 00:20:47 [a.py:1] shutting down").cls == "unknown"  # the logger said so
+    assert mdx(mini, "WARNING 05-24 00:20:47 [a.py:1] RuntimeError: x").cls == "healthy"
+    assert mdx(mini, "Segmentation fault", "server is ready").cls == "healthy"  # before ready: it recovered
+
+
+def test_the_related_traceback_window(mini):
+    tb = ["Traceback (most recent call last):", '  File "/x/a.py", line 1, in f', "ValueError: v"]
+    # the matched line inside a traceback whose header was cut: from its first line
+    assert mdx(mini, '  File "/x/alpha exploded.py", line 1, in load_weights', "ValueError: v").chain == [
+        "alpha exploded.load_weights"]
+    # up to two lines past its end (prefixed lines end the message)
+    assert mdx(mini, *tb, sg(None, "filler"), sg(None, "alpha exploded")).chain == ["a.f"]
+    assert mdx(mini, *tb, sg(None, "filler"), sg(None, "filler"), sg(None, "alpha exploded")).chain == []
+    # else the next one, at most 400 lines on
+    assert mdx(mini, "alpha exploded", *["f"] * 399, *tb).chain == ["a.f"]
+    assert mdx(mini, "alpha exploded", *["f"] * 400, *tb).chain == []
+    assert mdx(mini, *["f"] * 300, "alpha exploded", *tb).chain == ["a.f"]
+    # the same rank's first
+    other = ["Traceback (most recent call last):", '  File "/x/b.py", line 1, in g', "ValueError: w"]
+    d = mdx(mini, sg("TP1", "alpha exploded"), "", *[sg("TP0", x) if i == 0 else x for i, x in enumerate(other)], "",
+            *[sg("TP1", x) if i == 0 else x for i, x in enumerate(tb)])
+    assert d.chain == ["a.f"]
+    # its exception line joins the evidence
+    d = mdx(mini, "alpha exploded", *tb)
+    assert [e.line for e in d.evidence] == ["alpha exploded", "ValueError: v"]
+
+
+def test_known_chain_adds_the_matched_sections_frames_and_evidence_is_clipped_at_400(mini):
+    d = mdx(mini, "Traceback (most recent call last):", '  File "/x/a.py", line 1, in f',
+            "RuntimeError: alpha exploded", "", "The above exception was the direct cause of the following exception:",
+            "", "Traceback (most recent call last):", '  File "/x/b.py", line 2, in g', "ValueError: other")
+    assert d.chain == ["b.g", "a.f"]
+    d = mdx(mini, "alpha exploded " + "q" * 500)
+    assert len(d.evidence[0].line) == 400
+
+
+def test_ranks_sort_naturally_and_evidence_gathers_forty_lines(mini):
+    d = mdx(mini, *[sg(f"TP{i}", "alpha exploded") for i in (10, 2, 1)])
+    assert d.ranks == ["TP1", "TP2", "TP10"]
+    d = mdx(mini, *[sg(f"TP{i}", "alpha exploded") for i in range(41)])
+    assert len(d.ranks) == 41 and d.evidence[0].rank == ",".join(f"TP{i}" for i in range(40))
+
+
+def test_warmup_is_named_from_the_warmup_lines(mini):
+    frames = ["Traceback (most recent call last):", '  File "/x/sglang/runner.py", line 3, in init_memory_pool',
+              "    f()", "RuntimeError: alpha exploded"]
+    assert mdx(mini, "INFO:     Application startup complete.", *frames).component == (
+        "KV cache allocation, during the server warmup")
+    assert mdx(mini, "warmup error here", "skip_server_warmup=True", *frames).component == (
+        "KV cache allocation, during the server warmup")
+    assert mdx(mini, "Initialization failed. warmup", *frames).component == (
+        "KV cache allocation, during the server warmup")
+    assert mdx(mini, *frames).component == "KV cache allocation"
+    assert mdx(mini, "server is ready").chain == []
