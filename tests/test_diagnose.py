@@ -1393,3 +1393,50 @@ def test_warmup_is_named_from_the_warmup_lines(mini):
         "KV cache allocation, during the server warmup")
     assert mdx(mini, *frames).component == "KV cache allocation"
     assert mdx(mini, "server is ready").chain == []
+
+
+@pytest.mark.parametrize("section, where", [
+    ('[ignore]\npatterns = ["(x"]\n', "ignore"),
+    ('[healthy]\nstrong = ["(x"]\n', "healthy"), ('[healthy]\nweak = ["(x"]\n', "healthy"),
+    ('[healthy]\nsglang_markers = ["(x"]\n', "healthy"), ('[healthy]\nsglang_ready = ["(x"]\n', "healthy"),
+    ('[[stage]]\nname = "weights"\npatterns = ["(x"]\n', "stage weights"),
+    ('[[class]]\nid = "c"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["ok"]\nsymptoms = ["(x"]\n', "c"),
+    ('[[class]]\nid = "c"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["ok"]\nsupporting = ["(x"]\n', "c"),
+    ('[[class]]\nid = "c"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["ok"]\n'
+     'exceptions = [{type = "E", module = "(x"}]\n', "c"),
+])
+def test_a_bad_regex_names_where_it_is(tmp_path, section, where):
+    path = tmp_path / "catalog.toml"
+    path.write_text("version = 1\n" + section)
+    with pytest.raises(CatalogError) as err:
+        load_catalog(path)
+    assert str(err.value) == f"{where}: bad regex '(x': missing ), unterminated subpattern at position 0"
+
+
+def test_component_and_remedy_patterns_ignore_case(mini):
+    frames = ["Traceback (most recent call last):", '  File "/x/sglang/runner.py", line 3, in Load_Weights',
+              "RuntimeError: alpha exploded, VARIANT TWO"]
+    d = mdx(mini, *frames)
+    assert (d.component, d.remedy) == ("alpha loader", "set:alpha=2")
+
+
+def test_exception_signature_takes_the_last_dotted_name():
+    from noderig.diagnose.engine import ExceptionSignature, TracebackSection
+    sig = ExceptionSignature(re.compile("GammaError"), None, None)
+    assert sig.matches(TracebackSection(exc_type="a.b.GammaError")) and sig.matches(TracebackSection(exc_type="GammaError"))
+    assert not sig.matches(TracebackSection(exc_type="a.b.GammaErrors")) and not sig.matches(TracebackSection())
+
+
+def test_split_alternatives_inside_classes_and_nested_groups():
+    from noderig.diagnose.engine import _split_alternatives
+    assert _split_alternatives("x[a|b]y|z") == ["x[a|b]y", "z"]
+    assert _split_alternatives("((a)|b)|c") == ["((a)|b)", "c"]
+
+
+def test_a_pattern_without_any_anchor_is_still_searched(tmp_path):
+    path = tmp_path / "catalog.toml"
+    path.write_text('version = 1\n[[class]]\nid = "digits"\ntitle = "Digits"\nmeaning = "m"\nfix = "f"\n'
+                    'evidence = ["\\\\d{3}\\\\s\\\\d{3}"]\n')
+    cat = load_catalog(path)
+    assert len(cat.index.always) == 1
+    assert diagnose("code 123 456\n", cat).cls == "digits"
