@@ -780,3 +780,49 @@ def test_header_sizes_in_full(tmp_path):
                                                  "c": _t()}, b"123456789")
     h = vf.read_header(str(path), path.stat().st_size)
     assert (h.names, h.data_bytes) == (["c", "b", "a"], 9)
+
+
+def test_the_node_scripts_main_in_process(ckpt, tmp_path, capsys):
+    """main() as the deploy calls it (here in-process; the subprocess form is tested above)."""
+    manifest = str(ckpt / ".noderig/manifest.json")
+
+    def main(*args):
+        rc = vf.main(list(args))
+        out, err = capsys.readouterr()
+        return rc, json.loads(out.strip().splitlines()[-1]), err
+
+    rc, report, _ = main(manifest, str(ckpt), "--jobs", "2")
+    assert rc == 0 and report["ok"] and report["sha256_checked"] and report["record"] == "written"
+    rc, report, _ = main(manifest, str(ckpt), "--no-record")
+    assert rc == 0 and report["record"] == "not used" and report["hashed_bytes"] > 0
+    rc, report, _ = main("-", str(ckpt), "--structure-only")
+    assert rc == 0 and report["sha256_checked"] is False
+    rc, report, _ = main(manifest, str(ckpt), "--check-paths")
+    assert (rc, report) == (0, {"ok": True, "problems": []})
+    os.truncate(ckpt / S1, 1000)
+    rc, report, _ = main(manifest, str(ckpt), "--structure-only")
+    assert rc == 1 and bad_files(report) == {S1: "truncated"}
+    (ckpt / "sub").mkdir()
+    (ckpt / "sub" / "x").symlink_to("/etc")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"files": [{"path": "sub/x/passwd", "size": 1}]}))
+    rc, report, _ = main(str(bad), str(ckpt), "--check-paths")
+    assert (rc, report) == (1, {"ok": False, "problems": [
+        {"file": "sub/x/passwd", "problem": "sub/x is a symlink to '/etc' (never followed)"}]})
+    usage = {"ok": False, "files": [], "index": [], "hashed_bytes": 0, "sha256_checked": False}
+    for args, error in [
+        ((manifest, str(ckpt), "--jobs", "0"), "--jobs must be at least 1"),
+        ((str(tmp_path / "none.json"), str(ckpt)), f"no manifest at {tmp_path / 'none.json'}"),
+        ((str(tmp_path), str(ckpt)), f"cannot read the manifest {tmp_path}: [Errno 21] Is a directory: '{tmp_path}'"),
+        ((manifest, str(tmp_path / "nope")), f"{tmp_path / 'nope'} is not a directory"),
+        ((manifest,), "the following arguments are required: dir"),
+    ]:
+        rc, report, err = main(*args)
+        assert (rc, report) == (2, {**usage, "error": error})
+        assert err == f"verify_files: {error}\n"
+    bad.write_text("[]")
+    rc, report, _ = main(str(bad), str(ckpt))
+    assert (rc, report["error"]) == (2, f"{bad} is not a noderig manifest (no list of files)")
+    bad.write_text("{")
+    rc, report, _ = main(str(bad), str(ckpt))
+    assert rc == 2 and report["error"].startswith(f"cannot read the manifest {bad}: Expecting property name")
