@@ -826,3 +826,93 @@ def test_the_node_scripts_main_in_process(ckpt, tmp_path, capsys):
     bad.write_text("{")
     rc, report, _ = main(str(bad), str(ckpt))
     assert rc == 2 and report["error"].startswith(f"cannot read the manifest {bad}: Expecting property name")
+
+
+@pytest.mark.parametrize("text, detail", [
+    ("[]", "not a valid index: not a JSON object"),
+    ('{"weight_map": {}, "weight_map": {}}', 'not a valid index: it has the key "weight_map" twice'),
+    ('{"weight_map": {"a": "x", "a": "x"}}', 'not a valid index: weight_map has the key "a" twice'),
+    ('{"weight_map": {}, "metadata": {"total_size": 1, "total_size": 2}}',
+     'not a valid index: metadata has the key "total_size" twice'),
+    ('{"weight_map": {}, "metadata": {"total_size": -1}}', "not a valid index: metadata.total_size -1 is not a byte count"),
+    ('{"weight_map": {}, "metadata": {"total_size": "9"}}', 'not a valid index: metadata.total_size "9" is not a byte count'),
+    ('{"weight_map": {"a": 1}}', "not a valid index: no weight_map of tensor name to shard file"),
+    ('{"metadata": {}}', "not a valid index: no weight_map of tensor name to shard file"),
+])
+def test_index_rules_in_full(tmp_path, text, detail):
+    path = tmp_path / "model.safetensors.index.json"
+    path.write_text(text)
+    with pytest.raises(vf.Bad) as err:
+        vf._read_index(str(path))
+    assert (err.value.status, err.value.detail) == ("index_mismatch", detail)
+
+
+def test_index_reads_its_total_or_none(tmp_path):
+    path = tmp_path / "i.json"
+    path.write_text('{"weight_map": {"a": "s"}, "metadata": {"total_size": 0}}')
+    assert vf._read_index(str(path)) == {"weight_map": {"a": "s"}, "total_size": 0}
+    path.write_text('{"weight_map": {}, "metadata": {"format": "pt"}}')
+    assert vf._read_index(str(path)) == {"weight_map": {}, "total_size": None}
+
+
+def test_discover_lists_visible_files_control_files_and_linked_directories(tmp_path):
+    root = tmp_path / "r"
+    for rel in ("a/f", "d/e/g.txt", ".hidden/x", "a/.h", "sub/b.safetensors.aria2", "c.safetensors",
+                "c.safetensors.aria2"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x")
+    (root / "linkdir").symlink_to(root / "d")
+    (root / ".lnk").symlink_to(root / "d")
+    assert vf._discover(str(root)) == ["a/f", "c.safetensors", "d/e/g.txt", "linkdir", "sub/b.safetensors"]
+
+
+def test_presence_details_in_full(tmp_path):
+    root = tmp_path / "r"
+    (root / "dir.json").mkdir(parents=True)
+    (root / "p.json").write_text("{}")
+    (root / "p.json.aria2").write_text("")
+    (root / "short.json").write_text("{}")
+    (root / "long.json").write_text("{}")
+    manifest = {"files": [{"path": "dir.json"}, {"path": "p.json"}, {"path": "gone.json"},
+                          {"path": "short.json", "size": 5}, {"path": "long.json", "size": 1}]}
+    report = vf.verify(str(root), manifest, library=False)
+    assert {f["file"]: (f["status"], f["detail"]) for f in report["files"]} == {
+        "dir.json": ("size_mismatch", "not a regular file"),
+        "p.json": ("partial", "aria2 control file (.aria2) present: download unfinished"),
+        "gone.json": ("missing", "not on disk"),
+        "short.json": ("truncated", "2 bytes, expected 5"),
+        "long.json": ("size_mismatch", "2 bytes, expected 1")}
+
+
+def test_repeated_index_problems_are_counted_and_unsafe_shards_named(tmp_path):
+    root = tmp_path / "r"
+    root.mkdir()
+    raw_file(root / "a.safetensors", {"x": _u8(0, 1)}, b"x")
+    (root / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "x": "a.safetensors", "g1": "a.safetensors", "g2": "a.safetensors", "u": "../up.safetensors"}}))
+    report = vf.verify(str(root), None, library=False)
+    ix = "model.safetensors.index.json"
+    assert report["index"] == [
+        {"problem": "index_invalid", "detail": 'the index names an unsafe shard path "../up.safetensors"', "index": ix},
+        {"problem": "tensor_in_no_shard", "detail": 'the index maps tensor "g1" to a.safetensors but its header lacks '
+                                                    "it (and 1 more like it)", "index": ix}]
+    details = {f["file"]: f["detail"] for f in report["files"]}
+    assert details[ix] == 'the index names an unsafe shard path "../up.safetensors" (and 2 more)'
+    assert details["a.safetensors"] == 'the index maps tensor "g1" to a.safetensors but its header lacks it (and 1 more)'
+
+
+def test_the_library_probe_says_what_it_found(monkeypatch, tmp_path):
+    import importlib.util
+    import types
+    numpy = " (numpy absent: validation only)" if importlib.util.find_spec("numpy") is None else ", tensor names compared"
+    lib = vf.LibraryCheck()
+    assert lib.why == "safetensors 0.8.0 safe_open: header validated by the library too" + numpy
+    assert lib.validate is not None
+    lib._open = lambda path: ["x"]
+    assert lib._validate("p", vf.Header(1, ["y"], 0)) == ("safetensors reads other tensor names from the header "
+                                                          "than these checks do")
+    assert lib._validate("p", vf.Header(1, ["x"], 0)) is None
+    monkeypatch.setitem(sys.modules, "safetensors", types.ModuleType("safetensors"))
+    fake = vf.LibraryCheck()
+    assert fake.validate is None
+    assert fake.why == "not used: probing safetensors ? failed: module 'safetensors' has no attribute 'SafetensorError'"
