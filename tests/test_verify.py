@@ -916,3 +916,24 @@ def test_the_library_probe_says_what_it_found(monkeypatch, tmp_path):
     fake = vf.LibraryCheck()
     assert fake.validate is None
     assert fake.why == "not used: probing safetensors ? failed: module 'safetensors' has no attribute 'SafetensorError'"
+
+
+def test_an_unreadable_shard_and_an_unusable_library(tmp_path, monkeypatch):
+    root = tmp_path / "r"
+    root.mkdir()
+    raw_file(root / "a.safetensors", {"x": _u8(0, 1)}, b"x")
+    (root / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "a.safetensors"}}))
+    unusable = vf.LibraryCheck()
+    unusable.validate, unusable.why = None, "not used: test"
+    monkeypatch.setattr(vf, "_library", unusable)
+    report = vf.verify(str(root), None, library=True)
+    assert report["ok"] and report["library_check"] == "not used: test"
+
+    def broken(path, size):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(vf, "read_header", broken)
+    report = vf.verify(str(root), None, library=False)
+    files = {f["file"]: (f["status"], f["detail"]) for f in report["files"]}
+    assert files["a.safetensors"] == ("missing", "cannot read: Input/output error")
+    assert [p["problem"] for p in report["index"]] == ["shard_missing"]
