@@ -1440,3 +1440,82 @@ def test_a_pattern_without_any_anchor_is_still_searched(tmp_path):
     cat = load_catalog(path)
     assert len(cat.index.always) == 1
     assert diagnose("code 123 456\n", cat).cls == "digits"
+
+
+def test_evidence_details_of_known_and_unknown_failures(mini):
+    # unknown: the traceback's exception line far below the first failure keeps its rank
+    tb = [sg("TP3", "Traceback (most recent call last):"), *[f'  File "/x/m{i}.py", line 1, in f{i}' for i in range(6)],
+          "ValueError: v"]
+    d = mdx(mini, *tb)
+    assert (d.evidence[0].line, d.evidence[0].rank, d.evidence[0].lineno) == ("ValueError: v", "TP3", 8)
+    # known: the related traceback's exception line, with rank, number and a 400-character clip
+    d = mdx(mini, sg("TP2", "alpha exploded"), sg("TP2", "Traceback (most recent call last):"),
+            '  File "/x/a.py", line 1, in f', "ValueError: " + "w" * 500)
+    assert [(e.line[:12], len(e.line), e.rank, e.lineno) for e in d.evidence] == [
+        ("alpha explod", 14, "TP2", 1), ("ValueError: ", 400, "TP2", 4)]
+    # supporting lines: within 300 lines either side, clipped at 400, numbered, 24 evidence lines at most
+    d = mdx(mini, *["f"] * 10, "alpha context out", "alpha context " + "c" * 500, *["f"] * 299, "alpha exploded",
+            *["f"] * 298, "alpha context after", "alpha context too far")
+    assert [(e.line[:19], len(e.line), e.lineno) for e in d.evidence] == [
+        ("alpha exploded", 14, 312), ("alpha context ccccc", 400, 12), ("alpha context after", 19, 611)]
+    d = mdx(mini, *[f"alpha context {i}" for i in range(30)], "alpha exploded")
+    assert len(d.evidence) == 12 and d.evidence[1].line == "alpha context 0"
+    d = mdx(mini, *[f"alpha exploded {i}" for i in range(13)])
+    assert len(d.evidence) == 12
+
+
+def test_a_bare_exception_line_is_read_with_its_next_three_lines(mini):
+    assert mdx(mini, "RuntimeError:", "alpha", "exploded").cls == "alpha"
+    assert mdx(mini, "before", "RuntimeError:", "alpha", "exploded").cls == "alpha"
+    assert mdx(mini, "RuntimeError:", "x", "y", "alpha", "exploded").cls == "unknown"
+
+
+def test_sglang_is_recognised_by_its_prefix_or_a_marker(mini):
+    for prefix in ("[12:00:00 DP0]", "[12:00:00 PP1]", "[12:00:00 EP2]", "[12:00:00 TP0]"):
+        assert not mdx(mini, f"{prefix} hi", "server is ready").ready, prefix
+    assert mdx(mini, "[rank0]: hi", "server is ready").ready  # a rank, but not SGLang's prefix
+    assert mdx(mini, "(Worker_TP0 pid=1) hi", "server is ready").ready  # TP rank but no time
+    assert mdx(mini, "[12:00:00] hi", "server is ready").ready  # time but no rank
+    assert not mdx(mini, *["x"] * 3999, "sglang marker line", "now listening").ready
+    assert mdx(mini, *["x"] * 4000, "sglang marker line", "now listening").ready  # only the first 4000 lines count
+
+
+def test_also_seen_and_ready_edge_cases(mini):
+    assert mdx(mini, "alpha exploded", "alpha exploded again").also_seen == []
+    assert mdx(mini, "alpha exploded and a shared line").also_seen == []
+    assert mdx(mini, "gamma noted", "alpha exploded").also_seen == []  # earlier: not a consequence
+    assert mdx(mini, "server is ready, alpha exploded").cls == "healthy"  # on the ready line itself
+
+
+def test_collapse_joins_ranks_once():
+    from noderig.diagnose.engine import Evidence, _clip, _collapse
+    got = _collapse([Evidence("x", None, 1), Evidence("x", "TP1", 2), Evidence("x", "TP10", 3), Evidence("x", "TP1", 4),
+                     Evidence("y", "TP2", 5)])
+    assert [(e.line, e.rank, e.lineno) for e in got] == [("x", "TP1,TP10", 1), ("y", "TP2", 5)]
+    assert _clip("x" * 220) == "x" * 220 and _clip("x" * 221) == "x" * 219 + "…" and _clip(" a \n b ") == "a b"
+
+
+def test_component_patterns_see_the_arrows_and_signatures_see_windows_paths(tmp_path):
+    from noderig.diagnose.engine import ExceptionSignature, Frame, TracebackSection
+    path = tmp_path / "catalog.toml"
+    path.write_text('version = 1\n[[class]]\nid = "k"\ntitle = "K"\nmeaning = "m"\nfix = "f"\nevidence = ["kaboom"]\n'
+                    'components = [{match = "a\\\\.f -> b\\\\.g$", name = "the a-to-b call"}]\n')
+    d = diagnose("Traceback (most recent call last):\n  File \"/x/a.py\", line 1, in f\n"
+                 "  File \"/x/b.py\", line 2, in g\nRuntimeError: kaboom\n", load_catalog(path))
+    assert (d.component, d.to_dict()["confidence"]) == ("the a-to-b call", 0.95)
+    sig = ExceptionSignature(re.compile("E"), re.compile("pkg/mod"), None)
+    assert sig.matches(TracebackSection(frames=[Frame("C:\\pkg\\mod\\a.py", 1, "f")], exc_type="E"))
+    assert not sig.matches(TracebackSection(frames=[Frame("C:\\pkg\\other\\a.py", 1, "f")], exc_type="E"))
+
+
+def test_a_chained_section_without_its_exception_line_does_not_stop_the_signature_search(mini):
+    assert mdx(mini, "Traceback (most recent call last):", '  File "/x/a.py", line 1, in f',
+               "During handling of the above exception, another exception occurred:", "",
+               "Traceback (most recent call last):", '  File "/x/gammamod/run.py", line 3, in run',
+               "GammaError: x").cls == "gamma"
+
+
+def test_supporting_lines_stop_at_twenty_four_evidence_lines(mini):
+    d = mdx(mini, *[sg(f"TP{i}", "alpha context") for i in range(30)], "alpha exploded")
+    assert [e.line for e in d.evidence] == ["alpha exploded", "alpha context"]
+    assert d.evidence[1].rank == ",".join(f"TP{i}" for i in range(23))  # 1 decisive + 23 supporting
