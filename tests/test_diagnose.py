@@ -1519,3 +1519,39 @@ def test_supporting_lines_stop_at_twenty_four_evidence_lines(mini):
     d = mdx(mini, *[sg(f"TP{i}", "alpha context") for i in range(30)], "alpha exploded")
     assert [e.line for e in d.evidence] == ["alpha exploded", "alpha context"]
     assert d.evidence[1].rank == ",".join(f"TP{i}" for i in range(23))  # 1 decisive + 23 supporting
+
+
+def _tbs(*lines):
+    return [(t.rank, t.start_index, t.end_index, [(s.exc_type, s.message) for s in t.sections], sorted(t.code_lines))
+            for t in parse_tracebacks(normalize("\n".join(lines)))]
+
+
+def test_traceback_state_machine_edges():
+    H, F = "Traceback (most recent call last):", '  File "/x/a.py", line 1, in f'
+    assert _tbs(H, "hello world") == [(None, 0, 0, [(None, "")], [])]  # ends where nothing follows
+    assert _tbs(sg("TP1", F), sg("TP1", "ValueError: v")) == [("TP1", 0, 1, [("ValueError", "v")], [])]
+    # a second traceback after the first's blank line is a traceback of its own
+    assert _tbs(H, F, "ValueError: a", "", H, F, "KeyError: b") == [
+        (None, 0, 3, [("ValueError", "a")], []), (None, 4, 6, [("KeyError", "b")], [])]
+    # unrelated text after a connector, or after the blank, closes it
+    assert [len(t[3]) for t in _tbs(H, F, "ValueError: a", "", "The above exception was the direct cause of the "
+                                    "following exception:", "", "unrelated words here", "", H, F, "KeyError: b")] == [1, 1]
+    assert [len(t[3]) for t in _tbs(H, F, "ValueError: a", "", "unrelated words", "During handling of the above "
+                                    "exception, another exception occurred:", "", H, F, "KeyError: b")] == [1, 1]
+    # a frames-state end and a message-state end do not stop the parse
+    assert len(_tbs(H, F, "two words end it", H, F, "KeyError: b")) == 2
+    assert len(_tbs(H, F, "ValueError: a", sg(None, "prefixed"), H, F, "KeyError: b")) == 2
+    # echoed source: indented by one space, an unindented repeat marker, blank lines keeping the frame's context
+    assert _tbs(H, F, "    code()", " more code", "ValueError: v")[0][3] == [("ValueError", "v")]
+    assert _tbs(H, F, "    f()", "[Previous line repeated 996 more times]", "RecursionError: deep")[0][3] == [
+        ("RecursionError", "deep")]
+    assert _tbs(H, F, "", "two words")[0][2:] == (3, [(None, "")], [3])
+    # which lines can be the exception line
+    assert _tbs(H, "ValueError: x")[0][3] == [("ValueError", "x")]
+    assert _tbs(H, "mod.error: x")[0][3] == [("mod.error", "x")]
+    assert _tbs(H, "error: x")[0][3] == [(None, "")]
+    assert _tbs(H, F, "lowercase: x")[0][3] == [("lowercase", "x")]
+    # a message runs on for 12 lines at most
+    twelve = [f"m{i}" for i in range(12)]
+    assert _tbs(H, F, "ValueError: v", *twelve)[0][3] == [("ValueError", "\n".join(["v", *twelve]))]
+    assert _tbs(H, F, "ValueError: v", *twelve, "m12")[0][3] == [("ValueError", "\n".join(["v", *twelve]))]
