@@ -94,9 +94,9 @@ def _write_table(tr, results: dict[str, list[tuple[str, str]]]) -> None:
 
 @pytest.fixture(scope="module")
 def accuracy_report(request):
-    plugin = _AccuracyReport()
-    if not request.config.pluginmanager.is_registered(plugin):
-        request.config.pluginmanager.register(plugin, "noderig-diagnose-accuracy")
+    # by name: the module fixture is set up again when a runner (mutmut) reorders the tests
+    if request.config.pluginmanager.get_plugin("noderig-diagnose-accuracy") is None:
+        request.config.pluginmanager.register(_AccuracyReport(), "noderig-diagnose-accuracy")
     return _RESULTS
 
 
@@ -797,3 +797,761 @@ def test_a_crash_buried_in_fifty_thousand_lines_is_still_found():
     d = diagnose(text)
     assert d.cls == "flash_attn_cute_missing"
     assert "kimi_k25.get_image_feature" in " ".join(d.chain)
+
+
+# --------------------------------------------------------------------------------------------
+# the engine's decisions on a small catalog written for the test (every expected value by hand)
+
+MINI_CATALOG = '''
+version = 1
+[healthy]
+strong = ["server is ready"]
+weak = ["now listening"]
+sglang_markers = ["sglang marker line"]
+sglang_ready = ["ready to roll"]
+[ignore]
+patterns = ["ignore this one"]
+[[stage]]
+name = "weights loaded"
+patterns = ["weights loaded"]
+[[stage]]
+name = "graphs captured"
+patterns = ["graphs captured"]
+
+[[class]]
+id = "alpha"
+title = "  Alpha failure "
+meaning = """  The alpha
+   part broke. """
+evidence = ["alpha exploded"]
+symptoms = ["alpha wobble"]
+supporting = ["alpha context"]
+fix = "Fix   alpha\\n now."
+remedy = "set:alpha=1"
+priority = 10
+components = [{match = "load_weights", name = "alpha loader"}]
+remedies = [{when = "variant two", remedy = "set:alpha=2"}, {when = "no remedy", remedy = ""}]
+alternatives = ["lower:x"]
+
+[[class]]
+id = "beta"
+title = "Beta failure"
+meaning = "Beta broke."
+evidence = ["beta exploded", "shared line"]
+symptoms = ["beta wobble"]
+fix = "Fix beta."
+priority = 90
+
+[[class]]
+id = "gamma"
+title = "Gamma failure"
+meaning = "Gamma noted."
+evidence = ["gamma noted"]
+fix = "Fix gamma."
+decisive = false
+exceptions = [{type = "GammaError", module = "gammamod"}, {type = "DeltaError", message = "delta says"}]
+'''
+MINI_BENIGN = 'version = 1\n[[benign]]\npattern = "harmless alpha exploded"\n'
+
+
+@pytest.fixture
+def mini(tmp_path):
+    """Loaded per test (a few ms): each test then exercises the loader too, which is what lets
+    mutation testing see which tests depend on it."""
+    d = tmp_path
+    (d / "catalog.toml").write_text(MINI_CATALOG)
+    (d / "benign.toml").write_text(MINI_BENIGN)
+    return load_catalog(d / "catalog.toml")
+
+
+def mdx(mini, *lines: str):
+    return diagnose("\n".join(lines) + "\n", mini)
+
+
+def test_mini_catalog_loads_normalised(mini):
+    a = mini.get("alpha")
+    assert (a.title, a.meaning, a.fix, a.remedy, a.priority, a.decisive, a.alternatives) == (
+        "Alpha failure", "The alpha part broke.", "Fix alpha now.", "set:alpha=1", 10, True, ("lower:x",))
+    b = mini.get("beta")
+    assert (b.remedy, b.priority, b.decisive, b.supporting, b.components, b.remedies, b.alternatives) == (
+        None, 90, True, (), (), (), ())
+    assert mini.get("gamma").decisive is False and mini.get("gamma").priority == 50
+    assert mini.ids == ["alpha", "beta", "gamma"] and [name for name, _ in mini.stages] == [
+        "weights loaded", "graphs captured"]
+    assert a.evidence[0].search("ALPHA EXPLODED"), "patterns ignore case"
+    with pytest.raises(KeyError) as err:
+        mini.get("nope")
+    assert str(err.value) == "'nope'"
+
+
+def test_first_decisive_evidence_wins_and_later_classes_are_also_seen(mini):
+    d = mdx(mini, "something alpha exploded here", "beta exploded", "gamma noted")
+    assert (d.cls, d.title, d.cause, d.remedy, d.confidence, d.also_seen) == (
+        "alpha", "Alpha failure", "Alpha failure: something alpha exploded here", "set:alpha=1", 0.9, ["beta", "gamma"])
+    assert (d.fix, d.meaning, d.alternatives, d.component, d.chain, d.ranks) == (
+        "Fix alpha now.", "The alpha part broke.", ["lower:x"], None, [], [])
+    assert [(e.line, e.rank, e.lineno) for e in d.evidence] == [("something alpha exploded here", None, 1)]
+    assert d.to_dict() == {
+        "class": "alpha", "title": "Alpha failure", "cause": "Alpha failure: something alpha exploded here",
+        "evidence": [{"line": "something alpha exploded here", "rank": None, "lineno": 1}], "chain": [],
+        "component": None, "fix": "Fix alpha now.", "remedy": "set:alpha=1", "alternatives": ["lower:x"],
+        "confidence": 0.9, "meaning": "The alpha part broke.", "also_seen": ["beta", "gamma"], "ranks": [],
+        "stage": None, "ready": False}
+    assert mdx(mini, "beta exploded", "alpha exploded").also_seen == ["alpha"]
+
+
+def test_on_one_line_the_higher_priority_wins(mini):
+    assert mdx(mini, "alpha exploded and a shared line").cls == "beta"
+    assert mdx(mini, "shared line and alpha exploded").cls == "beta"
+
+
+def test_symptoms_and_non_decisive_evidence(mini):
+    d = mdx(mini, "alpha wobble")
+    assert (d.cls, d.confidence) == ("alpha", 0.6)
+    assert mdx(mini, "alpha wobble", "beta wobble").cls == "beta"  # strongest symptom
+    assert mdx(mini, "beta wobble", "alpha wobble").cls == "beta"
+    d = mdx(mini, "gamma noted")
+    assert (d.cls, d.confidence) == ("gamma", 0.6)
+    assert mdx(mini, "gamma noted", "alpha exploded").cls == "alpha"  # decisive evidence beats it
+    assert mdx(mini, "beta wobble", "gamma noted").cls == "gamma"  # evidence beats a symptom
+
+
+def test_remedy_variants_ranks_and_supporting_lines(mini):
+    d = mdx(mini, sg("TP1", "alpha context one"), sg("TP1", "alpha exploded variant two"),
+            sg("TP0", "alpha exploded variant two"), sg("TP10", "alpha exploded variant two"), sg("TP2", "alpha context one"))
+    assert (d.cls, d.remedy, d.ranks) == ("alpha", "set:alpha=2", ["TP0", "TP1", "TP10"])
+    assert d.cause == "Alpha failure [TP1]: alpha exploded variant two"
+    assert [(e.line, e.rank) for e in d.evidence] == [("alpha exploded variant two", "TP1,TP0,TP10"),
+                                                      ("alpha context one", "TP1,TP2")]
+    assert mdx(mini, "alpha exploded, no remedy for this one").remedy is None
+
+
+def test_ignored_and_benign_lines_are_never_evidence(mini):
+    for line in ("alpha exploded ignore this one", "harmless alpha exploded"):
+        d = mdx(mini, line)
+        assert (d.cls, d.ready) == ("healthy", False)
+
+
+def test_ready_line_then_stages(mini):
+    d = mdx(mini, "weights loaded", "graphs captured", "server is ready")
+    assert (d.cls, d.ready, d.confidence, d.stage, d.title) == (
+        "healthy", True, 0.95, "weights loaded, graphs captured, ready", "Server reached ready")
+    assert d.cause == "the server reached ready: server is ready"
+    assert [(e.line, e.lineno) for e in d.evidence] == [("server is ready", 3)]
+    assert d.fix == "Nothing to fix." and d.remedy is None and d.healthy
+    d = mdx(mini, "graphs captured", "weights loaded", "nothing more")
+    assert (d.cls, d.ready, d.confidence, d.stage, d.title) == (
+        "healthy", False, 0.7, "weights loaded, graphs captured, not yet ready", "No failure found")
+    assert d.cause == "no failure in the log; the server is still starting (weights loaded, graphs captured, not yet ready)"
+    assert [(e.line, e.lineno) for e in d.evidence] == [("weights loaded", 2)]  # the last milestone
+    d = mdx(mini, "hello", "world", "")
+    assert (d.stage, [e.line for e in d.evidence]) == ("no startup milestone logged, not yet ready", ["world"])
+    assert mdx(mini, "now listening").ready  # a weak ready line counts outside SGLang
+    assert diagnose("", mini).evidence == []
+
+
+def test_sglang_logs_need_the_sglang_ready_line(mini):
+    assert not mdx(mini, sg("TP0", "hello"), "server is ready").ready
+    assert not mdx(mini, "sglang marker line", "now listening").ready
+    assert mdx(mini, "sglang marker line", "ready to roll").ready
+    assert mdx(mini, sg("TP0", "hello"), "ready to roll").ready
+    assert not mdx(mini, "[12:00] x", "ready to roll").ready  # no rank: not SGLang
+
+
+def test_after_ready_only_evidence_or_a_death_counts(mini):
+    assert mdx(mini, "alpha exploded", "server is ready").cls == "healthy"
+    assert mdx(mini, "server is ready", "alpha exploded").cls == "alpha"
+    assert mdx(mini, "server is ready", "alpha wobble").cls == "healthy"
+    assert mdx(mini, "server is ready", "RuntimeError: request failed").cls == "healthy"
+    d = mdx(mini, "server is ready", "x", "Segmentation fault (core dumped)")
+    assert (d.cls, d.cause) == ("unknown", "unrecognised failure: Segmentation fault (core dumped)")
+
+
+def test_unknown_failure_in_full(mini):
+    d = mdx(mini, "a", "b", "c", "RuntimeError: zzz", "d", "e", "f", "g", "h")
+    assert (d.cls, d.title, d.cause, d.confidence, d.remedy, d.chain) == (
+        "unknown", "Unrecognised failure", "unrecognised failure: RuntimeError: zzz", 0.3, None, [])
+    assert [e.line for e in d.evidence] == ["b", "c", "RuntimeError: zzz", "d", "e", "f"]
+    assert d.meaning == "The launch failed with no signature in the catalog."
+    assert d.fix.startswith("No known signature matched.")
+    tb = ["Traceback (most recent call last):", '  File "/x/sglang/model_loader.py", line 3, in load_weights',
+          "    f()", "ValueError: first line", "second line"]
+    d = mdx(mini, "a", *tb)
+    assert d.cause == "unrecognised failure: ValueError: first line"
+    assert d.chain == ["model_loader.load_weights"] and d.component == "model weight loading"
+    assert d.evidence[0].line == "ValueError: first line"
+
+
+def test_exception_signatures_need_type_and_module_or_message(mini):
+    def tb(exc, path="/x/gammamod/run.py"):
+        return ["Traceback (most recent call last):", f'  File "{path}", line 3, in run', "    f()", exc]
+
+    assert mdx(mini, *tb("GammaError: x")).cls == "gamma"
+    assert mdx(mini, *tb("pkg.GammaError: x")).cls == "gamma"
+    assert mdx(mini, *tb("GammaError: x", "/x/other/run.py")).cls == "unknown"
+    assert mdx(mini, *tb("GammaError: from gammamod import x", "/x/other/run.py")).cls == "gamma"
+    assert mdx(mini, *tb("GammaErrorX: x")).cls == "unknown"
+    assert mdx(mini, *tb("DeltaError: delta says no", "/x/other/run.py")).cls == "gamma"
+    assert mdx(mini, *tb("DeltaError: something else", "/x/other/run.py")).cls == "unknown"
+
+
+def test_component_from_the_class_then_generic_then_warmup(mini):
+    frames = ["Traceback (most recent call last):", '  File "/x/sglang/runner.py", line 3, in load_weights', "    f()",
+              "RuntimeError: alpha exploded"]
+    d = mdx(mini, *frames)
+    assert (d.component, d.to_dict()["confidence"], d.cause) == (
+        "alpha loader", 0.95, "Alpha failure in the alpha loader: RuntimeError: alpha exploded")
+    frames[1] = '  File "/x/sglang/runner.py", line 3, in init_memory_pool'
+    d = mdx(mini, *frames)
+    assert (d.component, d.to_dict()["confidence"]) == ("KV cache allocation", 0.9)
+    d = mdx(mini, "Uvicorn running on http://0.0.0.0:30000", *frames)
+    assert d.component == "KV cache allocation, during the server warmup"
+    d = mdx(mini, "skip_server_warmup=True", "Uvicorn running on http://0.0.0.0:30000", *frames)
+    assert d.component == "KV cache allocation"
+    frames[1] = '  File "/x/sglang/runner.py", line 3, in _wait_and_warmup'
+    assert mdx(mini, "Uvicorn running on x", *frames).component == "server warmup"
+
+
+@pytest.mark.parametrize("body, message", [
+    ('[[class]]\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["x"]\n', "class id None is missing, reserved or duplicated"),
+    ('[[class]]\nid = "healthy"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["x"]\n',
+     "class id 'healthy' is missing, reserved or duplicated"),
+    ('[[class]]\nid = "unknown"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["x"]\n',
+     "class id 'unknown' is missing, reserved or duplicated"),
+    ('[[class]]\nid = "a"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["x"]\n'
+     '[[class]]\nid = "a"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["x"]\n',
+     "class id 'a' is missing, reserved or duplicated"),
+    ('[[class]]\nid = "a"\nmeaning = "m"\nfix = "f"\nevidence = ["x"]\n', "class a has no title"),
+    ('[[class]]\nid = "a"\ntitle = "t"\nfix = "f"\nevidence = ["x"]\n', "class a has no meaning"),
+    ('[[class]]\nid = "a"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = []\n', "class a has no evidence"),
+    ('[[class]]\nid = "a"\ntitle = "t"\nmeaning = "m"\nevidence = ["x"]\n', "class a has no fix"),
+])
+def test_catalog_class_errors_name_the_file_and_the_class(tmp_path, body, message):
+    bad = tmp_path / "catalog.toml"
+    bad.write_text("version = 1\n" + body)
+    with pytest.raises(CatalogError) as err:
+        load_catalog(bad)
+    assert str(err.value) == f"{bad}: {message}"
+
+
+def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
+    bad = tmp_path / "catalog.toml"
+    bad.write_text("version = 99\n")
+    with pytest.raises(CatalogError) as err:
+        load_catalog(bad)
+    assert str(err.value) == f"{bad}: catalog version 99 is not supported (expected one of [1])"
+    bad.write_text("")
+    with pytest.raises(CatalogError) as err:
+        load_catalog(bad)
+    assert str(err.value) == f"{bad}: catalog version None is not supported (expected one of [1])"
+    entry = 'version = 1\n[[class]]\nid = "x"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["ok"]\n'
+    bad.write_text(entry + 'exceptions = [{module = "m"}]\n')
+    with pytest.raises(CatalogError) as err:
+        load_catalog(bad)
+    assert str(err.value) == "x: an exception signature needs a type"
+    bad.write_text(entry.replace('["ok"]', '["(unclosed"]'))
+    with pytest.raises(CatalogError) as err:
+        load_catalog(bad)
+    assert str(err.value) == "x: bad regex '(unclosed': missing ), unterminated subpattern at position 0"
+    bad.write_text(entry)
+    (tmp_path / "benign.toml").write_text("version = 2\n")
+    with pytest.raises(CatalogError) as err:
+        load_catalog(bad)
+    assert str(err.value) == f"{tmp_path / 'benign.toml'}: benign list version 2 is not supported (expected one of [1])"
+    (tmp_path / "benign.toml").write_text('version = 1\n[[benign]]\npattern = "(x"\n')
+    with pytest.raises(CatalogError, match="^benign: bad regex"):
+        load_catalog(bad)
+    other = tmp_path / "other.toml"
+    other.write_text('version = 1\n[[benign]]\npattern = "ok is fine"\n')
+    cat = load_catalog(bad, other)
+    assert [p.pattern for p in cat.benign] == ["ok is fine"] and cat.stages == () and cat.ignore == ()
+    (tmp_path / "benign.toml").unlink()
+    assert load_catalog(bad).benign == ()
+
+
+@pytest.mark.parametrize("raw, text, info", [
+    ("Dec 02 13:31:17 b300 sglang[536]: hello", "hello", {"source": "sglang[536]"}),
+    ("Dec  2 13:31:17 b300 kernel: oops", "oops", {"source": "kernel"}),
+    ("déc. 02 13:31:17 b300 kernel: oops", "oops", {"source": "kernel"}),
+    ("1733146277.123456 b300 sglang[5]: x", "x", {"source": "sglang[5]"}),
+    ("2026-12-02T13:31:17Z b300 sglang: x", "x", {"source": "sglang"}),
+    ("2026-12-02 13:31:17 UTC b300 sglang[7]: x", "x", {"source": "sglang[7]"}),
+    ("[2026-05-30 14:47:43 DP3 TP3] x", "x", {"rank": "DP3 TP3", "time": "2026-05-30 14:47:43", "prefixed": True}),
+    ("[2026-05-30 14:47:43,123 TP0 EP0] x", "x", {"rank": "TP0 EP0", "time": "2026-05-30 14:47:43,123",
+                                                   "prefixed": True}),
+    ("[2026-05-30 14:47:43] x", "x", {"time": "2026-05-30 14:47:43", "prefixed": True}),
+    ("WARN 05-24 00:20:47 [core.py:1108] w", "w", {"time": "05-24 00:20:47", "level": "WARNING", "prefixed": True}),
+    ("ERROR 05-24 00:20:47.123 [core.py:1108] e", "e", {"time": "05-24 00:20:47.123", "level": "ERROR",
+                                                        "prefixed": True}),
+    ("DEBUG 01-11 15:51:02 llm_engine.py:70] d", "d", {"time": "01-11 15:51:02", "level": "DEBUG", "prefixed": True}),
+    ("W0430 10:21:34.351000 19593 torch/_dynamo/convert_frame.py:1233] g", "g", {"level": "WARNING", "prefixed": True}),
+    ("E0430 10:21:34.351000 19593 torch/x.py:1] g", "g", {"level": "ERROR", "prefixed": True}),
+    ("I0430 10:21:34.351000 19593 torch/x.py:1] g", "g", {"level": "INFO", "prefixed": True}),
+    ("F0430 10:21:34.351000 19593 torch/x.py:1] g", "g", {"level": "CRITICAL", "prefixed": True}),
+    ("Error: not a logger prefix", "Error: not a logger prefix", {}),
+    ("[rank2]: x", "x", {"rank": "rank2", "prefixed": True}),
+    ("[default0]:x", "x", {"rank": "default0", "prefixed": True}),
+    ("[2025-11-06T02:09:46.576Z] x", "x", {}),
+    ("2024-06-28T06:11:52.685300953Z x", "x", {}),
+    ("(ServeReplica:app:Deployment pid=12249, ip=10.0.155.99) x", "x",
+     {"rank": "ServeReplica:app:Deployment", "source": "pid12249", "prefixed": True}),
+    ("(Worker_TP4_EP2 pid=1) x", "x", {"rank": "TP4 EP2", "source": "pid1", "prefixed": True}),
+    ("(not a prefix) x", "(not a prefix) x", {}),
+    ("sglang_1 | x", "x", {"source": "sglang_1"}),
+    ("sglang-1  |", "", {"source": "sglang-1"}),
+    ("a | b", "a | b", {}),
+    ("[x] y", "[x] y", {}),
+    ("a\r\r", "a", {}),
+    ("\r \r", "", {}),
+    ("x\n", "x", {}),
+    ("[rank1]: " * 7 + "x", "[rank1]: x", {"rank": "rank1", "prefixed": True}),  # six layers peeled, no more
+    ("sglang-1  | Dec 02 13:31:17 b300 sglang[536]: [rank3]: x", "x",
+     {"source": "sglang-1", "rank": "rank3", "prefixed": True}),
+])
+def test_strip_prefixes_in_full(raw, text, info):
+    assert strip_prefixes(raw) == (text, info)
+
+
+def test_normalize_lines_in_full():
+    from noderig.diagnose.normalize import Line
+    lines = normalize("\n".join([
+        "Dec 02 13:31:17 b300 sglang[5]: " + sg("TP1", "Scheduler hit an exception:"),
+        "Dec 02 13:31:17 b300 sglang[5]: Traceback (most recent call last):",
+        "Dec 02 13:31:17 b300 sglang[5]: ValueError: x",
+        "Dec 02 13:31:17 b300 sglang[5]: ",
+        "Dec 02 13:31:17 b300 sglang[5]: after the blank",
+        sg("TP2", "one line", "13:31:18"),
+        "  indented follow-up",
+        "Traceback (most recent call last):",
+        "ValueError: y",
+        "",
+        "  indented after a blank",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "unrelated",
+        "  more",
+    ]))
+    assert lines == [
+        Line(1, "Scheduler hit an exception:", "TP1", "sglang[5]", "2026-05-30 13:31:17", True, None),
+        Line(2, "Traceback (most recent call last):", "TP1", "sglang[5]", "2026-05-30 13:31:17", False, None),
+        Line(3, "ValueError: x", "TP1", "sglang[5]", "2026-05-30 13:31:17", False, None),
+        Line(4, "", "TP1", "sglang[5]", "2026-05-30 13:31:17", False, None),
+        Line(5, "after the blank", None, "sglang[5]", None, False, None),
+        Line(6, "one line", "TP2", None, "2026-05-30 13:31:18", True, None),
+        Line(7, "  indented follow-up", "TP2", None, "2026-05-30 13:31:18", False, None),
+        Line(8, "Traceback (most recent call last):", "TP2", None, "2026-05-30 13:31:18", False, None),
+        Line(9, "ValueError: y", "TP2", None, "2026-05-30 13:31:18", False, None),
+        Line(10, "", "TP2", None, "2026-05-30 13:31:18", False, None),
+        Line(11, "  indented after a blank", "TP2", None, "2026-05-30 13:31:18", False, None),
+        Line(12, "During handling of the above exception, another exception occurred:", "TP2", None, "2026-05-30 13:31:18", False,
+             None),
+        Line(13, "", "TP2", None, "2026-05-30 13:31:18", False, None),
+        Line(14, "unrelated", None, None, None, False, None),
+        Line(15, "  more", None, None, None, False, None),
+    ]
+
+
+def test_continuation_lines_inherit_rank_time_and_level():
+    from noderig.diagnose.normalize import Line
+    lines = normalize("[rank0]: ERROR 05-24 00:20:47 [core.py:1] boom:\n  detail\nWARNING: own level\n\nnext\n")
+    assert lines == [Line(1, "boom:", "rank0", None, "05-24 00:20:47", True, "ERROR"),
+                     Line(2, "  detail", "rank0", None, "05-24 00:20:47", False, "ERROR"),
+                     Line(3, "WARNING: own level", "rank0", None, "05-24 00:20:47", False, "ERROR"),
+                     Line(4, "", None, None, None, False, None),
+                     Line(5, "next", None, None, None, False, None)]
+
+
+def test_format_chain_drops_noise_and_consecutive_repeats():
+    from noderig.diagnose.engine import Frame, format_chain
+    frames = [Frame("<frozen runpy>", 1, "_run_module_as_main"), Frame("/usr/lib/python3.10/threading.py", 2, "run"),
+              Frame("/usr/lib/python3.10/site-packages/sglang/srt/a.py", 3, "run"),
+              Frame("/usr/lib/python3.10/site-packages/sglang/srt/a.py", 4, "run"),
+              Frame("/opt/v/lib/python3.12/dist-packages/x/b.py", 5, "go"),
+              Frame("/v/torch/nn/modules/module.py", 6, "forward"), Frame("/v/torch/utils/_contextlib.py", 7, "f"),
+              Frame("/v/torch/_dynamo/eval_frame.py", 8, "g"), Frame("/v/torch/_dynamo/other.py", 9, "h"),
+              Frame("/v/a.py", 10, "wrapper"), Frame("C:\\x\\mod.py", 11, "f"), Frame("/x/prog", 12, "main"),
+              Frame("/usr/lib/python3/dist-packages/c.py", 13, "k"), Frame("/usr/lib/python3.11/json/decoder.py", 14, "d"),
+              Frame("C:\\py\\lib\\python3.10\\threading.py", 16, "run"), Frame("<string>", 17, "compute"),
+              Frame("/v/a.py", 15, "run")]
+    assert format_chain(frames) == ["a.run", "b.go", "other.h", "mod.f", "prog.main", "c.k", "a.run"]
+
+
+def test_parse_tracebacks_sections_links_and_messages():
+    lines = normalize("\n".join([
+        "noise before",
+        "Traceback (most recent call last):",
+        '  File "/x/a.py", line 1, in f',
+        "    f()",
+        "KeyError: 'k'",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/x/b.py", line 2, in g',
+        "pkg.mod.CustomFailure: first",
+        "second line of the message",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/x/c.py", line 3, in h',
+        "    [Previous line repeated 996 more times]",
+        "RecursionError: deep",
+        "",
+        "after",
+    ]))
+    (tb,) = parse_tracebacks(lines)
+    assert (tb.rank, tb.start_index, tb.end_index) == (None, 1, 19)
+    got = [(s.exc_type, s.message, s.exc_index, s.start_index, s.link, [(f.file, f.line, f.function) for f in s.frames])
+           for s in tb.sections]
+    assert got == [("KeyError", "'k'", 4, 1, "cause", [("/x/a.py", 1, "f")]),
+                   ("pkg.mod.CustomFailure", "first\nsecond line of the message", 10, 8, "context", [("/x/b.py", 2, "g")]),
+                   ("RecursionError", "deep", 18, 15, None, [("/x/c.py", 3, "h")])]
+    assert tb.code_lines == {3, 17} and tb.final is tb.sections[-1]
+    assert tb.section_at(4) is tb.sections[0] and tb.section_at(7) is tb.sections[0]  # up to 3 lines past it
+    assert tb.section_at(9) is tb.sections[1] and tb.section_at(0) is None
+    assert tb.section_at(1) is tb.sections[0] and tb.section_at(8) is tb.sections[1]
+    assert traceback_chain(tb) == ["c.h"] and traceback_chain(tb, tb.sections[0]) == ["c.h", "a.f"]
+
+
+def test_a_traceback_without_its_header_and_one_cut_short():
+    lines = normalize("\n".join([
+        '  File "/x/a.py", line 1, in f',
+        "ValueError: v",
+        "",
+        "x",
+        "Traceback (most recent call last):",
+        '  File "/x/b.py", line 2, in g',
+        "an unindented echoed source line",
+        "two words: not an exception line, it ends the traceback",
+    ]))
+    tbs = parse_tracebacks(lines)
+    assert [(t.start_index, t.end_index, t.final.exc_type) for t in tbs] == [(0, 2, "ValueError"), (4, 6, None)]
+    assert tbs[1].code_lines == {6}
+
+
+def test_a_catalog_with_no_classes_or_healthy_table_loads_empty(tmp_path):
+    path = tmp_path / "catalog.toml"
+    path.write_text("version = 1\n")
+    cat = load_catalog(path)
+    assert (cat.classes, cat.healthy_strong, cat.healthy_weak, cat.sglang_markers, cat.sglang_ready, cat.ids) == (
+        (), (), (), (), (), [])
+    d = diagnose("all fine\n", cat)
+    assert (d.cls, d.ready) == ("healthy", False)
+
+
+def test_the_json_form_is_indented_and_keeps_non_ascii_text(mini):
+    d = mdx(mini, "alpha exploded: données « é » " + "x" * 300)
+    text = d.to_json()
+    assert text.startswith('{\n  "class": "alpha",\n  "title": "Alpha failure",\n')
+    assert "« é »" in text and d.cause.endswith("…") and "…" in text
+    assert "\n" not in d.to_json(indent=None) and json.loads(d.to_json(indent=None)) == json.loads(text)
+
+
+def test_unknown_evidence_keeps_rank_and_line_number_and_clips_at_400(mini):
+    d = mdx(mini, "a", sg("TP3", "b"), sg("TP3", "RuntimeError: " + "z" * 450), "c")
+    assert [(e.line[:14], len(e.line), e.rank, e.lineno) for e in d.evidence] == [
+        ("a", 1, None, 1), ("b", 1, "TP3", 2), ("RuntimeError: ", 400, "TP3", 3), ("c", 1, None, 4)]
+    assert d.evidence[2].line.endswith("z…")
+    assert d.fix == ("No known signature matched. Read the evidence lines and the traceback; if this is a recurring "
+                     "failure, add its signature to noderig/diagnose/catalog.toml.")
+    d = mdx(mini, sg("TP3", "Traceback (most recent call last):"), '  File "/x/a.py", line 1, in f',
+            "ValueError: " + "v" * 450)
+    assert [(e.line[:12], len(e.line), e.rank, e.lineno) for e in d.evidence] == [
+        ("ValueError: ", 400, "TP3", 3), ("Traceback (m", 34, "TP3", 1), ('File "/x/a.p', 28, "TP3", 2)]
+    assert d.cause == "unrecognised failure: ValueError: " + "v" * 185 + "…" and len(d.cause) == 220
+
+
+def test_unknown_uses_the_traceback_the_failure_is_in(mini):
+    d = mdx(mini, '  File "/x/a.py", line 1, in f', "ValueError: v")  # its header cut off: it starts before
+    assert (d.cls, d.chain, d.cause) == ("unknown", ["a.f"], "unrecognised failure: ValueError: v")
+    d = mdx(mini, "Traceback (most recent call last):", '  File "/x/a.py", line 1, in f', "ValueError")
+    assert d.cause == "unrecognised failure: ValueError:"
+
+
+def test_healthy_meanings_and_the_ready_lines_rank(mini):
+    d = mdx(mini, sg("TP0", "weights loaded"), sg("TP0", "ready to roll"))
+    assert d.meaning == "The server started and reported that it is ready to serve."
+    assert [(e.line, e.rank, e.lineno) for e in d.evidence] == [("ready to roll", "TP0", 2)]
+    assert mdx(mini, "hello").meaning == ("Nothing in the log says the launch failed, and the ready line was not seen "
+                                          "yet: the server is still starting, or the log stops before it was ready.")
+
+
+# --------------------------------------------------------------------------------------------
+# the anchor index: a cheap first pass that must never hide a line a pattern matches
+
+
+@pytest.mark.parametrize("pattern, anchor", [
+    ("cuda out of memory", ("memory", "cuda out of memory")),
+    ("memory of", ("memory", "memory of")),
+    ("foo bar", ("foo", "foo bar")),  # equal length: the first
+    ("Foo", ("foo", "foo")),
+    ("cuda", ("cuda", "cuda")),
+    ("abc", ("abc", "abc")),
+    ("ab", ("ab", None)),  # a literal shorter than 3 characters is no use
+    (r"\bfoo\b", ("foo", "foo")),
+    (r"\w*oo_bar", (None, "oo_bar")),  # may be the tail of a longer word: not a whole word
+    (r"\w+-abc", ("abc", "-abc")),
+    (r"abc-\w+", ("abc", "abc-")),
+    (r"x-abc\w+", ("x", "x-abc")),
+    (r"zz\d+aaa", (None, "aaa")),  # the longest literal, not the greatest
+    (r"\d+", (None, None)),
+])
+def test_anchor_is_a_word_every_match_contains(pattern, anchor):
+    from noderig.diagnose.engine import _anchor
+    assert _anchor(pattern) == anchor
+
+
+def test_split_alternatives_only_at_the_top_level():
+    from noderig.diagnose.engine import _split_alternatives
+    assert _split_alternatives(r"a|b(c|d)|[|]|\|x|") == ["a", "b(c|d)", "[|]", r"\|x", ""]
+    assert _split_alternatives("abc") == ["abc"]
+
+
+def test_the_index_finds_every_fixture_line_a_signature_matches():
+    cat = load_catalog()  # built here, not the cached one: the index under test is this one
+    missed = []
+    for text in _fixture_lines():
+        hits = cat.index.hits(text)
+        for ci, c in enumerate(cat.classes):
+            for kind, patterns in (("e", c.evidence), ("s", c.symptoms)):
+                if any(p.search(text) for p in patterns) and (ci, kind) not in hits:
+                    missed.append((c.id, kind, text))
+    assert missed == []
+    assert {w for w in cat.index.words if w != w.lower()} == set()
+
+
+@pytest.mark.parametrize("start, joined", [
+    ('  File "a.py", line 1, in f', False), ("Traceback (most recent call last):", False),
+    ("During handling of the above exception, another exception occurred:", False),
+    ("The above exception was the direct cause of the following exception:", False),
+    ("Loading safetensors checkpoint shards: 100%", False), ("ValueError: boom", False),
+    ("[2026-05-30 13:31:17 TP0] hi", False), ("Dec 02 13:31:17 b300 sglang[5]: hi", False),
+    ("more words of the same record", True), ("traceback in lower case", True),
+])
+def test_a_wrapped_paste_is_not_joined_to_a_line_that_starts_a_record(start, joined):
+    wrapped = "y" * 70
+    texts = [ln.text for ln in normalize("\n".join([wrapped, wrapped, wrapped, start]))]
+    first = wrapped * 3
+    assert texts == ([first + start] if joined else [first, strip_prefixes(start)[0]])
+
+
+def test_first_failure_scans_from_the_first_line_past_quiet_ones(mini):
+    assert mdx(mini, "RuntimeError: first line").cls == "unknown"
+    assert mdx(mini, "INFO 05-24 00:20:47 [a.py:1] fine", "RuntimeError: x").cls == "unknown"
+    assert mdx(mini, "CRITICAL 05-24 00:20:47 [a.py:1] shutting down").cls == "unknown"  # the logger said so
+    assert mdx(mini, "WARNING 05-24 00:20:47 [a.py:1] RuntimeError: x").cls == "healthy"
+    assert mdx(mini, "Segmentation fault", "server is ready").cls == "healthy"  # before ready: it recovered
+
+
+def test_the_related_traceback_window(mini):
+    tb = ["Traceback (most recent call last):", '  File "/x/a.py", line 1, in f', "ValueError: v"]
+    # the matched line inside a traceback whose header was cut: from its first line
+    assert mdx(mini, '  File "/x/alpha exploded.py", line 1, in load_weights', "ValueError: v").chain == [
+        "alpha exploded.load_weights"]
+    # up to two lines past its end (prefixed lines end the message)
+    assert mdx(mini, *tb, sg(None, "filler"), sg(None, "alpha exploded")).chain == ["a.f"]
+    assert mdx(mini, *tb, sg(None, "filler"), sg(None, "filler"), sg(None, "alpha exploded")).chain == []
+    # else the next one, at most 400 lines on
+    assert mdx(mini, "alpha exploded", *["f"] * 399, *tb).chain == ["a.f"]
+    assert mdx(mini, "alpha exploded", *["f"] * 400, *tb).chain == []
+    assert mdx(mini, *["f"] * 300, "alpha exploded", *tb).chain == ["a.f"]
+    # the same rank's first
+    other = ["Traceback (most recent call last):", '  File "/x/b.py", line 1, in g', "ValueError: w"]
+    d = mdx(mini, sg("TP1", "alpha exploded"), "", *[sg("TP0", x) if i == 0 else x for i, x in enumerate(other)], "",
+            *[sg("TP1", x) if i == 0 else x for i, x in enumerate(tb)])
+    assert d.chain == ["a.f"]
+    # its exception line joins the evidence
+    d = mdx(mini, "alpha exploded", *tb)
+    assert [e.line for e in d.evidence] == ["alpha exploded", "ValueError: v"]
+
+
+def test_known_chain_adds_the_matched_sections_frames_and_evidence_is_clipped_at_400(mini):
+    d = mdx(mini, "Traceback (most recent call last):", '  File "/x/a.py", line 1, in f',
+            "RuntimeError: alpha exploded", "", "The above exception was the direct cause of the following exception:",
+            "", "Traceback (most recent call last):", '  File "/x/b.py", line 2, in g', "ValueError: other")
+    assert d.chain == ["b.g", "a.f"]
+    d = mdx(mini, "alpha exploded " + "q" * 500)
+    assert len(d.evidence[0].line) == 400
+
+
+def test_ranks_sort_naturally_and_evidence_gathers_forty_lines(mini):
+    d = mdx(mini, *[sg(f"TP{i}", "alpha exploded") for i in (10, 2, 1)])
+    assert d.ranks == ["TP1", "TP2", "TP10"]
+    d = mdx(mini, *[sg(f"TP{i}", "alpha exploded") for i in range(41)])
+    assert len(d.ranks) == 41 and d.evidence[0].rank == ",".join(f"TP{i}" for i in range(40))
+
+
+def test_warmup_is_named_from_the_warmup_lines(mini):
+    frames = ["Traceback (most recent call last):", '  File "/x/sglang/runner.py", line 3, in init_memory_pool',
+              "    f()", "RuntimeError: alpha exploded"]
+    assert mdx(mini, "INFO:     Application startup complete.", *frames).component == (
+        "KV cache allocation, during the server warmup")
+    assert mdx(mini, "warmup error here", "skip_server_warmup=True", *frames).component == (
+        "KV cache allocation, during the server warmup")
+    assert mdx(mini, "Initialization failed. warmup", *frames).component == (
+        "KV cache allocation, during the server warmup")
+    assert mdx(mini, *frames).component == "KV cache allocation"
+    assert mdx(mini, "server is ready").chain == []
+
+
+@pytest.mark.parametrize("section, where", [
+    ('[ignore]\npatterns = ["(x"]\n', "ignore"),
+    ('[healthy]\nstrong = ["(x"]\n', "healthy"), ('[healthy]\nweak = ["(x"]\n', "healthy"),
+    ('[healthy]\nsglang_markers = ["(x"]\n', "healthy"), ('[healthy]\nsglang_ready = ["(x"]\n', "healthy"),
+    ('[[stage]]\nname = "weights"\npatterns = ["(x"]\n', "stage weights"),
+    ('[[class]]\nid = "c"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["ok"]\nsymptoms = ["(x"]\n', "c"),
+    ('[[class]]\nid = "c"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["ok"]\nsupporting = ["(x"]\n', "c"),
+    ('[[class]]\nid = "c"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["ok"]\n'
+     'exceptions = [{type = "E", module = "(x"}]\n', "c"),
+])
+def test_a_bad_regex_names_where_it_is(tmp_path, section, where):
+    path = tmp_path / "catalog.toml"
+    path.write_text("version = 1\n" + section)
+    with pytest.raises(CatalogError) as err:
+        load_catalog(path)
+    assert str(err.value) == f"{where}: bad regex '(x': missing ), unterminated subpattern at position 0"
+
+
+def test_component_and_remedy_patterns_ignore_case(mini):
+    frames = ["Traceback (most recent call last):", '  File "/x/sglang/runner.py", line 3, in Load_Weights',
+              "RuntimeError: alpha exploded, VARIANT TWO"]
+    d = mdx(mini, *frames)
+    assert (d.component, d.remedy) == ("alpha loader", "set:alpha=2")
+
+
+def test_exception_signature_takes_the_last_dotted_name():
+    from noderig.diagnose.engine import ExceptionSignature, TracebackSection
+    sig = ExceptionSignature(re.compile("GammaError"), None, None)
+    assert sig.matches(TracebackSection(exc_type="a.b.GammaError")) and sig.matches(TracebackSection(exc_type="GammaError"))
+    assert not sig.matches(TracebackSection(exc_type="a.b.GammaErrors")) and not sig.matches(TracebackSection())
+
+
+def test_split_alternatives_inside_classes_and_nested_groups():
+    from noderig.diagnose.engine import _split_alternatives
+    assert _split_alternatives("x[a|b]y|z") == ["x[a|b]y", "z"]
+    assert _split_alternatives("((a)|b)|c") == ["((a)|b)", "c"]
+
+
+def test_a_pattern_without_any_anchor_is_still_searched(tmp_path):
+    path = tmp_path / "catalog.toml"
+    path.write_text('version = 1\n[[class]]\nid = "digits"\ntitle = "Digits"\nmeaning = "m"\nfix = "f"\n'
+                    'evidence = ["\\\\d{3}\\\\s\\\\d{3}"]\n')
+    cat = load_catalog(path)
+    assert len(cat.index.always) == 1
+    assert diagnose("code 123 456\n", cat).cls == "digits"
+
+
+def test_evidence_details_of_known_and_unknown_failures(mini):
+    # unknown: the traceback's exception line far below the first failure keeps its rank
+    tb = [sg("TP3", "Traceback (most recent call last):"), *[f'  File "/x/m{i}.py", line 1, in f{i}' for i in range(6)],
+          "ValueError: v"]
+    d = mdx(mini, *tb)
+    assert (d.evidence[0].line, d.evidence[0].rank, d.evidence[0].lineno) == ("ValueError: v", "TP3", 8)
+    # known: the related traceback's exception line, with rank, number and a 400-character clip
+    d = mdx(mini, sg("TP2", "alpha exploded"), sg("TP2", "Traceback (most recent call last):"),
+            '  File "/x/a.py", line 1, in f', "ValueError: " + "w" * 500)
+    assert [(e.line[:12], len(e.line), e.rank, e.lineno) for e in d.evidence] == [
+        ("alpha explod", 14, "TP2", 1), ("ValueError: ", 400, "TP2", 4)]
+    # supporting lines: within 300 lines either side, clipped at 400, numbered, 24 evidence lines at most
+    d = mdx(mini, *["f"] * 10, "alpha context out", "alpha context " + "c" * 500, *["f"] * 299, "alpha exploded",
+            *["f"] * 298, "alpha context after", "alpha context too far")
+    assert [(e.line[:19], len(e.line), e.lineno) for e in d.evidence] == [
+        ("alpha exploded", 14, 312), ("alpha context ccccc", 400, 12), ("alpha context after", 19, 611)]
+    d = mdx(mini, *[f"alpha context {i}" for i in range(30)], "alpha exploded")
+    assert len(d.evidence) == 12 and d.evidence[1].line == "alpha context 0"
+    d = mdx(mini, *[f"alpha exploded {i}" for i in range(13)])
+    assert len(d.evidence) == 12
+
+
+def test_a_bare_exception_line_is_read_with_its_next_three_lines(mini):
+    assert mdx(mini, "RuntimeError:", "alpha", "exploded").cls == "alpha"
+    assert mdx(mini, "before", "RuntimeError:", "alpha", "exploded").cls == "alpha"
+    assert mdx(mini, "RuntimeError:", "x", "y", "alpha", "exploded").cls == "unknown"
+
+
+def test_sglang_is_recognised_by_its_prefix_or_a_marker(mini):
+    for prefix in ("[12:00:00 DP0]", "[12:00:00 PP1]", "[12:00:00 EP2]", "[12:00:00 TP0]"):
+        assert not mdx(mini, f"{prefix} hi", "server is ready").ready, prefix
+    assert mdx(mini, "[rank0]: hi", "server is ready").ready  # a rank, but not SGLang's prefix
+    assert mdx(mini, "(Worker_TP0 pid=1) hi", "server is ready").ready  # TP rank but no time
+    assert mdx(mini, "[12:00:00] hi", "server is ready").ready  # time but no rank
+    assert not mdx(mini, *["x"] * 3999, "sglang marker line", "now listening").ready
+    assert mdx(mini, *["x"] * 4000, "sglang marker line", "now listening").ready  # only the first 4000 lines count
+
+
+def test_also_seen_and_ready_edge_cases(mini):
+    assert mdx(mini, "alpha exploded", "alpha exploded again").also_seen == []
+    assert mdx(mini, "alpha exploded and a shared line").also_seen == []
+    assert mdx(mini, "gamma noted", "alpha exploded").also_seen == []  # earlier: not a consequence
+    assert mdx(mini, "server is ready, alpha exploded").cls == "healthy"  # on the ready line itself
+
+
+def test_collapse_joins_ranks_once():
+    from noderig.diagnose.engine import Evidence, _clip, _collapse
+    got = _collapse([Evidence("x", None, 1), Evidence("x", "TP1", 2), Evidence("x", "TP10", 3), Evidence("x", "TP1", 4),
+                     Evidence("y", "TP2", 5)])
+    assert [(e.line, e.rank, e.lineno) for e in got] == [("x", "TP1,TP10", 1), ("y", "TP2", 5)]
+    assert _clip("x" * 220) == "x" * 220 and _clip("x" * 221) == "x" * 219 + "…" and _clip(" a \n b ") == "a b"
+
+
+def test_component_patterns_see_the_arrows_and_signatures_see_windows_paths(tmp_path):
+    from noderig.diagnose.engine import ExceptionSignature, Frame, TracebackSection
+    path = tmp_path / "catalog.toml"
+    path.write_text('version = 1\n[[class]]\nid = "k"\ntitle = "K"\nmeaning = "m"\nfix = "f"\nevidence = ["kaboom"]\n'
+                    'components = [{match = "a\\\\.f -> b\\\\.g$", name = "the a-to-b call"}]\n')
+    d = diagnose("Traceback (most recent call last):\n  File \"/x/a.py\", line 1, in f\n"
+                 "  File \"/x/b.py\", line 2, in g\nRuntimeError: kaboom\n", load_catalog(path))
+    assert (d.component, d.to_dict()["confidence"]) == ("the a-to-b call", 0.95)
+    sig = ExceptionSignature(re.compile("E"), re.compile("pkg/mod"), None)
+    assert sig.matches(TracebackSection(frames=[Frame("C:\\pkg\\mod\\a.py", 1, "f")], exc_type="E"))
+    assert not sig.matches(TracebackSection(frames=[Frame("C:\\pkg\\other\\a.py", 1, "f")], exc_type="E"))
+
+
+def test_a_chained_section_without_its_exception_line_does_not_stop_the_signature_search(mini):
+    assert mdx(mini, "Traceback (most recent call last):", '  File "/x/a.py", line 1, in f',
+               "During handling of the above exception, another exception occurred:", "",
+               "Traceback (most recent call last):", '  File "/x/gammamod/run.py", line 3, in run',
+               "GammaError: x").cls == "gamma"
+
+
+def test_supporting_lines_stop_at_twenty_four_evidence_lines(mini):
+    d = mdx(mini, *[sg(f"TP{i}", "alpha context") for i in range(30)], "alpha exploded")
+    assert [e.line for e in d.evidence] == ["alpha exploded", "alpha context"]
+    assert d.evidence[1].rank == ",".join(f"TP{i}" for i in range(23))  # 1 decisive + 23 supporting
+
+
+def _tbs(*lines):
+    return [(t.rank, t.start_index, t.end_index, [(s.exc_type, s.message) for s in t.sections], sorted(t.code_lines))
+            for t in parse_tracebacks(normalize("\n".join(lines)))]
+
+
+def test_traceback_state_machine_edges():
+    H, F = "Traceback (most recent call last):", '  File "/x/a.py", line 1, in f'
+    assert _tbs(H, "hello world") == [(None, 0, 0, [(None, "")], [])]  # ends where nothing follows
+    assert _tbs(sg("TP1", F), sg("TP1", "ValueError: v")) == [("TP1", 0, 1, [("ValueError", "v")], [])]
+    # a second traceback after the first's blank line is a traceback of its own
+    assert _tbs(H, F, "ValueError: a", "", H, F, "KeyError: b") == [
+        (None, 0, 3, [("ValueError", "a")], []), (None, 4, 6, [("KeyError", "b")], [])]
+    # unrelated text after a connector, or after the blank, closes it
+    assert [len(t[3]) for t in _tbs(H, F, "ValueError: a", "", "The above exception was the direct cause of the "
+                                    "following exception:", "", "unrelated words here", "", H, F, "KeyError: b")] == [1, 1]
+    assert [len(t[3]) for t in _tbs(H, F, "ValueError: a", "", "unrelated words", "During handling of the above "
+                                    "exception, another exception occurred:", "", H, F, "KeyError: b")] == [1, 1]
+    # a frames-state end and a message-state end do not stop the parse
+    assert len(_tbs(H, F, "two words end it", H, F, "KeyError: b")) == 2
+    assert len(_tbs(H, F, "ValueError: a", sg(None, "prefixed"), H, F, "KeyError: b")) == 2
+    # echoed source: indented by one space, an unindented repeat marker, blank lines keeping the frame's context
+    assert _tbs(H, F, "    code()", " more code", "ValueError: v")[0][3] == [("ValueError", "v")]
+    assert _tbs(H, F, "    f()", "[Previous line repeated 996 more times]", "RecursionError: deep")[0][3] == [
+        ("RecursionError", "deep")]
+    assert _tbs(H, F, "", "two words")[0][2:] == (3, [(None, "")], [3])
+    # which lines can be the exception line
+    assert _tbs(H, "ValueError: x")[0][3] == [("ValueError", "x")]
+    assert _tbs(H, "mod.error: x")[0][3] == [("mod.error", "x")]
+    assert _tbs(H, "error: x")[0][3] == [(None, "")]
+    assert _tbs(H, F, "lowercase: x")[0][3] == [("lowercase", "x")]
+    # a message runs on for 12 lines at most
+    twelve = [f"m{i}" for i in range(12)]
+    assert _tbs(H, F, "ValueError: v", *twelve)[0][3] == [("ValueError", "\n".join(["v", *twelve]))]
+    assert _tbs(H, F, "ValueError: v", *twelve, "m12")[0][3] == [("ValueError", "\n".join(["v", *twelve]))]

@@ -11,6 +11,7 @@ import posixpath
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -313,7 +314,9 @@ def test_the_node_script_refuses_an_edited_manifest_before_any_write(ckpt):
     manifest.write_text(json.dumps(manifest_of("config.json", "../outside/victim.py")))
     snapshot = sorted((str(p), p.stat().st_mtime_ns) for p in root.parent.rglob("*"))
     for extra in (["--check-paths"], ["--jobs", "1"]):
-        res = subprocess.run(["python3", str(script_path("verify_files.py")), str(manifest), str(root), *extra],
+        # any python3 will do here (the bare-python check is test_verify's); sys.executable also
+        # runs a mutated copy under mutmut, whose trampolines import mutmut
+        res = subprocess.run([sys.executable, str(script_path("verify_files.py")), str(manifest), str(root), *extra],
                              capture_output=True, text=True, timeout=60)
         report = json.loads(res.stdout.splitlines()[-1])
         assert res.returncode != 0 and not report["ok"]
@@ -432,3 +435,70 @@ def test_a_record_behind_a_symlinked_state_dir_is_neither_trusted_nor_written(ck
     report = vf.verify(str(root), {"files": [{"path": "config.json", "size": len(data), "git_oid": oid}]})
     assert report["files"] == [{"file": "config.json", "status": "ok", "detail": "hashed"}], "hashed, not trusted"
     assert report["record"].startswith("not written") and (outside / "verified.json").read_bytes() == before
+
+
+# ---------------------------------------------------------------------------------------
+# the path check at every boundary, with the reason in full
+
+
+@pytest.mark.parametrize("code, reason", [
+    (0x00, "a control character (U+0000)"), (0x1F, "a control character (U+001F)"), (0x20, None), (0x7E, None),
+    (0x7F, "a control character (U+007F)"), (0x9F, "a control character (U+009F)"), (0xA0, None),
+    (0x200A, None), (0x200B, "an invisible format character (U+200B)"),
+    (0x200F, "an invisible format character (U+200F)"), (0x2010, None), (0x2027, None),
+    (0x2028, "a line separator (U+2028)"), (0x2029, "a line separator (U+2029)"),
+    (0x202A, "a bidirectional override (U+202A)"), (0x202E, "a bidirectional override (U+202E)"), (0x202F, None),
+    (0x205F, None), (0x2060, "an invisible format character (U+2060)"),
+    (0x206F, "an invisible format character (U+206F)"), (0x2070, None), (0xD7FF, None),
+    (0xD800, "an unpaired surrogate (U+D800)"), (0xDFFF, "an unpaired surrogate (U+DFFF)"), (0xE000, None),
+    (0xFEFE, None), (0xFEFF, "an invisible format character (U+FEFF)"), (0xFF00, None), (0x1F600, None),
+])
+def test_each_forbidden_character_range_at_its_edges(code, reason):
+    path = f"sub/a{chr(code)}b.json"
+    assert path_problem(path) == (None if reason is None else f"it holds {reason}")
+
+
+def test_the_size_limits_are_bytes_and_inclusive():
+    assert path_problem("/".join(["x" * 204] * 5)) is None  # 1024 bytes: the limit itself
+    assert path_problem("/".join(["x" * 204] * 4 + ["x" * 205])) == "it is 1025 bytes long (at most 1024)"
+    assert path_problem("/".join(["é" * 102] * 5) + "é") == "it is 1026 bytes long (at most 1024)"  # 515 chars
+    assert path_problem("x" * 255) is None and path_problem("x" * 256) == "a component is longer than 255 bytes"
+    assert path_problem("é" * 127 + "x") is None  # 255 bytes
+    assert path_problem("é" * 128) == "a component is longer than 255 bytes"  # 128 characters, 256 bytes
+
+
+def test_every_other_reason_in_full():
+    assert path_problem(3) == "it is not a string but int"
+    assert path_problem(b"x") == "it is not a string but bytes"
+    assert path_problem("a\\b") == "it holds a backslash"
+    assert path_problem("/a") == "it is absolute"
+    assert path_problem("a/../b") == "it has a '..' component" and path_problem(".") == "it has a '.' component"
+    assert path_problem("a/") == "it has an empty component"
+    assert path_problem(".noderig") == "it is inside noderig's state directory .noderig"
+    assert path_problem(".noderig/x") == "it is inside noderig's state directory .noderig"
+    assert path_problem("a/.noderig/x") is None and path_problem(".noderigs/x") is None
+    assert path_problem("sub/x.aria2") == "it ends in .aria2 (aria2's control files)"
+    assert path_problem("x.aria2/y") is None and path_problem("x.aria") is None
+
+
+def test_inside_is_strictly_below_the_directory():
+    assert inside("/d", "x") and inside("/d/", "x/y") and inside("/d/e/..", "x") and inside("/", "x")
+    assert not inside("/d", ".") and not inside("/d", "..") and not inside("/d", "../dx")
+    assert not inside("/d", "/etc/passwd") and not inside("/d", "x/../..")
+
+
+def test_describe_escapes_and_cuts_past_200_characters():
+    assert describe("a\nb") == "'a\\nb'" and describe(None) == "None"
+    assert describe("x" * 198) == "'" + "x" * 198 + "'"  # 200 characters with the quotes: whole
+    assert describe("x" * 199) == "'" + "x" * 199 + "... (201 characters)"
+
+
+def test_matches_strips_slashes_and_is_case_sensitive():
+    assert matches("sub/x.py", "/sub/*.py/") and matches("sub/x.py", "s?b/[x]*.py") and matches("sub/x.py", "*/x.py")
+    assert not matches("x.py", "*.PY") and not matches("sub/a/b", "sub/*") and not matches("sub/a", "sub/*/b")
+    assert matches("sub/a/b.json", "b.json") and not matches("sub/a/b.json", "a")
+
+
+def test_inside_and_matches_strip_only_slashes():
+    assert inside("/ckptX", "a") and inside("/ckptX/", "a")
+    assert matches("a.X", "*.X") and matches("X/a.X", "X/*.X") and not matches("a.X", "*.")

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from noderig.errors import NoderigError
-from noderig.flags import (ServerFlags, check_argv, parse_help, parse_version, select_profile)
+from noderig.flags import (VERSION_PROFILES, OptionSpec, ServerFlags, check_argv, parse_help, parse_version,
+                           select_profile, spell)
 from noderig.unit import (SPECULATIVE_MODES, ServerSettings, check_against_server, server_argv, server_flags,
                           validate)
 
@@ -427,3 +428,219 @@ def test_check_argv_refuses_abbreviations_bad_choices_and_malformed_words(standi
 def test_parse_help_refuses_text_without_options():
     with pytest.raises(NoderigError, match="listed no options"):
         parse_help("Traceback (most recent call last):\nModuleNotFoundError: No module named 'sglang'\n")
+
+
+# --- a small hand-written --help: every shape argparse prints, and every message in full -----
+
+SMALL_HELP = """\
+usage: launch_server.py [-h] [--port PORT]
+                        [--log-level {debug,info,warning}]
+
+options:
+  -h, --help            show this help message and exit
+  --port PORT           The port.
+  --tp-size, --tensor-parallel-size TP_SIZE
+                        The tensor parallelism size.
+  --log-level {debug,info,
+                warning}  Level.
+  --opt [OPT]           An optional value (nargs "?").
+  --many MANY [MANY ...]
+                        Several values (nargs "+").
+  --maybe [{x,y} ...]   Zero or more choices (nargs "*").
+  --switch              A switch.
+"""
+
+
+@pytest.fixture()
+def small() -> ServerFlags:
+    return parse_help(SMALL_HELP, venv="/v", version="1.0")
+
+
+def test_parse_help_small_every_option_shape(small):
+    assert sorted(small.options) == ["--help", "--log-level", "--many", "--maybe", "--opt", "--port", "--switch",
+                                     "--tensor-parallel-size", "--tp-size", "-h"]
+    assert small.get("-h") == OptionSpec(names=("-h", "--help"))
+    assert small.get("--tensor-parallel-size") == OptionSpec(names=("--tp-size", "--tensor-parallel-size"),
+                                                             metavar="TP_SIZE")
+    assert small.get("--log-level") == OptionSpec(names=("--log-level",), metavar="{debug,info,warning}",
+                                                  choices=("debug", "info", "warning"))
+    assert small.get("--maybe") == OptionSpec(names=("--maybe",), metavar="[{x,y} ...]", choices=("x", "y"))
+    shapes = {name: (small.get(name).takes_value, small.get(name).value_optional, small.get(name).multiple)
+              for name in ("--port", "--opt", "--many", "--maybe", "--switch")}
+    assert shapes == {"--port": (True, False, False), "--opt": (True, True, False), "--many": (True, False, True),
+                      "--maybe": (True, True, True), "--switch": (False, False, False)}
+    assert small.get("--nope") is None and "--nope" not in small and "--port" in small
+
+
+def test_serverflags_json_is_stable_and_round_trips(small):
+    assert small.to_json() == (
+        '{"options": [{"choices": null, "metavar": "", "names": ["-h", "--help"]}, '
+        '{"choices": null, "metavar": "PORT", "names": ["--port"]}, '
+        '{"choices": null, "metavar": "TP_SIZE", "names": ["--tp-size", "--tensor-parallel-size"]}, '
+        '{"choices": ["debug", "info", "warning"], "metavar": "{debug,info,warning}", "names": ["--log-level"]}, '
+        '{"choices": null, "metavar": "[OPT]", "names": ["--opt"]}, '
+        '{"choices": null, "metavar": "MANY [MANY ...]", "names": ["--many"]}, '
+        '{"choices": ["x", "y"], "metavar": "[{x,y} ...]", "names": ["--maybe"]}, '
+        '{"choices": null, "metavar": "", "names": ["--switch"]}], "venv": "/v", "version": "1.0"}')
+    again = ServerFlags.from_json(small.to_json())
+    assert (again.options, again.venv, again.version) == (small.options, "/v", "1.0")
+    assert again.get("--tensor-parallel-size") is again.get("--tp-size")
+    bare = ServerFlags.from_json('{"options": [{"choices": null, "metavar": "", "names": ["--x"]}]}')
+    assert (bare.venv, bare.version, bare.get("--x")) == (None, None, OptionSpec(names=("--x",)))
+
+
+def test_where_names_the_venv_and_version_it_knows():
+    assert ServerFlags(venv="/v", version="1.0").where() == "the SGLang installed in /v (1.0)"
+    assert ServerFlags(venv="/v").where() == "the SGLang installed in /v"
+    assert ServerFlags(version="1.0").where() == "the installed SGLang (1.0)"
+    assert ServerFlags().where() == "the installed SGLang"
+
+
+def test_prefixed_lists_the_shortest_alias_per_option(small):
+    assert small.prefixed("--t") == ["--tp-size"]  # one option, two aliases: the shorter one
+    assert small.prefixed("--m") == ["--many", "--maybe"]
+    assert small.prefixed("--tensor") == ["--tensor-parallel-size"]
+    assert small.prefixed("-h") == [] and small.prefixed("t") == [] and small.prefixed("--zzz") == []
+    longest_first = ServerFlags(options={n: OptionSpec(names=("--abcdef", "--abc")) for n in ("--abcdef", "--abc")})
+    assert longest_first.prefixed("--ab") == ["--abc"]
+
+
+def test_check_argv_messages_in_full(small):
+    assert check_argv(["--opt", "--switch", "--maybe", "--many", "1", "2", "--log-level=info", "--port=-5"],
+                      small) == []
+    assert check_argv(["--many"], small) == ["--many needs at least one value (MANY [MANY ...])"]
+    assert check_argv(["--port"], small) == ["--port needs a value (PORT)"]
+    assert check_argv(["--switch=1"], small) == [
+        "--switch is a switch in the SGLang installed in /v (1.0) and takes no value, got '1'"]
+    assert check_argv(["--log-level", "loud"], small) == [
+        "--log-level 'loud' is not one of the choices of the SGLang installed in /v (1.0): debug, info, warning"]
+    assert check_argv(["--maybe", "x", "z"], small) == [
+        "--maybe 'z' is not one of the choices of the SGLang installed in /v (1.0): x, y"]
+    assert check_argv(["--port", "1", "--port", "2"], small) == [
+        "--port is given twice; argparse keeps only the last one"]
+    assert check_argv(["--", "1"], small) == [
+        "'--' is not a flag and the SGLang installed in /v (1.0) takes no positional arguments",
+        "'1' is not a flag and the SGLang installed in /v (1.0) takes no positional arguments"]
+    assert check_argv(["-"], small) == [
+        "'-' is not a flag and the SGLang installed in /v (1.0) takes no positional arguments"]
+    # an unknown flag's values are not reported again as stray words; an inline value has none
+    assert check_argv(["--nope", "a", "b", "--port", "1"], small) == [
+        "--nope is not a flag of the SGLang installed in /v (1.0); it was renamed or removed"]
+    assert check_argv(["--nope=a", "b"], small) == [
+        "--nope is not a flag of the SGLang installed in /v (1.0); it was renamed or removed",
+        "'b' is not a flag and the SGLang installed in /v (1.0) takes no positional arguments"]
+    # a single-dash word is looked up whole, "=" and all
+    assert check_argv(["-h=1"], small)[0].startswith("-h=1 is not a flag")
+
+
+@pytest.mark.parametrize("word, is_option", [("-1", False), ("-1.5", False), ("-1e-3", False), ("-.5", False),
+                                              ("-2E+4", False), ("-", False), ("--1x", True), ("-h", True),
+                                              ("--port", True), ("port", False), ("-1x", True)])
+def test_negative_numbers_are_values_and_dashed_words_are_flags(small, word, is_option):
+    problems = check_argv(["--port", word], small)
+    assert (problems != []) == is_option
+
+
+def test_unknown_flag_messages_in_full(small):
+    where = "the SGLang installed in /v (1.0)"
+    assert check_argv(["--tp", "8"], small) == [
+        f"--tp is not a flag of {where}: argparse would take it as an abbreviation of --tp-size, which noderig "
+        "does not allow; spell out --tp-size"]
+    assert check_argv(["--ma"], small) == [
+        f"--ma is not a flag of {where}; it was renamed or removed (argparse would call it ambiguous: it could "
+        "match --many, --maybe)"]
+    assert check_argv(["--swich"], small) == [
+        f"--swich is not a flag of {where}; it was renamed or removed (did you mean --switch?)"]
+    assert check_argv(["--speculative-DDTree-x"], small) == [
+        f"--speculative-DDTree-x is not a flag of {where}; it was renamed or removed, or this is not the DDTree fork"]
+    # close matches are long flags only, at most three, most similar first
+    many = ServerFlags(options={n: OptionSpec(names=(n,)) for n in
+                                ("--abcdxyz", "--abcdxy", "--abxde", "--abcd", "-abcde", "--abcxyz")})
+    assert check_argv(["--abcde"], many) == [
+        "--abcde is not a flag of the installed SGLang; it was renamed or removed "
+        "(did you mean --abcd or --abxde or --abcdxy?)"]
+    # below the 0.75 similarity cutoff: no suggestion
+    assert check_argv(["--pxyz"], small) == [
+        f"--pxyz is not a flag of {where}; it was renamed or removed"]
+
+
+def test_parse_version_and_profiles_in_full():
+    assert parse_version("0.5.9.post2+ddtree") == (0, 5, 9)
+    assert parse_version("  v0.5") == (0, 5, 0)
+    assert parse_version("1.12.30") == (1, 12, 30)
+    for bad in ("", None, "sglang 0.5.9", "0"):
+        with pytest.raises(NoderigError) as err:
+            parse_version(bad)
+        assert str(err.value) == f"{bad!r} is not an SGLang version (expected something like 0.5.9)"
+    assert select_profile(None) == "0.5.9" and select_profile("0.5.9") == "0.5.9"
+    assert select_profile("0.5.22.post3") == "0.5.9" and select_profile("0.5.23") == "0.5.23"
+    assert select_profile("1.0") == "0.5.23"
+    with pytest.raises(NoderigError) as err:
+        select_profile("0.5.8")
+    assert str(err.value) == "SGLang 0.5.8 is older than 0.5.9, the oldest release noderig knows the flags of"
+
+
+def test_spell_fills_the_value_and_refuses_an_option_a_release_lacks(monkeypatch):
+    assert spell("0.5.9", "port", 8000) == ["--port", "8000"]
+    assert spell("0.5.9", "trust_remote_code") == ["--trust-remote-code"]
+    assert spell("0.5.23", "cuda_graph_max_bs", 64) == ["--cuda-graph-max-bs-decode", "64"]
+    assert spell("0.5.23", "disable_cuda_graph") == ["--cuda-graph-backend-decode", "disabled",
+                                                     "--cuda-graph-backend-prefill", "disabled"]
+    assert spell("0.5.9", "disable_cuda_graph") == ["--disable-cuda-graph"]
+    monkeypatch.setitem(VERSION_PROFILES, "9.9", {"page_size": None})
+    with pytest.raises(NoderigError) as err:
+        spell("9.9", "page_size", 1)
+    assert str(err.value) == "page_size has no flag in SGLang 9.9"
+
+
+def test_parse_help_skips_warnings_before_usage_and_help_lines_that_look_like_flags():
+    text = ("WARNING: something imported late\n"
+            "  --ghost GHOST  not an option: before the usage block\n"
+            "Usage: x [--real REAL]\n"
+            "       [--also-usage]\n"
+            "\n"
+            "options:\n"
+            "  --real REAL  Real.\n"
+            "                 --fake-in-help is help text\n"
+            "  --flag-a, --flag-b  Two names, a switch.\n"
+            "  not-an-option line\n"
+            "  --bad word, x  an invocation with a non-option word is skipped\n"
+            "  --wrapped-list {a,b,\n"
+            "    c}  choices wrapped mid-list\n"
+            "  --wrapped-names,\n"
+            "    --wrapped-alias W  names wrapped after a comma\n")
+    f = parse_help(text)
+    assert sorted(f.options) == ["--flag-a", "--flag-b", "--real", "--wrapped-alias", "--wrapped-list",
+                                 "--wrapped-names"]
+    assert f.get("--flag-b") == OptionSpec(names=("--flag-a", "--flag-b"))
+    assert f.get("--wrapped-list").choices == ("a", "b", "c")
+    assert f.get("--wrapped-alias") == OptionSpec(names=("--wrapped-names", "--wrapped-alias"), metavar="W")
+    with pytest.raises(NoderigError) as err:
+        parse_help("usage: x\n\noptions:\n  -v  verbose\n")
+    assert str(err.value) == "the server's --help listed no options: is this SGLang's launch_server?"
+
+
+def test_prefixed_keeps_the_first_listed_alias_on_a_tie():
+    spec = OptionSpec(names=("--abx", "--aby"))
+    assert ServerFlags(options={"--abx": spec, "--aby": spec}).prefixed("--ab") == ["--abx"]
+
+
+def test_parse_help_odd_shapes():
+    # commas followed by a space inside {choices} and [brackets] stay inside the invocation
+    f = parse_help("options:\n  --x {a, b}, --y {a, b}  Two names.\n  --m [{a, b}, {c, d}]  Nested.\n")
+    assert f.get("--y") == OptionSpec(names=("--x", "--y"), metavar="{a, b}", choices=("a", "b"))
+    assert f.get("--m").names == ("--m",) and f.get("--m").metavar == "[{a, b}, {c, d}]"
+    # no usage block at all: the first line is an option
+    assert sorted(parse_help("  --port PORT  The port.\n").options) == ["--port"]
+    # a one-line usage block, then options with no heading
+    assert sorted(parse_help("usage: x [--a A]\n\n  --a A  help\n").options) == ["--a"]
+    # a usage block that runs to the end of the text: nothing after it
+    with pytest.raises(NoderigError, match="listed no options"):
+        parse_help("  --a A  help\nusage: x [--a A]")
+    # an invocation cut off inside {choices} at the end of the text
+    f = parse_help("options:\n  --p P  p\n  --x {a,b")
+    assert f.get("--x") == OptionSpec(names=("--x",), metavar="{a,b", choices=None)
+
+
+def test_a_single_dash_switch_is_not_given_a_value(small):
+    assert check_argv(["-h"], small) == []

@@ -515,6 +515,8 @@ def _system_python() -> str:
 
 def test_node_script_runs_under_the_bare_system_python(ckpt):
     """The deploy runs it as ``python3 SCRIPT MANIFEST DIR --jobs N``: stdlib only."""
+    if "mutmut" in Path(SCRIPT).read_text():
+        pytest.skip("a mutmut copy of the script (its trampolines import mutmut); the real one is checked here")
     py = _system_python()
     manifest = str(ckpt / ".noderig/manifest.json")
     env = {"PATH": os.environ.get("PATH", "/usr/bin"), "PYTHONNOUSERSITE": "1"}
@@ -605,3 +607,333 @@ def test_parallel_hashing_matches_serial(ckpt):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+# ---------------------------------------------------------------------------------------
+# walking a path without following links, and the pre-write check, with every reason in full
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    root = tmp_path / "root"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "b.txt").write_text("b")
+    return root
+
+
+def test_walk_problem_reasons_in_full(tree):
+    assert vf.walk_problem(str(tree), "a/b.txt") is None
+    assert vf.walk_problem(str(tree), "a/new/c.txt") is None and vf.walk_problem(str(tree), "new") is None
+    assert vf.walk_problem(str(tree), "a/b.txt/c") == ("size_mismatch", "a/b.txt is not a directory")
+    (tree / "a" / "l").symlink_to("/etc")
+    assert vf.walk_problem(str(tree), "a/l/passwd") == ("symlink", "a/l is a symlink to '/etc' (never followed)")
+    assert vf.walk_problem(str(tree), "a/l") == ("symlink", "a/l is a symlink to '/etc' (never followed)")
+    assert vf.walk_problem(str(tree), "x" * 300) == ("missing", "x" * 300 + ": cannot lstat: File name too long")
+    mount = tree.parent / "mount"
+    mount.symlink_to(tree)  # the root itself may be a link (a mount point)
+    assert vf.walk_problem(str(mount), "a/b.txt") is None
+
+
+def test_check_paths_reasons_in_full(tree):
+    assert vf.check_paths(str(tree), None) == {"ok": True, "problems": []}
+    manifest = {"files": [{"path": "a/b.txt"}, {"path": "a"}, {"path": "../x"}, 3, {"path": "a/b.txt/c"},
+                          {"path": "new.txt"}]}
+    assert vf.check_paths(str(tree), manifest) == {"ok": False, "problems": [
+        {"file": "a", "problem": "it exists and is not a regular file"},
+        {"file": "../x", "problem": "it has a '..' component"},
+        {"file": "None", "problem": "it is not a string but NoneType"},
+        {"file": "a/b.txt/c", "problem": "a/b.txt is not a directory"}]}
+    (tree / ".noderig").write_text("not a directory")
+    assert vf.check_paths(str(tree), {}) == {"ok": False, "problems": [
+        {"file": ".noderig", "problem": ".noderig is not a directory"},
+        {"file": ".noderig/manifest.json", "problem": ".noderig is not a directory"},
+        {"file": ".noderig/verified.json", "problem": ".noderig is not a directory"}]}
+    (tree / ".noderig").unlink()
+    (tree / ".noderig").mkdir()
+    (tree / ".noderig" / "verified.json").symlink_to("/etc/passwd")
+    assert vf.check_paths(str(tree), None) == {"ok": False, "problems": [
+        {"file": ".noderig/verified.json",
+         "problem": ".noderig/verified.json is a symlink to '/etc/passwd' (never followed)"}]}
+
+
+def _u8(begin: int, n: int) -> dict:
+    return {"dtype": "U8", "shape": [n], "data_offsets": [begin, begin + n]}
+
+
+def test_a_small_index_every_disagreement_in_full(tmp_path):
+    root = tmp_path / "m"
+    (root / "sub").mkdir(parents=True)
+    raw_file(root / "sub" / "a.safetensors", {"x": _u8(0, 2), "y": _u8(2, 1)}, b"xxy")
+    raw_file(root / "sub" / "b.safetensors", {"z": _u8(0, 1), "extra": _u8(1, 1)}, b"ze")
+    (root / "sub" / "model.safetensors.index.json").write_text(json.dumps({
+        "metadata": {"total_size": 10},
+        "weight_map": {"x": "a.safetensors", "y": "b.safetensors", "z": "b.safetensors", "ghost": "b.safetensors",
+                       "gone": "c.safetensors"}}))
+    report = vf.verify(str(root), None, library=False)
+    ix = "sub/model.safetensors.index.json"
+    assert report["index"] == [
+        {"problem": "shard_missing", "detail": "sub/c.safetensors is named by the index (1 tensors) but is not on disk",
+         "index": ix},
+        {"problem": "tensor_not_in_index", "detail": 'tensor "extra" in sub/b.safetensors is not in the index\'s '
+                                                     "weight_map", "index": ix},
+        {"problem": "tensor_in_no_shard", "detail": 'the index maps tensor "ghost" to sub/b.safetensors but its '
+                                                    "header lacks it", "index": ix},
+        {"problem": "tensor_in_other_shard", "detail": 'the index maps tensor "y" to sub/b.safetensors but it is in '
+                                                       "sub/a.safetensors", "index": ix}]
+    assert {f["file"]: (f["status"], f["detail"]) for f in report["files"]} == {
+        "sub/a.safetensors": ("index_mismatch", 'the index maps tensor "y" to sub/b.safetensors but it is in '
+                                                "sub/a.safetensors"),
+        "sub/b.safetensors": ("index_mismatch", 'tensor "extra" in sub/b.safetensors is not in the index\'s '
+                                                "weight_map (and 2 more)"),
+        ix: ("index_mismatch", 'tensor "extra" in sub/b.safetensors is not in the index\'s weight_map (and 2 more)'),
+        "sub/c.safetensors": ("missing", "not on disk")}
+    assert report["ok"] is False and report["sha256_checked"] is False and report["hashed_bytes"] == 0
+    # complete, with the total off and a tensor in two shards
+    raw_file(root / "sub" / "c.safetensors", {"x": _u8(0, 2), "gone": _u8(2, 1)}, b"xxg")
+    (root / "sub" / "model.safetensors.index.json").write_text(json.dumps({
+        "metadata": {"total_size": 10},
+        "weight_map": {"x": "a.safetensors", "y": "a.safetensors", "z": "b.safetensors", "extra": "b.safetensors",
+                       "gone": "c.safetensors", "ghost": "b.safetensors"}}))
+    report = vf.verify(str(root), None, library=False)
+    assert report["index"] == [
+        {"problem": "tensor_in_two_shards", "detail": 'tensor "x" is in both sub/a.safetensors and '
+                                                      "sub/c.safetensors (the index maps it to a.safetensors)",
+         "index": ix},
+        {"problem": "tensor_in_no_shard", "detail": 'the index maps tensor "ghost" to sub/b.safetensors but no shard '
+                                                    "has it", "index": ix},
+        {"problem": "total_size_mismatch", "detail": "metadata.total_size is 10, the shards' tensors add up to 8 (-2)",
+         "index": ix}]
+    details = {f["file"]: f["detail"] for f in report["files"]}
+    assert details["sub/a.safetensors"] == "header valid; sha256 not checked"
+    assert details["sub/c.safetensors"].startswith('tensor "x" is in both')
+    assert details[ix].endswith("(and 2 more)")
+
+
+@pytest.mark.parametrize("header, body, status, detail", [
+    ({"a": _t(dtype="Q8")}, b"1234", "header_invalid", 'tensor "a": unknown dtype "Q8"'),
+    ({"a": _t(dtype=5)}, b"1234", "header_invalid", 'tensor "a": unknown dtype 5'),
+    ({"a": _t(shape=(-4,))}, b"1234", "header_invalid",
+     'tensor "a": shape [-4] is not a list of non-negative integers'),
+    ({"a": _t(shape=(2**64,))}, b"1234", "header_invalid",
+     'tensor "a": shape [18446744073709551616] is not a list of non-negative integers'),
+    ({"a": {"dtype": "U8", "shape": 4, "data_offsets": [0, 4]}}, b"1234", "header_invalid",
+     'tensor "a": shape 4 is not a list of non-negative integers'),
+    ({"a": _t(offsets=(0, 4, 8))}, b"1234", "header_invalid", 'tensor "a": data_offsets [0, 4, 8] is not [begin, end]'),
+    ({"a": {"dtype": "U8", "shape": [4], "data_offsets": "0-4"}}, b"1234", "header_invalid",
+     'tensor "a": data_offsets "0-4" is not [begin, end]'),
+    ({"a": _t(offsets=(-1, 3))}, b"1234", "header_invalid", 'tensor "a": data_offsets [-1, 3] is not [begin, end]'),
+    ({"a": _t(offsets=(0, 2**64))}, b"1234", "header_invalid",
+     'tensor "a": data_offsets [0, 18446744073709551616] is not [begin, end]'),
+    ({"a": _t(offsets=(0, 4.0))}, b"1234", "header_invalid", 'tensor "a": data_offsets [0, 4.0] is not [begin, end]'),
+    ({"a": {"dtype": "U8", "shape": [4]}}, b"1234", "header_invalid",
+     'tensor "a": needs dtype, shape and data_offsets'),
+    ({"a": 1}, b"", "header_invalid", 'tensor "a" is not a JSON object'),
+    ({"__metadata__": [1]}, b"", "header_invalid", "__metadata__ is not a JSON object"),
+    ({"__metadata__": {"format": 1}}, b"", "header_invalid", "__metadata__ is not a map of strings to strings"),
+    ({"a": _t(offsets=(4, 0))}, b"1234", "header_invalid", 'tensor "a": data_offsets [4, 0] end before they begin'),
+    ({"a": _t(offsets=(2, 6))}, b"123456", "header_invalid",
+     'tensor "a": data_offsets [2, 6] leaves a gap of 2 bytes before it (expected begin 0)'),
+    ({"a": _t(), "b": _t(offsets=(2, 6))}, b"123456", "header_invalid",
+     'tensor "b": data_offsets [2, 6] overlaps the tensor before it (expected begin 4)'),
+    ({"a": _t(dtype="F32")}, b"1234", "header_invalid",
+     'tensor "a": shape [4] x F32 is 16 bytes, data_offsets [0, 4] span 4'),
+    ({"a": _t(dtype="F4", shape=(3,), offsets=(0, 2))}, b"12", "header_invalid",
+     'tensor "a": shape [3] x F4 is not a whole number of bytes'),
+    ({"a": _t(shape=(2**40, 2**40), offsets=(0, 4))}, b"1234", "header_invalid",
+     'tensor "a": shape [1099511627776, 1099511627776] x U8 overflows'),
+    ([1, 2], b"", "header_invalid", "header is not a JSON object"),
+    (b'{"__metadata__": {"f": "a", "f": "b"}}', b"", "header_invalid", '__metadata__ has the key "f" twice'),
+    (b'{"a": {"dtype": "U8", "dtype": "U8", "shape": [4], "data_offsets": [0, 4]}}', b"1234",
+     "header_invalid", 'tensor "a" has the key "dtype" twice'),
+    (b'{"a": 1, "a": 2}', b"", "header_invalid", 'header has the key "a" twice'),
+    (b'{"a\xff": 1}', b"", "header_invalid", "header is not valid UTF-8 (byte 11)"),
+    (b'{"a": 1', b"", "header_invalid", "header is not valid JSON: Expecting ',' delimiter: line 1 column 8 (char 7)"),
+])
+def test_header_rules_in_full_without_the_library(tmp_path, header, body, status, detail):
+    path = raw_file(tmp_path / "x.safetensors", header, body)
+    with pytest.raises(vf.Bad) as err:
+        vf.read_header(str(path), path.stat().st_size)
+    assert (err.value.status, err.value.detail) == (status, detail)
+
+
+def test_header_sizes_in_full(tmp_path):
+    text = json.dumps({"a": _t(), "__metadata__": {"format": "pt"}}).encode()
+    n = len(text)
+    path = raw_file(tmp_path / "x.safetensors", text, b"1234")
+    header = vf.read_header(str(path), 8 + n + 4)
+    assert (header.length, header.names, header.data_bytes, header.count) == (n, ["a"], 4, 1)
+    for size, status, detail in [
+        (8 + n + 3, "truncated", f"{8 + n + 3} bytes, the header describes {8 + n + 4} (8 + {n} + 4)"),
+        (8 + n + 6, "size_mismatch", f"{8 + n + 6} bytes, the header describes {8 + n + 4}: 2 bytes past the last tensor"),
+        (8 + n - 1, "truncated", f"{8 + n - 1} bytes: ends inside its {n}-byte header"),
+    ]:
+        with pytest.raises(vf.Bad) as err:
+            vf.read_header(str(path), size)
+        assert (err.value.status, err.value.detail) == (status, detail)
+    path.write_bytes(path.read_bytes()[:8 + n - 2])  # shorter on disk than the size it was listed with
+    with pytest.raises(vf.Bad) as err:
+        vf.read_header(str(path), 8 + n + 4)
+    assert (err.value.status, err.value.detail) == ("truncated", f"{8 + n - 2} bytes readable: ends inside its {n}-byte header")
+    path = raw_file(tmp_path / "e.safetensors", {}, b"")
+    assert vf.read_header(str(path), 10).names == []
+    path = raw_file(tmp_path / "z.safetensors", {"b": _t(offsets=(4, 8)), "a": _t(shape=(), offsets=(8, 9)),
+                                                 "c": _t()}, b"123456789")
+    h = vf.read_header(str(path), path.stat().st_size)
+    assert (h.names, h.data_bytes) == (["c", "b", "a"], 9)
+
+
+def test_the_node_scripts_main_in_process(ckpt, tmp_path, capsys):
+    """main() as the deploy calls it (here in-process; the subprocess form is tested above)."""
+    manifest = str(ckpt / ".noderig/manifest.json")
+
+    def main(*args):
+        rc = vf.main(list(args))
+        out, err = capsys.readouterr()
+        return rc, json.loads(out.strip().splitlines()[-1]), err
+
+    rc, report, _ = main(manifest, str(ckpt), "--jobs", "2")
+    assert rc == 0 and report["ok"] and report["sha256_checked"] and report["record"] == "written"
+    rc, report, _ = main(manifest, str(ckpt), "--no-record")
+    assert rc == 0 and report["record"] == "not used" and report["hashed_bytes"] > 0
+    rc, report, _ = main("-", str(ckpt), "--structure-only")
+    assert rc == 0 and report["sha256_checked"] is False
+    rc, report, _ = main(manifest, str(ckpt), "--check-paths")
+    assert (rc, report) == (0, {"ok": True, "problems": []})
+    os.truncate(ckpt / S1, 1000)
+    rc, report, _ = main(manifest, str(ckpt), "--structure-only")
+    assert rc == 1 and bad_files(report) == {S1: "truncated"}
+    (ckpt / "sub").mkdir()
+    (ckpt / "sub" / "x").symlink_to("/etc")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"files": [{"path": "sub/x/passwd", "size": 1}]}))
+    rc, report, _ = main(str(bad), str(ckpt), "--check-paths")
+    assert (rc, report) == (1, {"ok": False, "problems": [
+        {"file": "sub/x/passwd", "problem": "sub/x is a symlink to '/etc' (never followed)"}]})
+    usage = {"ok": False, "files": [], "index": [], "hashed_bytes": 0, "sha256_checked": False}
+    for args, error in [
+        ((manifest, str(ckpt), "--jobs", "0"), "--jobs must be at least 1"),
+        ((str(tmp_path / "none.json"), str(ckpt)), f"no manifest at {tmp_path / 'none.json'}"),
+        ((str(tmp_path), str(ckpt)), f"cannot read the manifest {tmp_path}: [Errno 21] Is a directory: '{tmp_path}'"),
+        ((manifest, str(tmp_path / "nope")), f"{tmp_path / 'nope'} is not a directory"),
+        ((manifest,), "the following arguments are required: dir"),
+    ]:
+        rc, report, err = main(*args)
+        assert (rc, report) == (2, {**usage, "error": error})
+        assert err == f"verify_files: {error}\n"
+    bad.write_text("[]")
+    rc, report, _ = main(str(bad), str(ckpt))
+    assert (rc, report["error"]) == (2, f"{bad} is not a noderig manifest (no list of files)")
+    bad.write_text("{")
+    rc, report, _ = main(str(bad), str(ckpt))
+    assert rc == 2 and report["error"].startswith(f"cannot read the manifest {bad}: Expecting property name")
+
+
+@pytest.mark.parametrize("text, detail", [
+    ("[]", "not a valid index: not a JSON object"),
+    ('{"weight_map": {}, "weight_map": {}}', 'not a valid index: it has the key "weight_map" twice'),
+    ('{"weight_map": {"a": "x", "a": "x"}}', 'not a valid index: weight_map has the key "a" twice'),
+    ('{"weight_map": {}, "metadata": {"total_size": 1, "total_size": 2}}',
+     'not a valid index: metadata has the key "total_size" twice'),
+    ('{"weight_map": {}, "metadata": {"total_size": -1}}', "not a valid index: metadata.total_size -1 is not a byte count"),
+    ('{"weight_map": {}, "metadata": {"total_size": "9"}}', 'not a valid index: metadata.total_size "9" is not a byte count'),
+    ('{"weight_map": {"a": 1}}', "not a valid index: no weight_map of tensor name to shard file"),
+    ('{"metadata": {}}', "not a valid index: no weight_map of tensor name to shard file"),
+])
+def test_index_rules_in_full(tmp_path, text, detail):
+    path = tmp_path / "model.safetensors.index.json"
+    path.write_text(text)
+    with pytest.raises(vf.Bad) as err:
+        vf._read_index(str(path))
+    assert (err.value.status, err.value.detail) == ("index_mismatch", detail)
+
+
+def test_index_reads_its_total_or_none(tmp_path):
+    path = tmp_path / "i.json"
+    path.write_text('{"weight_map": {"a": "s"}, "metadata": {"total_size": 0}}')
+    assert vf._read_index(str(path)) == {"weight_map": {"a": "s"}, "total_size": 0}
+    path.write_text('{"weight_map": {}, "metadata": {"format": "pt"}}')
+    assert vf._read_index(str(path)) == {"weight_map": {}, "total_size": None}
+
+
+def test_discover_lists_visible_files_control_files_and_linked_directories(tmp_path):
+    root = tmp_path / "r"
+    for rel in ("a/f", "d/e/g.txt", ".hidden/x", "a/.h", "sub/b.safetensors.aria2", "c.safetensors",
+                "c.safetensors.aria2"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x")
+    (root / "linkdir").symlink_to(root / "d")
+    (root / ".lnk").symlink_to(root / "d")
+    assert vf._discover(str(root)) == ["a/f", "c.safetensors", "d/e/g.txt", "linkdir", "sub/b.safetensors"]
+
+
+def test_presence_details_in_full(tmp_path):
+    root = tmp_path / "r"
+    (root / "dir.json").mkdir(parents=True)
+    (root / "p.json").write_text("{}")
+    (root / "p.json.aria2").write_text("")
+    (root / "short.json").write_text("{}")
+    (root / "long.json").write_text("{}")
+    manifest = {"files": [{"path": "dir.json"}, {"path": "p.json"}, {"path": "gone.json"},
+                          {"path": "short.json", "size": 5}, {"path": "long.json", "size": 1}]}
+    report = vf.verify(str(root), manifest, library=False)
+    assert {f["file"]: (f["status"], f["detail"]) for f in report["files"]} == {
+        "dir.json": ("size_mismatch", "not a regular file"),
+        "p.json": ("partial", "aria2 control file (.aria2) present: download unfinished"),
+        "gone.json": ("missing", "not on disk"),
+        "short.json": ("truncated", "2 bytes, expected 5"),
+        "long.json": ("size_mismatch", "2 bytes, expected 1")}
+
+
+def test_repeated_index_problems_are_counted_and_unsafe_shards_named(tmp_path):
+    root = tmp_path / "r"
+    root.mkdir()
+    raw_file(root / "a.safetensors", {"x": _u8(0, 1)}, b"x")
+    (root / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "x": "a.safetensors", "g1": "a.safetensors", "g2": "a.safetensors", "u": "../up.safetensors"}}))
+    report = vf.verify(str(root), None, library=False)
+    ix = "model.safetensors.index.json"
+    assert report["index"] == [
+        {"problem": "index_invalid", "detail": 'the index names an unsafe shard path "../up.safetensors"', "index": ix},
+        {"problem": "tensor_in_no_shard", "detail": 'the index maps tensor "g1" to a.safetensors but its header lacks '
+                                                    "it (and 1 more like it)", "index": ix}]
+    details = {f["file"]: f["detail"] for f in report["files"]}
+    assert details[ix] == 'the index names an unsafe shard path "../up.safetensors" (and 2 more)'
+    assert details["a.safetensors"] == 'the index maps tensor "g1" to a.safetensors but its header lacks it (and 1 more)'
+
+
+def test_the_library_probe_says_what_it_found(monkeypatch, tmp_path):
+    import importlib.util
+    import types
+    numpy = " (numpy absent: validation only)" if importlib.util.find_spec("numpy") is None else ", tensor names compared"
+    lib = vf.LibraryCheck()
+    assert lib.why == "safetensors 0.8.0 safe_open: header validated by the library too" + numpy
+    assert lib.validate is not None
+    lib._open = lambda path: ["x"]
+    assert lib._validate("p", vf.Header(1, ["y"], 0)) == ("safetensors reads other tensor names from the header "
+                                                          "than these checks do")
+    assert lib._validate("p", vf.Header(1, ["x"], 0)) is None
+    monkeypatch.setitem(sys.modules, "safetensors", types.ModuleType("safetensors"))
+    fake = vf.LibraryCheck()
+    assert fake.validate is None
+    assert fake.why == "not used: probing safetensors ? failed: module 'safetensors' has no attribute 'SafetensorError'"
+
+
+def test_an_unreadable_shard_and_an_unusable_library(tmp_path, monkeypatch):
+    root = tmp_path / "r"
+    root.mkdir()
+    raw_file(root / "a.safetensors", {"x": _u8(0, 1)}, b"x")
+    (root / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "a.safetensors"}}))
+    unusable = vf.LibraryCheck()
+    unusable.validate, unusable.why = None, "not used: test"
+    monkeypatch.setattr(vf, "_library", unusable)
+    report = vf.verify(str(root), None, library=True)
+    assert report["ok"] and report["library_check"] == "not used: test"
+
+    def broken(path, size):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(vf, "read_header", broken)
+    report = vf.verify(str(root), None, library=False)
+    files = {f["file"]: (f["status"], f["detail"]) for f in report["files"]}
+    assert files["a.safetensors"] == ("missing", "cannot read: Input/output error")
+    assert [p["problem"] for p in report["index"]] == ["shard_missing"]

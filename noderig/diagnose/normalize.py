@@ -144,13 +144,13 @@ def strip_prefixes(raw: str) -> tuple[str, dict]:
                 if m and "rank" in m.groupdict():
                     info.setdefault("rank", m["rank"])
                     info["prefixed"] = True
-        if m is None and c in "DIWEC":
+        if m is None and c in "DIWECF":
             m = _VLLM.match(text)
             if m:
                 info.setdefault("time", m["time"])
                 info.setdefault("level", "WARNING" if m["level"] == "WARN" else m["level"])
                 info["prefixed"] = True
-            elif c in "IWE":
+            elif c in "IWEF":
                 m = _GLOG.match(text)
                 if m:
                     info.setdefault("level", _GLOG_LEVEL[m["level"]])
