@@ -12,6 +12,21 @@ from .util import first_pass, operation
 # Wait for another apt (unattended-upgrades, or the one a killed deploy left running) instead
 # of failing on its lock; answer no question.
 APT = ["DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", "-o", "DPkg::Lock::Timeout=600"]
+# The same wait for a bare dpkg run: until dpkg's frontend lock (an fcntl lock, as apt and
+# dpkg take it) is free, at most as long as apt waits.
+WAIT_FOR_DPKG_LOCK = (
+    "import fcntl, sys, time\n"
+    "deadline = time.monotonic() + 600\n"
+    "with open('/var/lib/dpkg/lock-frontend', 'a') as f:\n"
+    "    while True:\n"
+    "        try:\n"
+    "            fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+    "            break\n"
+    "        except OSError:\n"
+    "            if time.monotonic() > deadline:\n"
+    "                sys.exit('dpkg is still locked by another process after 600 s; rerun when it is done')\n"
+    "            time.sleep(1)\n"
+)
 
 
 @operation(is_idempotent=True)
@@ -34,7 +49,10 @@ def present(packages: list[str]):
                 "finish the interrupted dpkg run" if interrupted else None]
         logger.info(f"[{host.name}] packages: " + "; ".join(p for p in plan if p))
     if interrupted:
-        yield StringCommand("DEBIAN_FRONTEND=noninteractive", "dpkg", "--configure", "-a",
+        # "Interrupted" may be an apt a killed deploy left running: dpkg itself does not wait
+        # for the lock as apt does (DPkg::Lock::Timeout), so wait for it first.
+        yield StringCommand("python3", "-c", QuoteString(WAIT_FOR_DPKG_LOCK), "&&",
+                            "DEBIAN_FRONTEND=noninteractive", "dpkg", "--configure", "-a",
                             "--force-confdef", "--force-confold")
     if missing:
         yield StringCommand(*APT, "update")

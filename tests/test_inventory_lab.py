@@ -134,7 +134,7 @@ def test_the_copy_key_is_forced_to_rrsync_0600_and_gone_after_the_copy(lab):
     assert len(lines) == 1, keys  # one key for the copy, seen while it ran
     ct200 = lab.host("ct200").ip
     assert re.fullmatch(rf'restrict,command="/usr/bin/rrsync -wo {VENV}",from="{re.escape(ct200)}",'
-                        r'expiry-time="\d{12}Z" ssh-ed25519 \S+ noderig-transient-b300-[0-9a-f]{12}', lines.pop())
+                        r'expiry-time="\d{12}Z" ssh-ed25519 \S+ noderig-transient-b300-[0-9a-f]{8}-[0-9a-f]{12}', lines.pop())
     seen = [line.split() for line in modes.splitlines() if "noderig-transient" in line]
     assert seen and all(mode == "600" for mode, _ in seen), modes  # never readable by others, not even empty
     assert "noderig-transient" not in lab.run("b300", "cat /root/.ssh/authorized_keys").stdout
@@ -233,7 +233,7 @@ def test_a_copy_key_that_cannot_be_removed_fails_the_host_and_the_next_run_remov
     finally:
         lab.exec("b300", "umount /root/.ssh/authorized_keys")
     assert res.returncode != 0, out[-3000:]
-    assert re.search(r"the copy key noderig-transient-b300-[0-9a-f]{12} could not be removed \(on b300: .*busy",
+    assert re.search(r"the copy key noderig-transient-b300-[0-9a-f]{8}-[0-9a-f]{12} could not be removed \(on b300: .*busy",
                      out), out[-3000:]
     assert "delete the line with noderig-transient-b300-" in out
     assert "b300" in out.split("--> noderig:")[-1] and "failed" in out.split("--> noderig:")[-1]
