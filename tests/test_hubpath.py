@@ -391,7 +391,7 @@ def test_the_aria2_daemon_prints_no_signed_url_on_a_failed_download(hub, tmp_pat
                             env={k: v for k, v in os.environ.items() if "proxy" not in k.lower()})
     try:
         api = aria2p.API(aria2p.Client(host="http://127.0.0.1", port=port, secret="s3cret", timeout=5))
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60  # a hang guard, not a speed check
         while True:
             try:
                 api.client.get_version()
@@ -404,7 +404,7 @@ def test_the_aria2_daemon_prints_no_signed_url_on_a_failed_download(hub, tmp_pat
         url = hub.sign_url("127.0.0.1", KIMI_REPO, entry)
         gid = api.add_uris([url], options=aria2.download_options(str(tmp_path), "x.safetensors", 1, "none")).gid
         while api.client.tell_status(gid, ["status"])["status"] not in ("error", "complete"):
-            assert time.monotonic() < deadline + 30, "the refused download did not end"
+            assert time.monotonic() < deadline + 120, "the refused download did not end"
             time.sleep(0.1)
         message = api.client.tell_status(gid, ["errorMessage"]).get("errorMessage", "")
         api.client.shutdown()

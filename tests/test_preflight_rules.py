@@ -58,7 +58,7 @@ def test_every_problem_is_reported_not_only_the_first():
 
 def test_describe_says_what_preflight_saw():
     info = {"os": "debian 12", "python": "3.11.2", "free_bytes": 8 << 30,
-            "gpus": [GPU, {**GPU, "compute_cap": "10.0", "driver": "580.95"}]}
+            "gpus": [GPU, {**GPU, "name": "NVIDIA B300 SXM", "compute_cap": "10.0", "driver": "580.95"}]}
     assert describe(info, "/models/m") == ("debian 12, python 3.11.2, 2x NVIDIA B300 (compute 10.0, 10.3, driver "
                                            "580.82, 580.95), 8.0 GiB free for /models/m")
     assert describe({"os": "debian 12", "python": None}, "/m") == (
@@ -78,3 +78,7 @@ def test_disk_fits_exactly_at_need_plus_margin_and_checks_every_volume():
     assert short[1].startswith("not enough disk for /x and /y: 0 B free, 1.0 MiB still to download")
     assert disk_problems({"a": {"free": None, "need": 1, "dirs": ["/m"]},
                           "b": {"free": 0, "need": 0, "dirs": ["/n"]}}) == [], "unknown free space or nothing to fetch"
+    # A volume skipped for either reason does not end the check of the others.
+    after_skipped = disk_problems({"a": {"free": None, "need": 1, "dirs": ["/m"]},
+                                   "b": {"free": 0, "need": 1 << 20, "dirs": ["/n"]}})
+    assert len(after_skipped) == 1 and after_skipped[0].startswith("not enough disk for /n:")
