@@ -55,7 +55,8 @@ _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 _URL_PATH = re.compile(r"^[A-Za-z0-9._~/-]*\Z")
 _UNIT_CHARS = re.compile(r"^[A-Za-z0-9_.-]{1,200}\Z")
 _SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}\Z")
-_DEB_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?::[a-z0-9-]+)?\Z")
+# A Debian package name (policy 5.6.1), optionally :arch: for the inventory and repairs alike.
+DEBIAN_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?::[a-z0-9-]+)?\Z")
 
 # Integer settings the unit does not check -> (lowest, highest).
 _INT_RANGES = {"aria2_connections": (1, 16), "aria2_jobs": (1, 64), "gpus_required": (0, 1024),
@@ -198,7 +199,7 @@ def _other_problems(data) -> list[str]:
             continue
         found += [_say(key, p, "is not a Debian package name (lowercase letters, digits and +.- only, "
                                "optionally :arch); give names, not apt options")
-                  for p in value if not isinstance(p, str) or not _DEB_NAME.match(p)]
+                  for p in value if not isinstance(p, str) or not DEBIAN_PACKAGE.match(p)]
     return found
 
 

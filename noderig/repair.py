@@ -9,12 +9,11 @@ server still fails with it in place, the deploy says so instead of looping.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
+from .inventory_check import DEBIAN_PACKAGE
+
 REPAIRS_FILE = "/etc/noderig/repairs.json"
-# A Debian package name (Debian policy 5.6.1): what an install remedy may name, nothing else.
-DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
 
 
 @dataclass
@@ -36,7 +35,7 @@ def plan_repair(remedy: str | None, settings: dict, applied: list[str]) -> Repai
         return Repair(remedy, "skip the server warmup (--skip-server-warmup)", settings={"skip_server_warmup": True})
     if kind == "add_flag" and arg == "--trust-remote-code":
         return Repair(remedy, "allow the model's remote code (--trust-remote-code)", settings={"trust_remote_code": True})
-    if kind == "install_package" and DEBIAN_PACKAGE.fullmatch(arg):
+    if kind == "install_package" and DEBIAN_PACKAGE.match(arg):  # a package name, nothing else
         return Repair(remedy, f"install {arg}", packages=[arg])
     if kind == "set" and "=" in arg:
         key, value = arg.split("=", 1)
