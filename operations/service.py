@@ -21,7 +21,7 @@ from noderig.unit import ServerSettings, check_against_server, help_command, ren
 
 from .facts import (DistributionsDigest, FileMode, FileText, Mtimes, ServerVersion, Sha256, SystemUser, UnitStatus,
                     Unreadable)
-from .util import atomic_write, fail, first_pass, operation
+from .util import atomic_write, fail, first_pass, operation, refused
 
 LAUNCHER = "/usr/local/lib/noderig/launch.py"
 
@@ -216,8 +216,10 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
     + venv: this deploy's venv operation, if it runs
     + checkpoints: this deploy's checkpoint operations
     """
-    secrets = {"api_key": read_private(api_key_file, "API key")} if api_key_file else {}
+    secrets = {}
     try:
+        if api_key_file:
+            secrets["api_key"] = read_private(api_key_file, "API key")
         env_text = render_env(settings, secrets)
         unit_text = render_unit(settings)
     except NoderigError as e:
@@ -226,7 +228,7 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
     check_flags(name="Server flags valid and known to the installed SGLang", settings=settings,
                 reference=reference, api_key=bool(secrets.get("api_key")))
     if unit_text is None:
-        logger.error(f"[{host.name}] {problem}")
+        refused(name="Server settings", message=f"server settings for {host.name}: {problem}")
         return None
     # (A host whose flags fail stops there: pyinfra runs nothing more on it.)
     system_user(name=f"System user {settings.user} (the server never runs as root)", user=settings.user,

@@ -58,6 +58,17 @@ def operation(**options):
     return decorate
 
 
+@operation()
+def refused(message: str):
+    """
+    Fail this host with ``message``: for a problem found outside any operation (in the
+    deploy file), which would otherwise be only a logged line and a host summarised as ok.
+
+    + message: the sentence, naming what to fix
+    """
+    yield from fail(current_host, message)
+
+
 def atomic_write(path: str, mode: str = "644") -> tuple[str, StringCommand, StringCommand]:
     """Replacing ``path`` so that an interrupted run never leaves half a file in place: the
     temporary file beside it to upload the content to, the command that creates it (and its

@@ -36,6 +36,9 @@ if "{where}" == "deploy":
     raise TypeError("unsupported operand type(s) for +: 'int' and 'NoneType'")
 if "{where}" == "operation":
     broken(name="Checkpoint x")
+if "{where}" == "refused":
+    from operations.util import refused
+    refused(name="Server settings", message="the API key file /k does not exist; create it (mode 0600)")
 fine(name="After it")
 '''
 
@@ -82,6 +85,13 @@ def test_an_exception_outside_any_operation_is_never_summarised_as_ok(tmp_path, 
     assert code != 0, out[-3000:]
     assert "1 failed (@local)" in head and " ok" not in line, out[-3000:]
     assert "FAILED" in line and "the run stopped on an internal error" in line, line
+
+
+def test_a_problem_found_outside_an_operation_fails_the_host_with_its_sentence(tmp_path):
+    code, out = run(tmp_path, "refused", "-y")
+    head, line = summary_of(out)
+    assert code != 0 and "1 failed (@local)" in head, out[-3000:]
+    assert 'FAILED at "Server settings": the API key file /k does not exist' in line, line
 
 
 def test_a_run_without_errors_is_ok(tmp_path):
