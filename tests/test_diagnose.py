@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from noderig.diagnose import CatalogError, diagnose, load_catalog, normalize, parse_tracebacks
-from noderig.diagnose.engine import CATALOG_PATH, default_catalog, traceback_chain
+from noderig.diagnose.catalog import CATALOG_PATH, default_catalog
 from noderig.diagnose.normalize import strip_prefixes
 from noderig.diagnose.report import render, to_json
+from noderig.diagnose.tracebacks import traceback_chain
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "crashlogs"
@@ -711,7 +712,7 @@ def _catalog_patterns():
 
 
 def test_every_signature_alternative_matches_a_fixture():
-    from noderig.diagnose.engine import _split_alternatives
+    from noderig.diagnose.anchors import _split_alternatives
 
     lines = _fixture_lines()
     dead = []
@@ -1162,7 +1163,7 @@ def test_continuation_lines_inherit_rank_time_and_level():
 
 
 def test_format_chain_drops_noise_and_consecutive_repeats():
-    from noderig.diagnose.engine import Frame, format_chain
+    from noderig.diagnose.tracebacks import Frame, format_chain
     frames = [Frame("<frozen runpy>", 1, "_run_module_as_main"), Frame("/usr/lib/python3.10/threading.py", 2, "run"),
               Frame("/usr/lib/python3.10/site-packages/sglang/srt/a.py", 3, "run"),
               Frame("/usr/lib/python3.10/site-packages/sglang/srt/a.py", 4, "run"),
@@ -1298,12 +1299,12 @@ def test_healthy_meanings_and_the_ready_lines_rank(mini):
     (r"\d+", (None, None)),
 ])
 def test_anchor_is_a_word_every_match_contains(pattern, anchor):
-    from noderig.diagnose.engine import _anchor
+    from noderig.diagnose.anchors import _anchor
     assert _anchor(pattern) == anchor
 
 
 def test_split_alternatives_only_at_the_top_level():
-    from noderig.diagnose.engine import _split_alternatives
+    from noderig.diagnose.anchors import _split_alternatives
     assert _split_alternatives(r"a|b(c|d)|[|]|\|x|") == ["a", "b(c|d)", "[|]", r"\|x", ""]
     assert _split_alternatives("abc") == ["abc"]
 
@@ -1421,14 +1422,15 @@ def test_component_and_remedy_patterns_ignore_case(mini):
 
 
 def test_exception_signature_takes_the_last_dotted_name():
-    from noderig.diagnose.engine import ExceptionSignature, TracebackSection
+    from noderig.diagnose.catalog import ExceptionSignature
+    from noderig.diagnose.tracebacks import TracebackSection
     sig = ExceptionSignature(re.compile("GammaError"), None, None)
     assert sig.matches(TracebackSection(exc_type="a.b.GammaError")) and sig.matches(TracebackSection(exc_type="GammaError"))
     assert not sig.matches(TracebackSection(exc_type="a.b.GammaErrors")) and not sig.matches(TracebackSection())
 
 
 def test_split_alternatives_inside_classes_and_nested_groups():
-    from noderig.diagnose.engine import _split_alternatives
+    from noderig.diagnose.anchors import _split_alternatives
     assert _split_alternatives("x[a|b]y|z") == ["x[a|b]y", "z"]
     assert _split_alternatives("((a)|b)|c") == ["((a)|b)", "c"]
 
@@ -1488,7 +1490,8 @@ def test_also_seen_and_ready_edge_cases(mini):
 
 
 def test_collapse_joins_ranks_once():
-    from noderig.diagnose.engine import Evidence, _clip, _collapse
+    from noderig.diagnose.outcomes import _clip, _collapse
+    from noderig.diagnose.result import Evidence
     got = _collapse([Evidence("x", None, 1), Evidence("x", "TP1", 2), Evidence("x", "TP10", 3), Evidence("x", "TP1", 4),
                      Evidence("y", "TP2", 5)])
     assert [(e.line, e.rank, e.lineno) for e in got] == [("x", "TP1,TP10", 1), ("y", "TP2", 5)]
@@ -1496,7 +1499,8 @@ def test_collapse_joins_ranks_once():
 
 
 def test_component_patterns_see_the_arrows_and_signatures_see_windows_paths(tmp_path):
-    from noderig.diagnose.engine import ExceptionSignature, Frame, TracebackSection
+    from noderig.diagnose.catalog import ExceptionSignature
+    from noderig.diagnose.tracebacks import Frame, TracebackSection
     path = tmp_path / "catalog.toml"
     path.write_text('version = 1\n[[class]]\nid = "k"\ntitle = "K"\nmeaning = "m"\nfix = "f"\nevidence = ["kaboom"]\n'
                     'components = [{match = "a\\\\.f -> b\\\\.g$", name = "the a-to-b call"}]\n')

@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .engine import Diagnosis
+from .result import Diagnosis
 
 __all__ = ["render", "print_report", "to_json"]
 

@@ -1,0 +1,175 @@
+"""The catalog: signatures (catalog.toml) and known benign lines (benign.toml), loaded and checked.
+
+The catalog is data, versioned with the project: each ``[[class]]`` names a root cause with its
+evidence and symptom patterns, exception signatures, components, fix and remedy. Loading
+compiles every pattern (a bad regex is a CatalogError naming where it is) and builds the
+anchor index (anchors.py) that lets a long log be matched without running every regex.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .anchors import AnchorIndex
+
+__all__ = ["CATALOG_PATH", "BENIGN_PATH", "Catalog", "CatalogClass", "CatalogError", "ExceptionSignature",
+           "default_catalog", "load_catalog"]
+
+CATALOG_PATH = Path(__file__).with_name("catalog.toml")
+BENIGN_PATH = Path(__file__).with_name("benign.toml")
+SUPPORTED_CATALOG_VERSIONS = {1}
+
+
+@dataclass(frozen=True)
+class CatalogClass:
+    id: str
+    title: str
+    meaning: str
+    evidence: tuple[re.Pattern, ...]
+    symptoms: tuple[re.Pattern, ...]
+    supporting: tuple[re.Pattern, ...]
+    decisive: bool
+    priority: int
+    components: tuple[tuple[re.Pattern, str], ...]
+    fix: str
+    remedy: str | None
+    remedies: tuple[tuple[re.Pattern, str], ...]
+    alternatives: tuple[str, ...]
+    exceptions: tuple["ExceptionSignature", ...] = ()
+
+
+@dataclass(frozen=True)
+class ExceptionSignature:
+    """A signature over a parsed traceback section rather than one line: the exception's type,
+    the module path of its frames and the key tokens of its message (each optional but the type).
+    `module` is searched in every frame's file path and in the message (an import error names
+    the module it could not import)."""
+
+    type: re.Pattern
+    module: re.Pattern | None
+    message: re.Pattern | None
+
+    def matches(self, section) -> bool:
+        if section.exc_type is None or not self.type.fullmatch(section.exc_type.rsplit(".", 1)[-1]):
+            return False
+        if self.message is not None and not self.message.search(section.message):
+            return False
+        if self.module is None:
+            return True
+        paths = [f.file.replace("\\", "/") for f in section.frames]
+        return any(self.module.search(p) for p in paths) or bool(self.module.search(section.message))
+
+
+@dataclass(frozen=True)
+class Catalog:
+    version: int
+    classes: tuple[CatalogClass, ...]
+    ignore: tuple[re.Pattern, ...]
+    healthy_strong: tuple[re.Pattern, ...]
+    healthy_weak: tuple[re.Pattern, ...]
+    sglang_markers: tuple[re.Pattern, ...]
+    sglang_ready: tuple[re.Pattern, ...]
+    index: AnchorIndex  # which patterns a line's words can possibly match: a cheap first pass
+    benign: tuple[re.Pattern, ...] = ()  # known harmless lines (benign.toml): never evidence, never a failure
+    stages: tuple[tuple[str, tuple[re.Pattern, ...]], ...] = ()  # startup milestones, in order
+
+    def get(self, class_id: str) -> CatalogClass:
+        for c in self.classes:
+            if c.id == class_id:
+                return c
+        raise KeyError(class_id)
+
+    @property
+    def ids(self) -> list[str]:
+        return [c.id for c in self.classes]
+
+    def is_benign(self, text: str) -> bool:
+        """A known harmless line (benign.toml): never evidence, never a failure."""
+        return any(p.search(text) for p in self.benign)
+
+
+class CatalogError(ValueError):
+    pass
+
+
+def _compile(patterns, where: str) -> tuple[re.Pattern, ...]:
+    out = []
+    for p in patterns or ():
+        try:
+            out.append(re.compile(p, re.IGNORECASE))
+        except re.error as e:
+            raise CatalogError(f"{where}: bad regex {p!r}: {e}") from None
+    return tuple(out)
+
+
+def _read_versioned(path: Path, what: str) -> dict:
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    version = data.get("version")
+    if version not in SUPPORTED_CATALOG_VERSIONS:
+        raise CatalogError(f"{path}: {what} version {version!r} is not supported (expected one of "
+                           f"{sorted(SUPPORTED_CATALOG_VERSIONS)})")
+    return data
+
+
+def _exception_signatures(entries, cid: str) -> tuple[ExceptionSignature, ...]:
+    out = []
+    for e in entries or ():
+        if not e.get("type"):
+            raise CatalogError(f"{cid}: an exception signature needs a type")
+        type_, module, message = (_compile([e[k]], cid)[0] if e.get(k) else None for k in ("type", "module", "message"))
+        out.append(ExceptionSignature(type_, module, message))
+    return tuple(out)
+
+
+def _catalog_class(entry: dict, path: Path, seen: set) -> CatalogClass:
+    cid = entry.get("id")
+    if not cid or cid in seen or cid in ("healthy", "unknown"):
+        raise CatalogError(f"{path}: class id {cid!r} is missing, reserved or duplicated")
+    seen.add(cid)
+    for key in ("title", "meaning", "evidence", "fix"):
+        if not entry.get(key):
+            raise CatalogError(f"{path}: class {cid} has no {key}")
+    return CatalogClass(
+        id=cid, title=entry["title"].strip(), meaning=" ".join(entry["meaning"].split()),
+        evidence=_compile(entry["evidence"], cid), symptoms=_compile(entry.get("symptoms"), cid),
+        supporting=_compile(entry.get("supporting"), cid), decisive=bool(entry.get("decisive", True)),
+        priority=int(entry.get("priority", 50)),
+        components=tuple((re.compile(c["match"], re.IGNORECASE), c["name"]) for c in entry.get("components", [])),
+        fix=" ".join(entry["fix"].split()), remedy=entry.get("remedy") or None,
+        remedies=tuple((re.compile(r["when"], re.IGNORECASE), r["remedy"]) for r in entry.get("remedies", [])),
+        alternatives=tuple(entry.get("alternatives", [])),
+        exceptions=_exception_signatures(entry.get("exceptions"), cid),
+    )
+
+
+def load_catalog(path: Path | str | None = None, benign: Path | str | None = None) -> Catalog:
+    """The catalog (catalog.toml) and the known benign lines beside it (benign.toml)."""
+    path = Path(path) if path is not None else CATALOG_PATH
+    data = _read_versioned(path, "catalog")
+    benign_path = Path(benign) if benign is not None else path.with_name(BENIGN_PATH.name)
+    benign_data = _read_versioned(benign_path, "benign list") if benign_path.exists() else {}
+    seen: set = set()
+    classes = [_catalog_class(entry, path, seen) for entry in data.get("class", [])]
+    healthy = data.get("healthy", {})
+    return Catalog(
+        version=data["version"], classes=tuple(classes),
+        ignore=_compile(data.get("ignore", {}).get("patterns"), "ignore"),
+        healthy_strong=_compile(healthy.get("strong"), "healthy"),
+        healthy_weak=_compile(healthy.get("weak"), "healthy"),
+        sglang_markers=_compile(healthy.get("sglang_markers"), "healthy"),
+        sglang_ready=_compile(healthy.get("sglang_ready"), "healthy"),
+        index=AnchorIndex(classes),
+        benign=_compile([b["pattern"] for b in benign_data.get("benign", [])], "benign"),
+        stages=tuple((st["name"], _compile(st["patterns"], f"stage {st['name']}")) for st in data.get("stage", [])),
+    )
+
+
+@lru_cache(maxsize=1)
+def default_catalog() -> Catalog:
+    """The shipped catalog, loaded once per process."""
+    return load_catalog()

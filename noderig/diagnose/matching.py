@@ -1,0 +1,82 @@
+"""Signature matching: which catalog classes a log's lines and tracebacks show, and which one is
+the root cause (the first decisive evidence in time order, not the last error printed)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .catalog import Catalog, CatalogClass
+from .normalize import Line
+from .tracebacks import Traceback, TracebackSection
+
+__all__ = ["Match", "find_matches", "pick_root", "related_traceback"]
+
+
+@dataclass
+class Match:
+    """A class's signature seen at a line (the exception line, for an exception signature)."""
+
+    cls: CatalogClass
+    index: int
+    strong: bool  # evidence (True) or symptom (False)
+
+
+# "RuntimeError:" alone on its line, its message on the next ones
+_BARE_EXC = re.compile(r"^\s*[\w.]*(Error|Exception)\w*:\s*$")
+
+
+def find_matches(lines: list[Line], cat: Catalog, tbs: list[Traceback], skip: set[int] = frozenset()) -> list[Match]:
+    """Every line matching a class's evidence or symptoms (benign and echoed source lines never
+    do), plus every traceback section matching a class's exception signature, in line order."""
+    matches: list[Match] = []
+    hits_of = cat.index.hits
+    for i, ln in enumerate(lines):
+        t = ln.text
+        if not t or i in skip:
+            continue
+        if _BARE_EXC.match(t):  # "RuntimeError:" with its message on the following lines
+            t = " ".join([t.strip(), *(x.text.strip() for x in lines[i + 1:i + 4] if x.text.strip())])
+        hits = hits_of(t)
+        if not hits or any(p.search(t) for p in cat.ignore) or cat.is_benign(t):
+            continue
+        for ci, c in enumerate(cat.classes):
+            if (ci, "e") in hits:
+                matches.append(Match(c, i, True))
+            elif (ci, "s") in hits:
+                matches.append(Match(c, i, False))
+    for tb in tbs:
+        for sec in tb.sections:
+            if sec.exc_index is None or cat.is_benign(lines[sec.exc_index].text):
+                continue
+            matches += [Match(c, sec.exc_index, True) for c in cat.classes
+                        if any(sig.matches(sec) for sig in c.exceptions)]
+    matches.sort(key=lambda m: m.index)
+    return matches
+
+
+def pick_root(matches: list[Match]) -> Match | None:
+    """First decisive evidence in line order (ties on one line: highest priority); else the
+    strongest symptom, earliest first."""
+    decisive = [m for m in matches if m.strong and m.cls.decisive]
+    if decisive:
+        first = min(m.index for m in decisive)
+        return max((m for m in decisive if m.index == first), key=lambda m: m.cls.priority)
+    others = [m for m in matches if m.strong] or matches
+    if not others:
+        return None
+    return min(others, key=lambda m: (-m.cls.priority, m.index))
+
+
+def related_traceback(tbs: list[Traceback], lines: list[Line],
+                      index: int) -> tuple[Traceback | None, TracebackSection | None]:
+    """The traceback that contains the matched line, else the nearest one after it (same rank
+    first), within a window: the error that a compiler or library printed before raising."""
+    rank = lines[index].rank
+    for tb in tbs:
+        if tb.start_index <= index <= tb.end_index + 2 and (tb.rank == rank or rank is None):
+            return tb, tb.section_at(index)
+    after = [tb for tb in tbs if tb.start_index > index and tb.start_index - index <= 400]
+    same = [tb for tb in after if tb.rank == rank and rank is not None]
+    pick = (same or after or [None])[0]
+    return pick, (pick.final if pick else None)

@@ -1,0 +1,78 @@
+"""What the startup log says happened, apart from any signature: did something fail, did the
+server reach ready, and how far the startup got (the catalog's [[stage]] milestones)."""
+
+from __future__ import annotations
+
+import re
+
+from .catalog import Catalog
+from .normalize import Line
+
+__all__ = ["DEATH", "FAILURE", "first_failure", "ready_index", "stage"]
+
+# A failure the catalog may not know: an exception line, a traceback, a fatal compiler/runtime
+# message, a process that died or exited non-zero. Benign lines and INFO/WARNING records never count.
+FAILURE = re.compile(
+    r"^\s*[\w.]*(Error|Exception|Exit|Interrupt)\w*:|^\s*Traceback \(most recent call last\)|"
+    r"\b(fatal error|FATAL|Segmentation fault|core dumped|Killed|Aborted|returned non-zero exit status|"
+    r"Scheduler hit an exception|Received sigquit|is dead\b|code=(killed|dumped)|status=[1-9]\d*/|"
+    r"Failed with result|exit(ed)? with (code|status) [1-9])|^\[?(ERROR|CRITICAL)\b|\berror:", re.IGNORECASE)
+# After the ready line only a dead process is a failure (a request's traceback is not).
+DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|Aborted|Received sigquit|is dead\b|"
+                   r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)", re.IGNORECASE)
+# Words one of the patterns above needs (lowercased): a line without any is skipped cheaply.
+_FAILURE_HINT = re.compile(r"error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|aborted|"
+                           r"non-zero|sigquit|dead|code=|status=|failed with|critical")
+_QUIET_LEVELS = {"DEBUG", "INFO", "WARNING"}
+
+
+def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 0,
+                  pattern: re.Pattern = FAILURE) -> int | None:
+    """Index of the first line (from `start`) that says something failed, or None."""
+    for i in range(start, len(lines)):
+        ln = lines[i]
+        if i in code or ln.level in _QUIET_LEVELS or not ln.text.strip():
+            continue
+        loud = pattern is FAILURE and ln.level in ("ERROR", "CRITICAL")  # the logger said so
+        if (loud or (_FAILURE_HINT.search(ln.text.lower()) and pattern.search(ln.text))) and not cat.is_benign(ln.text):
+            return i
+    return None
+
+
+def stage(lines: list[Line], cat: Catalog, ready: bool) -> tuple[str, int | None]:
+    """How far the startup got, from the milestones in the catalog's [[stage]] list, and the
+    index of the last milestone line."""
+    reached, last = [], None
+    for name, patterns in cat.stages:
+        for i, ln in enumerate(lines):
+            if any(p.search(ln.text) for p in patterns):
+                reached.append(name)
+                last = i if last is None else max(last, i)
+                break
+    if not reached:
+        reached.append("no startup milestone logged")
+    reached.append("ready" if ready else "not yet ready")
+    return ", ".join(reached), last
+
+
+def _is_sglang(lines: list[Line], cat: Catalog) -> bool:
+    """An SGLang log (its rank-and-time prefix, or a marker line): its own ready lines apply."""
+    for ln in lines[:4000]:
+        if ln.rank and ln.rank.startswith(("TP", "DP", "PP", "EP")) and ln.prefixed and ln.time and len(ln.time) >= 8:
+            return True
+        if any(p.search(ln.text) for p in cat.sglang_markers):
+            return True
+    return False
+
+
+def ready_index(lines: list[Line], cat: Catalog) -> int | None:
+    """Index of the last line saying the server reached ready, if any."""
+    sglang = _is_sglang(lines, cat)
+    strong = cat.sglang_ready if sglang else cat.healthy_strong
+    weak = () if sglang else cat.healthy_weak
+    found = None
+    for i, ln in enumerate(lines):
+        t = ln.text
+        if any(p.search(t) for p in strong) or any(p.search(t) for p in weak):
+            found = i
+    return found

@@ -1,0 +1,224 @@
+"""Python tracebacks in a log, parsed per rank, and their call chains.
+
+Several ranks print their tracebacks interleaved line by line; each rank's lines are parsed
+on their own. A traceback holds its chained sections ("The above exception was the direct
+cause...", "During handling...") and remembers the echoed source lines under its frames
+(never evidence). ``format_chain`` turns frames into ``module.function`` labels without the
+wrapper and standard-library noise.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .normalize import Line
+
+__all__ = ["Frame", "Traceback", "TracebackSection", "format_chain", "parse_tracebacks", "traceback_chain"]
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
+_CONNECTOR = re.compile(r"^\s*(?P<kind>The above exception was the direct cause of the following exception:|"
+                        r"During handling of the above exception, another exception occurred:)")
+_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
+_TB_START = "Traceback (most recent call last):"
+
+
+@dataclass
+class Frame:
+    file: str
+    line: int
+    function: str
+
+    @property
+    def module(self) -> str:
+        name = self.file.replace("\\", "/").rsplit("/", 1)[-1]
+        return name[:-3] if name.endswith(".py") else name
+
+    def label(self) -> str:
+        return f"{self.module}.{self.function}"
+
+
+@dataclass
+class TracebackSection:
+    frames: list[Frame] = field(default_factory=list)
+    exc_type: str | None = None
+    message: str = ""
+    exc_index: int | None = None  # index (into the normalised lines) of the exception line
+    start_index: int = 0
+    link: str | None = None  # how the NEXT section relates: "cause" / "context"
+
+
+@dataclass
+class Traceback:
+    rank: str | None
+    sections: list[TracebackSection]
+    start_index: int
+    end_index: int
+    code_lines: set[int] = field(default_factory=set)  # echoed source lines and carets, never evidence
+
+    @property
+    def final(self) -> TracebackSection:
+        return self.sections[-1]
+
+    def section_at(self, index: int) -> TracebackSection | None:
+        for s in self.sections:
+            end = s.exc_index if s.exc_index is not None else self.end_index
+            if s.start_index <= index <= end + 3:
+                return s
+        return None
+
+
+_NOISE_FUNCS = {"_call_impl", "_wrapped_call_impl", "decorate_context", "_run_code", "_run_module_as_main",
+                "inner", "wrapper", "wrapped", "_fn", "__call__", "<lambda>", "<listcomp>", "<genexpr>",
+                "<dictcomp>", "<module>"}
+
+
+def _is_noise(frame: Frame) -> bool:
+    f = frame.file.replace("\\", "/")
+    if f.startswith("<"):
+        return True
+    if frame.function in _NOISE_FUNCS:
+        return True
+    # the standard library (not site-/dist-packages): subprocess, threading, runpy, importlib, ...
+    if re.search(r"/lib/python3[\d.]*/(?!site-packages|dist-packages)[^/]+(/|\.py$)", f):
+        return True
+    return bool(re.search(r"/torch/(nn/modules/module|utils/_contextlib|_dynamo/eval_frame)\.py$", f))
+
+
+def format_chain(frames: list[Frame]) -> list[str]:
+    """`module.function` labels, outermost first, without wrapper/stdlib noise or repeats."""
+    out: list[str] = []
+    for fr in frames:
+        if _is_noise(fr):
+            continue
+        label = fr.label()
+        if not out or out[-1] != label:
+            out.append(label)
+    return out
+
+
+def parse_tracebacks(lines: list[Line]) -> list[Traceback]:
+    """Every Python traceback, parsed separately per rank (so two ranks' tracebacks printed
+    interleaved line by line come out as two). Chained sections ("The above exception was the
+    direct cause...", "During handling...") belong to one Traceback."""
+    groups: dict[str | None, list[int]] = {}
+    for i, ln in enumerate(lines):
+        groups.setdefault(ln.rank, []).append(i)
+    result: list[Traceback] = []
+    for rank, idxs in groups.items():
+        parser = _RankParser(rank, lines, result)
+        for i in idxs:
+            parser.feed(i)
+        parser.finish()
+    result.sort(key=lambda t: t.start_index)
+    return result
+
+
+class _RankParser:
+    """The traceback state machine over one rank's lines. A traceback opens at its header (or,
+    in a cut excerpt, at its first frame) and reads, by state: ``frames`` (frame lines, the
+    echoed source under them, then the exception line), ``message`` (the exception message's
+    continuation lines), ``between`` (after a blank line or a chain connector: another section
+    may follow). Any other line closes it; with no traceback open the state is ``idle``.
+    Closed tracebacks are appended to ``result``."""
+
+    def __init__(self, rank: str | None, lines: list[Line], result: list[Traceback]):
+        self.rank, self.lines, self.result = rank, lines, result
+        self.tb: Traceback | None = None
+        self.sec: TracebackSection | None = None
+        self.state = "idle"  # idle | frames | message | between
+        self.pending_link: str | None = None  # a connector was read: the next header chains to it
+        self.msg_lines = 0
+        self.prev_frame = False  # the line before was a frame (the next may be its echoed source)
+
+    def feed(self, i: int) -> None:
+        text = self.lines[i].text
+        if _TB_START in text:
+            self._header(i)
+            return
+        if self.tb is None:
+            if _FRAME.match(text) is None:
+                return
+            # a traceback whose header was cut off (an excerpt, a paste): start at its first frame
+            self._open(i)
+        m = _CONNECTOR.match(text)
+        if m:
+            self.pending_link = "cause" if "direct cause" in m["kind"] else "context"
+            self.state, self.tb.end_index = "between", i
+        elif self.state == "frames":
+            self._in_frames(i, text)
+        elif self.state == "message":
+            self._in_message(i, text.strip())
+        elif self.state == "between" and text.strip():
+            self._close()
+
+    def finish(self) -> None:
+        if self.tb is not None:
+            self.result.append(self.tb)
+
+    def _open(self, i: int) -> None:
+        self.sec = TracebackSection(start_index=i)
+        self.tb = Traceback(self.rank, [self.sec], i, i)
+        self.state, self.pending_link, self.msg_lines, self.prev_frame = "frames", None, 0, False
+
+    def _close(self) -> None:
+        self.result.append(self.tb)
+        self.tb, self.sec, self.state = None, None, "idle"
+
+    def _header(self, i: int) -> None:
+        """A traceback header: a chained section of the open traceback after a connector, else
+        a new traceback (closing the open one)."""
+        if self.tb is not None and self.pending_link is not None:
+            self.tb.sections[-1].link = self.pending_link
+            self.sec = TracebackSection(start_index=i)
+            self.tb.sections.append(self.sec)
+        else:
+            if self.tb is not None:
+                self.result.append(self.tb)
+            self._open(i)
+        self.pending_link, self.state, self.msg_lines, self.prev_frame = None, "frames", 0, False
+        self.tb.end_index = i
+
+    def _in_frames(self, i: int, text: str) -> None:
+        stripped = text.strip()
+        fm = _FRAME.match(text)
+        if fm:
+            self.sec.frames.append(Frame(fm["file"], int(fm["line"]), fm["func"]))
+            self.tb.end_index, self.prev_frame = i, True
+            return
+        em = _EXC.match(stripped)
+        after_frame, self.prev_frame = self.prev_frame, False
+        if (not stripped or text[:1].isspace() or stripped.startswith("[Previous line repeated")
+                or (after_frame and em is None)):  # the echoed source line, even when unindented
+            if stripped and self.sec.frames:
+                self.tb.code_lines.add(i)
+            elif not stripped:
+                self.prev_frame = after_frame  # blank lines inside a paste keep the frame's context
+            self.tb.end_index = i
+            return
+        if em and (self.sec.frames or "." in em["type"] or em["type"][:1].isupper()):
+            self.sec.exc_type, self.sec.message, self.sec.exc_index = em["type"], (em["msg"] or "").strip(), i
+            self.state, self.msg_lines, self.tb.end_index = "message", 0, i
+            return
+        self._close()
+
+    def _in_message(self, i: int, stripped: str) -> None:
+        if not stripped:
+            self.state, self.tb.end_index = "between", i
+        elif self.msg_lines < 12 and not self.lines[i].prefixed:
+            self.sec.message = (self.sec.message + "\n" + stripped).strip()
+            self.msg_lines += 1
+            self.tb.end_index = i
+        else:
+            self._close()
+
+
+def traceback_chain(tb: Traceback, section: TracebackSection | None = None) -> list[str]:
+    """The call chain of a traceback, outermost first: the final section's frames (the full path
+    from the entry point), followed by the matched earlier section's frames when those are a
+    call path of their own (not a module-level import)."""
+    chain = format_chain(tb.final.frames)
+    if section is not None and section is not tb.final:
+        extra = [label for label in format_chain(section.frames) if label not in chain]
+        chain += extra
+    return chain
