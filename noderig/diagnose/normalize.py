@@ -111,58 +111,77 @@ def strip_prefixes(raw: str) -> tuple[str, dict]:
         text = parts[-1] if parts else ""
     info: dict = {}
     for _ in range(6):  # transports nest in either order; each pass peels one layer
-        c = text[:1]
-        if not c:
-            break
-        m = None
-        if c.isalpha() and (text[3:4] in (" ", ".") or text[4:5] in (" ", ".")):
-            m = _JOURNAL_SHORT.match(text) or _JOURNAL_FULL.match(text)
-            if m:
-                info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
-        if m is None and c.isdigit():
-            m = _JOURNAL_ISO.match(text) or _JOURNAL_UNIX.match(text) or _JOURNAL_FULL.match(text)
-            if m:
-                info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
-            else:
-                m = _SHIP_TS.match(text)
-        if m is None and c == "(":
-            m = _PROC.match(text)
-            if m:
-                info.setdefault("rank", _proc_rank(m["who"]))
-                info.setdefault("source", f"pid{m['pid']}")
-                info["prefixed"] = True
-        if m is None and c == "[":
-            m = _SGLANG.match(text)
-            if m:
-                rank = m["rank"].strip()
-                if rank:
-                    info["rank"] = rank
-                info.setdefault("time", m["time"])
-                info["prefixed"] = True
-            else:
-                m = _TORCH_RANK.match(text) or _SHIP_TS.match(text)
-                if m and "rank" in m.groupdict():
-                    info.setdefault("rank", m["rank"])
-                    info["prefixed"] = True
-        if m is None and c in "DIWECF":
-            m = _VLLM.match(text)
-            if m:
-                info.setdefault("time", m["time"])
-                info.setdefault("level", "WARNING" if m["level"] == "WARN" else m["level"])
-                info["prefixed"] = True
-            elif c in "IWEF":
-                m = _GLOG.match(text)
-                if m:
-                    info.setdefault("level", _GLOG_LEVEL[m["level"]])
-                    info["prefixed"] = True
-        if m is None and " |" in text[:64]:
-            m = _CONTAINER.match(text)
-            if m:
-                info.setdefault("source", m["name"])
+        m = _peel(text, info)
         if m is None:
             break
         text = text[m.end():]
     return text.rstrip("\n"), info
+
+
+def _peel(text: str, info: dict) -> re.Match | None:
+    """The outermost prefix of ``text`` (its first character picks the candidates), with what
+    it says about the writer added to ``info``; None when the line starts with no known prefix."""
+    c = text[:1]
+    if not c:
+        return None
+    m = None
+    if c.isalpha() and (text[3:4] in (" ", ".") or text[4:5] in (" ", ".")):
+        m = _JOURNAL_SHORT.match(text) or _JOURNAL_FULL.match(text)
+        if m:
+            info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
+    if m is None and c.isdigit():
+        m = _JOURNAL_ISO.match(text) or _JOURNAL_UNIX.match(text) or _JOURNAL_FULL.match(text)
+        if m:
+            info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
+        else:
+            m = _SHIP_TS.match(text)
+    if m is None and c == "(":
+        m = _PROC.match(text)
+        if m:
+            info.setdefault("rank", _proc_rank(m["who"]))
+            info.setdefault("source", f"pid{m['pid']}")
+            info["prefixed"] = True
+    if m is None and c == "[":
+        m = _logger_bracket(text, info)
+    if m is None and c in "DIWECF":
+        m = _logger_level(text, c, info)
+    if m is None and " |" in text[:64]:
+        m = _CONTAINER.match(text)
+        if m:
+            info.setdefault("source", m["name"])
+    return m
+
+
+def _logger_bracket(text: str, info: dict) -> re.Match | None:
+    """A prefix in brackets: SGLang's logger (time and ranks), torch elastic's rank, a shipper's time."""
+    m = _SGLANG.match(text)
+    if m:
+        rank = m["rank"].strip()
+        if rank:
+            info["rank"] = rank
+        info.setdefault("time", m["time"])
+        info["prefixed"] = True
+        return m
+    m = _TORCH_RANK.match(text) or _SHIP_TS.match(text)
+    if m and "rank" in m.groupdict():
+        info.setdefault("rank", m["rank"])
+        info["prefixed"] = True
+    return m
+
+
+def _logger_level(text: str, c: str, info: dict) -> re.Match | None:
+    """A prefix that starts with its level: vLLM's logger (``ERROR 05-24 ...``) or glog's (``W0430 ...``)."""
+    m = _VLLM.match(text)
+    if m:
+        info.setdefault("time", m["time"])
+        info.setdefault("level", "WARNING" if m["level"] == "WARN" else m["level"])
+        info["prefixed"] = True
+    elif c in "IWEF":
+        m = _GLOG.match(text)
+        if m:
+            info.setdefault("level", _GLOG_LEVEL[m["level"]])
+            info["prefixed"] = True
+    return m
 
 
 def _wrap_width(lines: list[str]) -> int | None:
