@@ -14,7 +14,7 @@ from pyinfra import host, inventory
 from noderig.exposure import decide as exposure
 from noderig.manifest import RepoPin
 from noderig.repair import REPAIRS_FILE, recorded_settings
-from noderig.unit import ServerSettings
+from noderig.server_settings import ServerSettings
 from operations import checkpoint, diagnosis, environment, firewall, packages, preflight, service, summary
 from operations.facts import JsonFile
 

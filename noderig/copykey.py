@@ -15,7 +15,7 @@ import re
 import time
 
 from .errors import NoderigError
-from .unit import _has_control, _is_host
+from .server_settings import has_control, is_host
 
 # rsync's restricted-receiver script (Debian's rsync >= 3.2.4 ships it here).
 RRSYNC = "/usr/bin/rrsync"
@@ -44,7 +44,7 @@ def is_ip(text: str) -> bool:
 
 
 def _check_host(address: str, what: str) -> None:
-    if not _is_host(address):
+    if not is_host(address):
         raise NoderigError(f"{what} {address!r} is not an IP address or a host name; fix ssh_hostname")
 
 
@@ -71,7 +71,7 @@ def known_hosts_line(address: str, port: int, host_key: str) -> str:
     not 22 (as OpenSSH looks it up), and only the key type and key of the node's host key."""
     _check_host(address, "the node's address")
     fields = host_key.split()
-    if len(fields) < 2 or not _PUBLIC_KEY.match(f"{fields[0]} {fields[1]}") or _has_control(host_key.strip()):
+    if len(fields) < 2 or not _PUBLIC_KEY.match(f"{fields[0]} {fields[1]}") or has_control(host_key.strip()):
         raise NoderigError(f"the node's ssh host key {host_key[:60]!r} is not an ed25519 public key")
     name = address if port == 22 else f"[{address}]:{port}"
     return f"{name} {fields[0]} {fields[1]}\n"

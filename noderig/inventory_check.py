@@ -3,7 +3,7 @@ problem out (naming the setting, its value and what to do). No I/O here: preflig
 with pyinfra's host data and with the node's facts about an existing unit.
 
 The server's settings (ports, parallelism, speculative decoding, flags, the unit name...)
-are checked by ``noderig.unit.validate``, which this calls, so each rule lives in one place;
+are checked by ``noderig.server_settings.validate``, which this calls, so each rule lives in one place;
 this module adds the settings the unit does not use and the rules about *where* things go:
 
     problems(data)                     -> every problem of a target host's settings
@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from .exposure import ALLOW_SETTING
 from .firewall import FirewallSettings
 from .firewall import problems as firewall_problems
-from .unit import ServerSettings, _has_control, _is_host, _is_int, validate
+from .server_settings import ServerSettings, has_control, is_host, is_int, validate
 
 VENV_TRANSFERS = ("auto", "direct", "relay")
 # The first line of every unit noderig renders (templates/sglang.service.j2): a unit file
@@ -117,14 +117,14 @@ def _location_problems(data) -> list[str]:
 def _endpoint_problems(data) -> list[str]:
     url = _get(data, "hf_endpoint")
     allow_http = _get(data, INSECURE_HTTP_SETTING, False) is True
-    if not isinstance(url, str) or not url or _has_control(url) or any(c.isspace() for c in url):
+    if not isinstance(url, str) or not url or has_control(url) or any(c.isspace() for c in url):
         return [_say("hf_endpoint", url, "must be the Hub's URL, e.g. https://huggingface.co")]
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as e:
         return [_say("hf_endpoint", url, f"is not a usable URL ({e}); use e.g. https://huggingface.co")]
-    if parts.scheme not in ("https", "http") or not parts.hostname or not _is_host(parts.hostname):
+    if parts.scheme not in ("https", "http") or not parts.hostname or not is_host(parts.hostname):
         return [_say("hf_endpoint", url, "must be an https:// URL with a host name, e.g. https://huggingface.co")]
     if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
         return [_say("hf_endpoint", url, "must not carry credentials, a query or a fragment; give the token "
@@ -152,7 +152,7 @@ def _hub_problems(data) -> list[str]:
             found.append(_say(rev_key, rev, "must be a branch, tag or commit sha (letters, digits and ._/- only)"))
     patterns = _get(data, "checkpoint_patterns")
     if (not isinstance(patterns, (list, tuple)) or not patterns
-            or not all(isinstance(p, str) and p and not _has_control(p) for p in patterns)):
+            or not all(isinstance(p, str) and p and not has_control(p) for p in patterns)):
         found.append(_say("checkpoint_patterns", patterns, "must be a non-empty list of glob patterns such as "
                                                            "'*.safetensors'"))
     else:
@@ -162,7 +162,7 @@ def _hub_problems(data) -> list[str]:
                                                             "no .. and no backslash)"))
     for key in ("hf_token_file", "api_key_file"):
         value = _get(data, key)
-        if value is not None and (not isinstance(value, str) or not value or _has_control(value)):
+        if value is not None and (not isinstance(value, str) or not value or has_control(value)):
             found.append(_say(key, value, "must be the path of a 0600 file on the controller, or None"))
     return found
 
@@ -172,7 +172,7 @@ def _other_problems(data) -> list[str]:
     found = []
     for key, (low, high) in _INT_RANGES.items():
         value = _get(data, key)
-        if not _is_int(value) or not low <= value <= high:
+        if not is_int(value) or not low <= value <= high:
             found.append(_say(key, value, f"must be an integer from {low} to {high}"))
     for key in _BOOLS:
         value = _get(data, key, False)
@@ -208,14 +208,14 @@ def address_problems(data, name: str) -> list[str]:
     (or the inventory name, when unset) an IP address or a host name, ``ssh_port`` 1-65535."""
     found = []
     address = _get(data, "ssh_hostname") or name
-    if not _is_host(address):
+    if not is_host(address):
         what = (_say("ssh_hostname", address, "is not an IP address or a host name") if _get(data, "ssh_hostname")
                 else f"the inventory host name {address!r} (the address, with no ssh_hostname) is not an IP address "
                      "or a host name")
         found.append(f"{what} (host {name}); use the address other hosts reach it at, e.g. 10.0.0.12 or "
                      "b300.example.internal")
     port = _get(data, "ssh_port")
-    if port is not None and (not _is_int(port) or not 1 <= port <= 65535):
+    if port is not None and (not is_int(port) or not 1 <= port <= 65535):
         found.append(f"{_say('ssh_port', port, 'must be an integer from 1 to 65535')} (host {name})")
     return found
 

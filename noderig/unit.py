@@ -1,11 +1,11 @@
-"""The SGLang server's command line, systemd unit and environment file, from inventory settings.
+"""The SGLang server's command line, systemd unit and environment file, from its settings.
 
-Pure: settings in, text out. Nothing reaches a unit before ``validate`` has passed, and every
-value that does is quoted for the parser that reads it (systemd's ExecStart= word splitting
-and specifiers, EnvironmentFile='s quoting), so no inventory value can add an argument, a
-directive or a variable expansion.
+Pure: settings in, text out. The settings and their validation are ``noderig/server_settings.py``;
+nothing is rendered here before ``validate`` has passed, and every value that is rendered is
+quoted for the parser that reads it (systemd's ExecStart= word splitting and specifiers,
+EnvironmentFile='s quoting), so no inventory value can add an argument, a directive or a
+variable expansion.
 
-    validate(settings)                 -> every problem, one sentence each, naming the inventory key
     server_flags(settings)             -> the arguments of sglang.launch_server
     server_argv(settings)              -> the unit's command: venv python, the launcher, the flags
     render_unit(settings)              -> the .service text (diffable)
@@ -28,442 +28,23 @@ Choices made here (see also templates/sglang.service.j2):
 
 from __future__ import annotations
 
-import ipaddress
-import math
-import re
-import unicodedata
-from dataclasses import MISSING, dataclass, field, fields
-from pathlib import Path
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
 
 from .errors import NoderigError
-from .flags import ServerFlags, check_argv, select_profile, spell, spellings
-
-# How each speculative mode is spelled on the command line (DDTree exists in two forks).
-SPECULATIVE_MODES = ("none", "ddtree", "ddtree-dflash", "dflash", "eagle3")
-DDTREE_MODES = ("ddtree", "ddtree-dflash")
-DFLASH_BASED = ("ddtree", "ddtree-dflash", "dflash")  # DFLASH forces num_steps = topk = 1
-
-# Attention backends that force a KV page size above 1 (so they cannot run DDTree).
-PAGED_ONLY_BACKENDS = ("trtllm_mla", "flashmla", "cutlass_mla")
+from .flags import ServerFlags, check_argv, select_profile, spell
+from .server_settings import (DDTREE_MODES, LAUNCHER_PATH, SAFE_TOKEN, SECRET_VARIABLES, ServerSettings,
+                              env_file_problems, has_control, path_problems, raise_problems, validate)
 
 # EAGLE3 defaults (Kimi K2.x EAGLE3 draft cards: steps 3, top-k 1, 4 draft tokens).
 EAGLE3_DEFAULTS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
 
-LAUNCHER_PATH = "/usr/local/lib/noderig/launch.py"
-STATE_ROOT = "/var/lib"  # systemd's StateDirectory= root
 # Trees systemd's ProtectHome= hides; a venv or checkpoint in one needs ProtectHome=read-only.
 HOME_TREES = ("/home", "/root", "/run/user")
 SERVER_MODULE = "sglang.launch_server"
 
-# Secrets: the name render_env accepts -> the variable the launcher reads from the env file.
-SECRET_VARIABLES = {"api_key": "NODERIG_API_KEY", "hf_token": "NODERIG_HF_TOKEN"}
-# Variables the inventory's server_environment may not set (secrets, or the launcher's).
-RESERVED_VARIABLES = ("NODERIG_API_KEY", "NODERIG_HF_TOKEN", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH")
-RESTART_POLICIES = ("no", "on-failure", "on-abnormal")
-
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
-# Anchored with \Z, not $: "$" also matches before a trailing newline ("name\n" must fail).
-_SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_./:@+=,-]+\Z")
-_SAFE_PATH = re.compile(r"^/[A-Za-z0-9_./:@+=,-]*\Z")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
-_UNIT_NAME = re.compile(r"^[A-Za-z0-9_.-]+\Z")
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z")
-_USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,30}\Z")
-_SECRET_CHARS = re.compile(r"^[\x21-\x7e]+\Z")
-
-
-@dataclass
-class ServerSettings:
-    """Everything the unit is rendered from. Field names follow the inventory's, except where
-    ``INVENTORY_KEYS`` says otherwise (``venv`` is ``venv_path``, ...)."""
-
-    venv: str
-    model_dir: str
-    served_model_name: str
-    host: str = "127.0.0.1"
-    port: int = 30000
-    tp_size: int = 8
-    ep_size: int = 1
-    pp_size: int = 1
-    trust_remote_code: bool = True
-    context_length: int | None = None
-    reasoning_parser: str | None = "kimi_k2"
-    tool_call_parser: str | None = "kimi_k2"
-    mem_fraction_static: float | None = None
-    attention_backend: str | None = None
-    mm_attention_backend: str | None = None
-    skip_server_warmup: bool = True
-    # Speculative decoding: one setting picks the mode and its spelling.
-    speculative: str = "ddtree"
-    draft_dir: str | None = None
-    ddtree_budget: int | None = None
-    draft_attention_backend: str | None = None
-    speculative_num_steps: int | None = None
-    speculative_eagle_topk: int | None = None
-    speculative_num_draft_tokens: int | None = None
-    speculative_use_rejection_sampling: bool = False
-    page_size: int | None = None
-    enable_dp_attention: bool = False
-    disable_overlap_schedule: bool | None = None  # None: on for DDTree, SGLang's default otherwise
-    cuda_graph_max_bs: int | None = None
-    disable_cuda_graph: bool = False
-    # Multi-node (one node: leave as is).
-    nnodes: int = 1
-    node_rank: int = 0
-    dist_init_addr: str | None = None
-    # Which release's flag spellings to use; None: the installed version passed to the renderers.
-    sglang_version: str | None = None
-    extra_flags: list[str] = field(default_factory=list)
-    environment: dict[str, Any] = field(default_factory=dict)
-    # The unit.
-    service_name: str = "sglang"
-    user: str = "sglang"  # the dedicated system user the server runs as (never root)
-    env_file: str | None = None  # None: /etc/noderig/<service_name>.env
-    launcher_path: str = LAUNCHER_PATH
-    start_timeout: int = 1800
-    stop_timeout: int = 120
-    restart: str = "on-failure"
-    restart_sec: int = 30
-    start_limit_burst: int = 3
-
-    @property
-    def env_path(self) -> str:
-        return self.env_file or f"/etc/noderig/{self.service_name}.env"
-
-    @property
-    def state_dir(self) -> str:
-        """The unit's StateDirectory: the server's working directory, home and caches, the
-        only place on disk it may write (besides its runtime directory and a private /tmp)."""
-        return f"{STATE_ROOT}/{self.service_name}"
-
-    @classmethod
-    def from_inventory(cls, data) -> "ServerSettings":
-        """Build from pyinfra host data (or any mapping) using the inventory's key names.
-        A key that is absent or None keeps the field's default."""
-        getter = data.get if hasattr(data, "get") else (lambda key, default=None: getattr(data, key, default))
-        values = {}
-        for f in fields(cls):
-            value = getter(INVENTORY_KEYS.get(f.name, f.name), None)
-            if value is None:
-                if f.default is MISSING and f.default_factory is MISSING:
-                    values[f.name] = None  # validate() names it
-                continue
-            if f.name == "extra_flags" and isinstance(value, tuple):
-                value = list(value)
-            values[f.name] = value
-        return cls(**values)
-
-
-# ServerSettings field -> the inventory key it comes from (where the names differ).
-INVENTORY_KEYS = {"venv": "venv_path", "host": "server_host", "port": "server_port",
-                  "environment": "server_environment", "user": "service_user"}
-
-
-def inventory_key(name: str) -> str:
-    """The inventory key for a settings field, as problems name it."""
-    return INVENTORY_KEYS.get(name, name)
-
-
-# ---------------------------------------------------------------------------------------
-# Validation
-# ---------------------------------------------------------------------------------------
-
-
-class _Problems(list):
-    """Problem sentences, and which settings fields they are about."""
-
-    def __init__(self):
-        super().__init__()
-        self.bad: set[str] = set()
-
-    def add(self, name: str, value, rule: str) -> None:
-        self.bad.add(name)
-        self.append(f"inventory value {inventory_key(name)}={value!r} {rule}")
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _has_control(text: str) -> bool:
-    return any(unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") for ch in text)
-
-
-def _token(p: _Problems, s: ServerSettings, name: str, optional: bool = False, max_len: int = 256) -> bool:
-    value = getattr(s, name)
-    if value is None and optional:
-        return True
-    if not isinstance(value, str) or not value:
-        p.add(name, value, "must be a non-empty string")
-    elif len(value) > max_len or not _SAFE_TOKEN.match(value):
-        p.add(name, value, f"is not allowed: use at most {max_len} letters, digits and ._/:@+=,- only")
-    else:
-        return True
-    return False
-
-
-def _path(p: _Problems, s: ServerSettings, name: str, optional: bool = False) -> bool:
-    value = getattr(s, name)
-    if value is None and optional:
-        return True
-    if not isinstance(value, str) or not value.startswith("/"):
-        p.add(name, value, "must be an absolute path")
-    elif not _SAFE_PATH.match(value) or len(value) > 1024:
-        p.add(name, value, "is not allowed: a path of letters, digits and ._/:@+=,- only (no spaces or quotes)")
-    elif "/../" in value + "/" or "/./" in value + "/" or "//" in value:
-        p.add(name, value, "must be a normalized absolute path (no //, /./ or /../)")
-    else:
-        return True
-    return False
-
-
-def _int(p: _Problems, s: ServerSettings, name: str, low: int, high: int, optional: bool = False) -> bool:
-    value = getattr(s, name)
-    if value is None and optional:
-        return True
-    if not _is_int(value) or not low <= value <= high:
-        p.add(name, value, f"must be an integer from {low} to {high}")
-        return False
-    return True
-
-
-def _power_of_two(p: _Problems, s: ServerSettings, name: str, high: int = 64) -> bool:
-    value = getattr(s, name)
-    if not _is_int(value) or not 1 <= value <= high or value & (value - 1):
-        p.add(name, value, f"must be a power of two from 1 to {high}")
-        return False
-    return True
-
-
-def _bool(p: _Problems, s: ServerSettings, name: str, optional: bool = False) -> bool:
-    value = getattr(s, name)
-    if value is None and optional:
-        return True
-    if not isinstance(value, bool):
-        p.add(name, value, "must be true or false")
-        return False
-    return True
-
-
-def _is_host(value) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        ipaddress.ip_address(value)
-        return True
-    except ValueError:
-        return bool(_HOSTNAME.match(value))
-
-
-def _host_port(p: _Problems, s: ServerSettings, name: str) -> bool:
-    value = getattr(s, name)
-    m = re.match(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+):(\d{1,5})\Z", value) if isinstance(value, str) else None
-    if m is None:
-        p.add(name, value, "must be host:port of the head node (e.g. 10.0.0.2:25000)")
-        return False
-    host, port = m.group(1), int(m.group(2))
-    if host.startswith("["):
-        try:
-            ipaddress.IPv6Address(host[1:-1])
-        except ValueError:
-            p.add(name, value, "has an invalid IPv6 address in brackets")
-            return False
-    elif not _is_host(host):
-        p.add(name, value, "must be host:port with an IP address or a host name before the colon")
-        return False
-    if not 1 <= port <= 65535:
-        p.add(name, value, "has a port outside 1-65535")
-        return False
-    return True
-
-
-def _field_problems(s: ServerSettings) -> _Problems:
-    p = _Problems()
-    _path(p, s, "venv")
-    _path(p, s, "model_dir")
-    _path(p, s, "draft_dir", optional=True)
-    _token(p, s, "served_model_name")
-    if not _is_host(s.host):
-        p.add("host", s.host, "must be an IP address or a host name")
-    _int(p, s, "port", 1, 65535)
-    _power_of_two(p, s, "tp_size")
-    _power_of_two(p, s, "ep_size")
-    _int(p, s, "pp_size", 1, 64)
-    _int(p, s, "context_length", 1, 1 << 24, optional=True)
-    for name in ("reasoning_parser", "tool_call_parser", "attention_backend", "mm_attention_backend",
-                 "draft_attention_backend"):
-        _token(p, s, name, optional=True, max_len=64)
-    if s.mem_fraction_static is not None and (
-            isinstance(s.mem_fraction_static, bool) or not isinstance(s.mem_fraction_static, (int, float))
-            or not math.isfinite(s.mem_fraction_static) or not 0 < s.mem_fraction_static < 1):
-        p.add("mem_fraction_static", s.mem_fraction_static, "must be a number between 0 and 1 (exclusive), or unset")
-    for name in ("trust_remote_code", "skip_server_warmup", "enable_dp_attention", "disable_cuda_graph",
-                 "speculative_use_rejection_sampling"):
-        _bool(p, s, name)
-    _bool(p, s, "disable_overlap_schedule", optional=True)
-    if s.speculative not in SPECULATIVE_MODES:
-        p.add("speculative", s.speculative, f"must be one of {', '.join(SPECULATIVE_MODES)}")
-    _int(p, s, "ddtree_budget", 1, 4096, optional=True)
-    _int(p, s, "speculative_num_steps", 1, 64, optional=True)
-    _int(p, s, "speculative_eagle_topk", 1, 64, optional=True)
-    _int(p, s, "speculative_num_draft_tokens", 1, 4096, optional=True)
-    _int(p, s, "page_size", 1, 1024, optional=True)
-    _int(p, s, "cuda_graph_max_bs", 1, 4096, optional=True)
-    _int(p, s, "nnodes", 1, 64)
-    _int(p, s, "node_rank", 0, 63)
-    if s.dist_init_addr is not None:
-        _host_port(p, s, "dist_init_addr")
-    if s.sglang_version is not None:
-        if not isinstance(s.sglang_version, str):
-            p.add("sglang_version", s.sglang_version, "must be a version string like 0.5.9, or unset")
-        else:
-            try:
-                select_profile(s.sglang_version)
-            except NoderigError as e:
-                p.add("sglang_version", s.sglang_version, f"is not usable: {e}")
-    _environment_problems(p, s)
-    if _token(p, s, "service_name", max_len=200) and not _UNIT_NAME.match(s.service_name):
-        p.add("service_name", s.service_name, "must be a unit name of letters, digits and ._- only")
-    if not isinstance(s.user, str) or not _USER_NAME.match(s.user):
-        p.add("user", s.user, "must be a system user name (lowercase letters, digits, _ and -, at most 31)")
-    elif s.user == "root":
-        p.add("user", s.user, "is refused: the server must not run as root; use a dedicated system user such "
-                              "as 'sglang' (the deploy creates it)")
-    _path(p, s, "env_file", optional=True)
-    _path(p, s, "launcher_path")
-    _int(p, s, "start_timeout", 1, 86400)
-    _int(p, s, "stop_timeout", 1, 3600)
-    _int(p, s, "restart_sec", 0, 3600)
-    _int(p, s, "start_limit_burst", 1, 100)
-    if s.restart not in RESTART_POLICIES:
-        p.add("restart", s.restart, f"must be one of {', '.join(RESTART_POLICIES)}")
-    return p
-
-
-def _environment_problems(p: _Problems, s: ServerSettings) -> None:
-    if not isinstance(s.environment, Mapping):
-        p.add("environment", s.environment, "must be a mapping of variable names to values")
-        return
-    for name, value in s.environment.items():
-        label = f"inventory value server_environment[{name!r}]"
-        if not isinstance(name, str) or not _ENV_NAME.match(name):
-            p.append(f"{label} has an invalid variable name: use letters, digits and _, not starting with a digit")
-        elif name in RESERVED_VARIABLES:
-            p.append(f"{label} is reserved: the API key and Hub token are secrets (render_env's secrets), "
-                     "never inventory values")
-        elif isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            p.append(f"{label}={value!r} must be a string or a number")
-        elif _has_control(str(value)):
-            p.append(f"{label}={value!r} contains a line break or control character")
-
-
-def _constraint_problems(s: ServerSettings, bad: set[str] = frozenset()) -> list[str]:
-    """Cross-field rules: speculative modes (DDTree's constraints) and multi-node. A rule whose
-    fields already failed their own check (``bad``) is skipped: that problem is reported."""
-    p: list[str] = []
-    mode = s.speculative if "speculative" not in bad else None
-    if mode not in (None, "none") and s.draft_dir is None:
-        p.append(f"speculative={mode} needs draft_dir, the draft model's absolute path")
-    if mode in DDTREE_MODES:
-        what = f"DDTree (speculative={mode})"
-        # DDTree verifies a tree with one token per KV slot: the forks require page size 1.
-        if "page_size" not in bad and s.page_size not in (None, 1):
-            p.append(f"{what} needs page_size 1, the inventory has page_size={s.page_size}")
-        # Left unset, SGLang picks trtllm_mla for Kimi/DeepSeek on Blackwell, which forces page
-        # size 32/64, and the server refuses DDTree at startup.
-        if "attention_backend" not in bad and (s.attention_backend is None
-                                               or s.attention_backend in PAGED_ONLY_BACKENDS):
-            p.append(f"{what} needs page size 1, which attention_backend={s.attention_backend!r} does not allow "
-                     "(unset means trtllm_mla on Blackwell); set attention_backend to flashinfer or triton")
-        if s.draft_attention_backend in PAGED_ONLY_BACKENDS:
-            p.append(f"{what} needs page size 1, which draft_attention_backend={s.draft_attention_backend!r} "
-                     "does not allow; use flashinfer or triton, or leave it unset")
-        if s.enable_dp_attention is True:
-            p.append(f"{what} does not support DP attention; set enable_dp_attention to false")
-        if s.speculative_use_rejection_sampling is True:
-            p.append(f"{what} does not support rejection sampling; set speculative_use_rejection_sampling to false")
-        if s.disable_overlap_schedule is False:
-            p.append(f"{what} runs only with the overlap scheduler disabled; set disable_overlap_schedule "
-                     "to true or leave it unset")
-    if mode in DFLASH_BASED and "pp_size" not in bad and s.pp_size != 1:
-        p.append(f"speculative={mode} (DFLASH-based) needs pp_size 1, the inventory has pp_size={s.pp_size}")
-    if mode in DFLASH_BASED:
-        for name in ("speculative_num_steps", "speculative_eagle_topk"):
-            if name not in bad and getattr(s, name) not in (None, 1):
-                p.append(f"speculative={mode} forces {name} to 1 (DFLASH drafts one block per step), "
-                         f"the inventory has {getattr(s, name)}; leave it unset")
-    if mode and "ddtree_budget" not in bad and s.ddtree_budget is not None and mode != "ddtree":
-        p.append(f"ddtree_budget={s.ddtree_budget} is set but only speculative=ddtree (the PR spelling) has a "
-                 f"budget flag; the inventory has speculative={mode}: unset ddtree_budget")
-    if mode in ("none",) and (s.draft_attention_backend is not None or s.speculative_num_draft_tokens is not None):
-        p.append("speculative=none does not use draft_attention_backend or speculative_num_draft_tokens; unset them")
-    # Multi-node.
-    if not bad & {"node_rank", "nnodes"} and s.node_rank >= s.nnodes:
-        p.append(f"node_rank={s.node_rank} must be below nnodes={s.nnodes} (ranks count from 0)")
-    if not bad & {"tp_size", "nnodes"} and s.tp_size % s.nnodes:
-        p.append(f"tp_size={s.tp_size} must be divisible by nnodes={s.nnodes}")
-    if "nnodes" not in bad and s.nnodes > 1 and s.dist_init_addr is None:
-        p.append(f"nnodes={s.nnodes} needs dist_init_addr, host:port of the head node (node_rank 0)")
-    if not bad & {"tp_size", "ep_size"} and s.tp_size % s.ep_size:
-        p.append(f"tp_size={s.tp_size} must be divisible by ep_size={s.ep_size}")
-    return p
-
-
-# Logical flag (noderig.flags) -> the inventory setting that renders it, where they differ.
-_OPTION_SETTING = {"model_path": "model_dir", "host": "server_host", "port": "server_port",
-                   "speculative_algorithm": "speculative", "speculative_dflash_enable_ddtree": "speculative",
-                   "speculative_draft_model_path": "draft_dir", "speculative_ddtree_budget": "ddtree_budget",
-                   "speculative_draft_attention_backend": "draft_attention_backend"}
-
-
-def _flag_settings() -> dict[str, str]:
-    """Every flag noderig renders from a setting, in any profile -> that setting's inventory key."""
-    from .flags import VERSION_PROFILES
-
-    table = {}
-    for profile in VERSION_PROFILES:
-        for option, template in spellings(profile).items():
-            for word in template or ():
-                if word.startswith("--"):
-                    table[word] = _OPTION_SETTING.get(option, option)
-    return table
-
-
-def _extra_flag_problems(s: ServerSettings) -> list[str]:
-    if not isinstance(s.extra_flags, list) or not all(isinstance(f, str) for f in s.extra_flags):
-        return [f"inventory value extra_flags={s.extra_flags!r} must be a list of strings, one argument each"]
-    table = _flag_settings()
-    problems = []
-    for i, word in enumerate(s.extra_flags):
-        name = word.split("=", 1)[0]
-        label = f"inventory value extra_flags[{i}]={word!r}"
-        if _has_control(word):
-            problems.append(f"{label} contains a line break or control character")
-        elif name.startswith("--api-k") and "--api-key".startswith(name):
-            problems.append(f"{label} would put the API key in argv: give it as the api_key secret "
-                            "(it goes to the 0600 environment file)")
-        elif name in table:
-            problems.append(f"{label} is rendered from the inventory setting {table[name]}: set that instead, "
-                            "so the flag is spelled right for the installed SGLang")
-    return problems
-
-
-def validate(settings: ServerSettings, installed_version: str | None = None) -> list[str]:
-    """Every problem of the settings, one sentence each naming the inventory key; [] when good.
-    ``installed_version`` (the node's SGLang) picks the flag spellings when the inventory's
-    ``sglang_version`` is unset."""
-    checked = _field_problems(settings)
-    problems = list(checked) + _constraint_problems(settings, checked.bad)
-    problems += _extra_flag_problems(settings)
-    if installed_version is not None and settings.sglang_version is None:
-        try:
-            select_profile(installed_version)
-        except NoderigError as e:
-            problems.append(f"the node's {e}")
-    return problems
 
 
 def _profile(s: ServerSettings, installed_version: str | None) -> str:
@@ -542,11 +123,6 @@ def _speculative(s: ServerSettings, emit) -> list[str]:
     return flags
 
 
-def _raise(problems: list[str]) -> None:
-    if len(problems) == 1:
-        raise NoderigError(problems[0])
-    raise NoderigError(f"the inventory has {len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems))
-
 
 def server_flags(settings: ServerSettings, installed_version: str | None = None) -> list[str]:
     """The arguments of ``python -m sglang.launch_server``, validated (one NoderigError
@@ -554,7 +130,7 @@ def server_flags(settings: ServerSettings, installed_version: str | None = None)
     ``installed_version``, else the default profile."""
     problems = validate(settings, installed_version)
     if problems:
-        _raise(problems)
+        raise_problems(problems)
     return _build(settings, _profile(settings, installed_version))
 
 
@@ -567,10 +143,9 @@ def server_argv(settings: ServerSettings, installed_version: str | None = None) 
 
 def help_command(settings: ServerSettings) -> list[str]:
     """What to run on the node to learn the installed server's flags (feed it to parse_help)."""
-    problems = _Problems()
-    _path(problems, settings, "venv")
+    problems = path_problems(settings, "venv")
     if problems:
-        _raise(problems)
+        raise_problems(problems)
     return [f"{settings.venv}/bin/python", "-m", SERVER_MODULE, "--help"]
 
 
@@ -593,14 +168,14 @@ def systemd_quote(arg: str) -> str:
     """Quote one argument for ExecStart= (systemd.service "Command lines"): double quotes,
     backslash escapes, and %/$ doubled so neither specifiers nor variables expand."""
     escaped = arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
-    return f'"{escaped}"' if (escaped != arg or not _SAFE_TOKEN.match(arg)) else arg
+    return f'"{escaped}"' if (escaped != arg or not SAFE_TOKEN.match(arg)) else arg
 
 
 def exec_start(argv: list[str]) -> str:
     for arg in argv:
         if "\n" in arg or "\r" in arg:
             raise NoderigError("a server argument contains a line break, which would end the ExecStart= line")
-        if _has_control(arg):
+        if has_control(arg):
             raise NoderigError(f"a server argument contains a control character: {arg!r}")
     return " ".join(systemd_quote(a) for a in argv)
 
@@ -608,7 +183,7 @@ def exec_start(argv: list[str]) -> str:
 def unit_value(text: str) -> str:
     """A directive value that is not a command line: only specifiers need escaping (and line
     breaks, which no validated value has, are refused)."""
-    if _has_control(text):
+    if has_control(text):
         raise NoderigError(f"a unit value contains a line break or control character: {text!r}")
     return text.replace("%", "%%")
 
@@ -616,7 +191,7 @@ def unit_value(text: str) -> str:
 def env_quote(value: str) -> str:
     """One value for an EnvironmentFile= line: double quotes, with the four characters
     systemd's env-file parser unescapes inside them (" \\ ` $) backslash-escaped."""
-    if _has_control(value):
+    if has_control(value):
         raise NoderigError("an environment value contains a line break or control character")
     escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`").replace("$", "\\$")
     return f'"{escaped}"'
@@ -674,25 +249,10 @@ def render_env(settings: ServerSettings, secrets: Mapping[str, str | None] | Non
     """The EnvironmentFile text (install it with mode 0600): the inventory's
     ``server_environment`` and the secrets (``api_key``, ``hf_token``) under the variable
     names the launcher reads. Problems never quote a secret's value."""
-    p = _Problems()
-    _environment_problems(p, settings)
     secrets = dict(secrets or {})
-    for name in sorted(set(secrets) - set(SECRET_VARIABLES)):
-        p.append(f"secret {name!r} is not one noderig knows (known: {', '.join(SECRET_VARIABLES)})")
-    for name in SECRET_VARIABLES:
-        value = secrets.get(name)
-        if value is None or value == "":
-            continue
-        if not isinstance(value, str):
-            p.append(f"secret {name} must be a string")
-        elif not 8 <= len(value) <= 4096:
-            p.append(f"secret {name} must be 8 to 4096 characters long (a shorter one cannot be redacted "
-                     "from the logs safely)")
-        elif not _SECRET_CHARS.match(value) or any(ch in value for ch in "\"'\\"):
-            p.append(f"secret {name} may hold printable ASCII only, without spaces, quotes or backslashes "
-                     "(it must read the same in every log format it could be redacted from)")
-    if p:
-        _raise(p)
+    problems = env_file_problems(settings, secrets)
+    if problems:
+        raise_problems(problems)
     variables = [("PYTHONUNBUFFERED", "1")]
     variables += [(name, str(value)) for name, value in settings.environment.items()]
     variables += [(var, secrets[name]) for name, var in SECRET_VARIABLES.items() if secrets.get(name)]

@@ -17,7 +17,8 @@ from noderig.flags import ServerFlags, parse_help
 from noderig.manifest import read_private
 from noderig.node import script_path
 from noderig.service_plan import marker, plan_service
-from noderig.unit import ServerSettings, check_against_server, help_command, render_env, render_unit, validate
+from noderig.server_settings import ServerSettings, validate
+from noderig.unit import check_against_server, help_command, render_env, render_unit
 
 from .facts import (DistributionsDigest, FileMode, FileText, Mtimes, ServerVersion, Sha256, SystemUser, UnitStatus,
                     Unreadable)

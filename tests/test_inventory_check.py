@@ -14,7 +14,8 @@ from hypothesis import given, settings, strategies as st
 from noderig import copykey
 from noderig.errors import NoderigError
 from noderig.inventory_check import UNIT_MARKER, address_problems, location_problem, problems, unit_owner_problem
-from noderig.unit import ServerSettings, render_unit
+from noderig.server_settings import ServerSettings
+from noderig.unit import render_unit
 from operations.environment import reach_command
 from operations.preflight import unit_files
 

@@ -13,8 +13,8 @@ import pytest
 from noderig.errors import NoderigError
 from noderig.flags import (VERSION_PROFILES, OptionSpec, ServerFlags, check_argv, parse_help, parse_version,
                            select_profile, spell)
-from noderig.unit import (SPECULATIVE_MODES, ServerSettings, check_against_server, server_argv, server_flags,
-                          validate)
+from noderig.server_settings import SPECULATIVE_MODES, ServerSettings, validate
+from noderig.unit import check_against_server, server_argv, server_flags
 
 STANDIN = Path(__file__).resolve().parents[1] / "noderig" / "lab" / "sglang_standin"
 STANDIN_VERSION = "0.5.9.post2+ddtree.standin"

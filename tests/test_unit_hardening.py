@@ -14,7 +14,8 @@ import pytest
 
 from noderig.node import script_path
 from noderig.node.launch import safe_sys_path
-from noderig.unit import ServerSettings, render_unit, validate
+from noderig.server_settings import ServerSettings, validate
+from noderig.unit import render_unit
 
 LAUNCHER = script_path("launch.py")
 # Measured with `systemd-analyze security --offline=yes` (systemd 252) on the default unit;

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 from noderig.errors import NoderigError
 from noderig.node import script_path
-from noderig.unit import (SPECULATIVE_MODES, ServerSettings, render_env, render_unit, server_argv,
-                          start_limit_interval, validate)
+from noderig.server_settings import SPECULATIVE_MODES, ServerSettings, validate
+from noderig.unit import render_env, render_unit, server_argv, start_limit_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDIN = ROOT / "noderig" / "lab" / "sglang_standin"
