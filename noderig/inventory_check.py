@@ -22,6 +22,7 @@ from .exposure import ALLOW_SETTING
 from .firewall import FirewallSettings
 from .firewall import problems as firewall_problems
 from .server_settings import ServerSettings, has_control, is_host, is_int, validate
+from .unit import LAUNCHER_PATH
 
 VENV_TRANSFERS = ("auto", "direct", "relay")
 # The first line of every unit noderig renders (templates/sglang.service.j2): a unit file
@@ -62,6 +63,11 @@ DEBIAN_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?::[a-z0-9-]+)?\Z")
 _INT_RANGES = {"aria2_connections": (1, 16), "aria2_jobs": (1, 64), "gpus_required": (0, 1024),
                "max_repairs": (0, 100), "ready_timeout": (1, 86400)}
 _BOOLS = ("repair", INSECURE_HTTP_SETTING, ALLOW_SETTING, "firewall")
+# Keys noderig once read and no longer does: an inventory that sets one is told, not ignored.
+RETIRED_SETTINGS = {
+    "launcher_path": f"is not a setting: the launcher is noderig's own file at {LAUNCHER_PATH}, the path the "
+                     "unit runs; remove launcher_path from the inventory",
+}
 
 
 def _say(key: str, value, rule: str) -> str:
@@ -189,6 +195,7 @@ def _other_problems(data) -> list[str]:
         # (other characters: unit.validate says so)
         found.append(_say("service_name", service, "must start with a letter or digit and leave out .service "
                                                    "(noderig adds it), e.g. sglang"))
+    found += [_say(key, _get(data, key), rule) for key, rule in RETIRED_SETTINGS.items() if _get(data, key) is not None]
     reference = _get(data, "reference_host")
     if not isinstance(reference, str) or not reference:
         found.append(_say("reference_host", reference, "must name the host of the inventory's reference group"))

@@ -32,7 +32,6 @@ DFLASH_BASED = ("ddtree", "ddtree-dflash", "dflash")  # DFLASH forces num_steps 
 # Attention backends that force a KV page size above 1 (so they cannot run DDTree).
 PAGED_ONLY_BACKENDS = ("trtllm_mla", "flashmla", "cutlass_mla")
 
-LAUNCHER_PATH = "/usr/local/lib/noderig/launch.py"
 STATE_ROOT = "/var/lib"  # systemd's StateDirectory= root
 
 # Secrets: the name render_env accepts -> the variable the launcher reads from the env file.
@@ -99,7 +98,6 @@ class ServerSettings:
     service_name: str = "sglang"
     user: str = "sglang"  # the dedicated system user the server runs as (never root)
     env_file: str | None = None  # None: /etc/noderig/<service_name>.env
-    launcher_path: str = LAUNCHER_PATH
     start_timeout: int = 1800
     stop_timeout: int = 120
     restart: str = "on-failure"
@@ -327,7 +325,6 @@ def _unit_field_problems(p: SettingProblems, s: ServerSettings) -> None:
         p.add("user", s.user, "is refused: the server must not run as root; use a dedicated system user such "
                               "as 'sglang' (the deploy creates it)")
     _path(p, s, "env_file", optional=True)
-    _path(p, s, "launcher_path")
     _int(p, s, "start_timeout", 1, 86400)
     _int(p, s, "stop_timeout", 1, 3600)
     _int(p, s, "restart_sec", 0, 3600)

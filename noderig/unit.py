@@ -33,12 +33,17 @@ from pathlib import Path
 
 from .errors import NoderigError
 from .flags import ServerFlags, check_argv, select_profile, spell
-from .server_settings import (DDTREE_MODES, LAUNCHER_PATH, SAFE_TOKEN, SECRET_VARIABLES, ServerSettings,
+from .server_settings import (DDTREE_MODES, SAFE_TOKEN, SECRET_VARIABLES, ServerSettings,
                               env_file_problems, has_control, path_problems, raise_problems, validate)
 
 # EAGLE3 defaults (Kimi K2.x EAGLE3 draft cards: steps 3, top-k 1, 4 draft tokens).
 EAGLE3_DEFAULTS = {"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
 
+# Where the deploy installs noderig/node/launch.py and what the unit runs: one path, not a
+# setting. Like noderig's other files on the node it is noderig's choice; a configurable one
+# would need rules of its own (not in the venv or a checkpoint, whose copies delete what the
+# source lacks; not under /tmp or /home, which the unit's PrivateTmp/ProtectHome hide).
+LAUNCHER_PATH = "/usr/local/lib/noderig/launch.py"
 # Trees systemd's ProtectHome= hides; a venv or checkpoint in one needs ProtectHome=read-only.
 HOME_TREES = ("/home", "/root", "/run/user")
 SERVER_MODULE = "sglang.launch_server"
@@ -138,7 +143,7 @@ def server_argv(settings: ServerSettings, installed_version: str | None = None) 
     """The unit's full command: the venv's Python running the launcher, then the server flags.
     The launcher adds the API key in memory; it is never part of this list."""
     flags = server_flags(settings, installed_version)
-    return [f"{settings.venv}/bin/python", settings.launcher_path, *flags]
+    return [f"{settings.venv}/bin/python", LAUNCHER_PATH, *flags]
 
 
 def help_command(settings: ServerSettings) -> list[str]:

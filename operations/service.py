@@ -18,13 +18,11 @@ from noderig.manifest import read_private
 from noderig.node import script_path
 from noderig.service_plan import marker, plan_service
 from noderig.server_settings import ServerSettings, validate
-from noderig.unit import check_against_server, help_command, render_env, render_unit
+from noderig.unit import LAUNCHER_PATH, check_against_server, help_command, render_env, render_unit
 
 from .facts import (DistributionsDigest, FileMode, FileText, Mtimes, ServerVersion, Sha256, SystemUser, UnitStatus,
                     Unreadable)
 from .util import atomic_write, fail, first_pass, operation, refused
-
-LAUNCHER = "/usr/local/lib/noderig/launch.py"
 
 
 def unit_path(service: str) -> str:
@@ -237,12 +235,12 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
     readable(name="Venv and checkpoints readable by the server's user",
              paths=[p for p in (settings.venv, settings.model_dir, settings.draft_dir) if p],
              changing=[venv, *checkpoints])
-    launcher = text_file(name="Server launcher (keeps secrets out of argv and logs)", path=LAUNCHER,
+    launcher = text_file(name="Server launcher (keeps secrets out of argv and logs)", path=LAUNCHER_PATH,
                          text=script_path("launch.py").read_text(), mode="755")
     env = text_file(name="Server environment file (0600)", path=settings.env_path, text=env_text, mode="600",
                     secret=True)
     unit = text_file(name=f"{settings.service_name}.service", path=unit_path(settings.service_name), text=unit_text)
-    inputs = {"unit": unit_path(settings.service_name), "environment": settings.env_path, "launcher": LAUNCHER,
+    inputs = {"unit": unit_path(settings.service_name), "environment": settings.env_path, "launcher": LAUNCHER_PATH,
               "venv": marker("venv"), "checkpoint": marker("checkpoint")}
     changing = {"unit": [unit], "environment": [env], "launcher": [launcher], "venv": [venv],
                 "checkpoint": list(checkpoints)}

@@ -324,7 +324,7 @@ def test_hostile_extra_flags_are_refused_or_mean_exactly_what_was_asked(words):
 
 TOKEN_FIELDS = ["served_model_name", "host", "reasoning_parser", "tool_call_parser", "attention_backend",
                 "mm_attention_backend", "model_dir", "draft_dir", "venv", "dist_init_addr", "service_name",
-                "sglang_version", "env_file", "launcher_path"]
+                "sglang_version", "env_file"]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

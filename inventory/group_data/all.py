@@ -43,6 +43,8 @@ server_host = "127.0.0.1"
 server_port = 30000
 allow_unauthenticated_network_access = False
 service_user = "sglang"  # the dedicated system user the server runs as (created; never root)
+# (The server's launcher is always /usr/local/lib/noderig/launch.py, the file the unit runs:
+# not a setting; an inventory that sets launcher_path is refused.)
 # The node firewall (nftables, noderig's own `table inet noderig`, no other table touched):
 # SSH and the API port open, every other TCP/UDP port closed to other hosts. False removes it.
 firewall = True
