@@ -91,7 +91,7 @@ if "targets" in host.groups and "service" in steps:
 
 if "targets" in host.groups and "readiness" in steps:
     # 6. Readiness: health, one smoke request, and the failed invocation's journal if it crashed.
-    diagnosis.ready(name=f"{data.service_name} ready", service=data.service_name, port=settings.port,
-                    served_model_name=data.served_model_name, timeout=data.ready_timeout,
-                    api_key_file=data.api_key_file, settings=settings, repair=data.repair,
-                    max_repairs=data.max_repairs, firewall=fw)
+    diagnosis.wait_until_serving(name=f"{data.service_name} ready", service=data.service_name, port=settings.port,
+                                 served_model_name=data.served_model_name, timeout=data.ready_timeout,
+                                 api_key_file=data.api_key_file, settings=settings, repair=data.repair,
+                                 max_repairs=data.max_repairs, firewall=fw)

@@ -43,9 +43,9 @@ exit 2
 
 
 @operation(is_idempotent=True)
-def ready(service: str, port: int, served_model_name: str, timeout: int = 1800,
-          api_key_file: str | None = None, settings=None, repair: bool = False, max_repairs: int = 2,
-          firewall=None):
+def wait_until_serving(service: str, port: int, served_model_name: str, timeout: int = 1800,
+                       api_key_file: str | None = None, settings=None, repair: bool = False, max_repairs: int = 2,
+                       firewall=None):
     """
     Wait until the server answers ``/health``, then send one smoke request (``/generate``,
     one token) and check ``/v1/models`` serves ``served_model_name``. A server already up

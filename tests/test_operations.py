@@ -122,13 +122,13 @@ def test_a_unit_written_after_the_start_restarts_it_once_after_a_reload():
 
 
 # --------------------------------------------------------------------------------------------
-# diagnosis.ready
+# diagnosis.wait_until_serving
 
 
 def test_a_healthy_server_is_left_alone():
     host = FakeHost({fact("UnitStatus", unit="sglang.service"): {"active": "active"},
                      fact("HttpStatus", url="http://127.0.0.1:30000/health"): 200})
-    assert run_op(diagnosis.ready, host, "sglang", 30000, "kimi") == []
+    assert run_op(diagnosis.wait_until_serving, host, "sglang", 30000, "kimi") == []
     assert host.noops == ["sglang is up and healthy on port 30000"]
 
 
@@ -137,7 +137,7 @@ def test_a_server_not_yet_healthy_is_waited_for(active, health):
     facts = {fact("UnitStatus", unit="sglang.service"): {"active": active}}
     if health is not None:
         facts[fact("HttpStatus", url="http://127.0.0.1:30000/health")] = health
-    assert run_op(diagnosis.ready, FakeHost(facts), "sglang", 30000, "kimi") == ["call _launch_until_ready"]
+    assert run_op(diagnosis.wait_until_serving, FakeHost(facts), "sglang", 30000, "kimi") == ["call _launch_until_ready"]
 
 
 # --------------------------------------------------------------------------------------------
