@@ -329,16 +329,10 @@ def main(argv=None):
             say("refusing --api-key on the command line (argv is world-readable): "
                 f"put the key in the environment file as {API_KEY_VARIABLE}")
             return 2
-    api_key = _take_variable(API_KEY_VARIABLE)
-    hf_token = None
-    for name in HF_TOKEN_VARIABLES:
-        value = _take_variable(name)
-        hf_token = hf_token or value
-    for name, value in ((API_KEY_VARIABLE, api_key), ("the Hub token", hf_token)):
-        problem = value and _check_secret(name, value)
-        if problem:
-            say(problem)
-            return 2
+    api_key, hf_token, problem = _take_secrets()
+    if problem:
+        say(problem)
+        return 2
     if api_key is None:
         say(f"{API_KEY_VARIABLE} is not set: the server runs without an API key")
     token_path = token_dir = None
@@ -356,22 +350,7 @@ def main(argv=None):
     launcher_pid = os.getpid()
     pid = os.fork()
     if pid == 0:
-        # The server: its own process group, default signal dispositions, fds 1/2 to the pipes.
-        try:
-            os.setpgid(0, 0)
-            _set_parent_death_signal(signal.SIGKILL)
-            if os.getppid() != launcher_pid:
-                os._exit(1)
-            for sig in FORWARDED:
-                signal.signal(sig, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.default_int_handler)  # as in `python -m`
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
-            os.dup2(out_w, 1)
-            os.dup2(err_w, 2)
-            for fd in (out_r, out_w, err_r, err_w):
-                os.close(fd)
-        except BaseException:
-            os._exit(127)
+        _become_the_server(launcher_pid, previous_mask, out_w, err_w, (out_r, out_w, err_r, err_w))
         return _serve(args, api_key)
 
     os.close(out_w)
@@ -382,18 +361,52 @@ def main(argv=None):
         pass
     streams = {out_r: (1, Redactor(secrets)), err_r: (2, Redactor(secrets))}
     status = _pump(pid, streams, from_manager_reaches_all)
-    if token_path:
-        for remove, target in ((os.unlink, token_path), (os.rmdir, token_dir)):
-            try:
-                if target:
-                    remove(target)
-            except OSError:
-                pass
+    for remove, target in ((os.unlink, token_path), (os.rmdir, token_dir)):
+        try:
+            if target:
+                remove(target)
+        except OSError:
+            pass
     if os.WIFSIGNALED(status):
         say(f"the server (pid {pid}) was killed by {_signal_name(os.WTERMSIG(status))}")
     elif os.waitstatus_to_exitcode(status) != 0:
         say(f"the server (pid {pid}) exited with status {os.waitstatus_to_exitcode(status)}")
     _exit_like(status)
+
+
+def _take_secrets():
+    """(api_key, hf_token, problem): the secrets taken out of the environment (design, 1), and
+    what is wrong with either of them, or None."""
+    api_key = _take_variable(API_KEY_VARIABLE)
+    hf_token = None
+    for name in HF_TOKEN_VARIABLES:
+        value = _take_variable(name)
+        hf_token = hf_token or value
+    for name, value in ((API_KEY_VARIABLE, api_key), ("the Hub token", hf_token)):
+        problem = value and _check_secret(name, value)
+        if problem:
+            return api_key, hf_token, problem
+    return api_key, hf_token, None
+
+
+def _become_the_server(launcher_pid, previous_mask, out_w, err_w, pipe_fds):
+    """In the forked child: its own process group, killed with the launcher, default signal
+    dispositions, fds 1/2 to the pipes. Any failure here ends the child with 127."""
+    try:
+        os.setpgid(0, 0)
+        _set_parent_death_signal(signal.SIGKILL)
+        if os.getppid() != launcher_pid:
+            os._exit(1)
+        for sig in FORWARDED:
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as in `python -m`
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        for fd in pipe_fds:
+            os.close(fd)
+    except BaseException:
+        os._exit(127)
 
 
 if __name__ == "__main__":
