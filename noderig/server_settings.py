@@ -334,6 +334,7 @@ def _unit_field_problems(p: SettingProblems, s: ServerSettings) -> None:
 
 
 def _environment_problems(p: SettingProblems, s: ServerSettings) -> None:
+    """``server_environment``: variable names, values a line each, no secret or launcher variable."""
     if not isinstance(s.environment, Mapping):
         p.add("environment", s.environment, "must be a mapping of variable names to values")
         return
