@@ -70,7 +70,7 @@ def host_data(host) -> dict:
     return {key: host.data.get(key) for key in (
         "tp_size", "ep_size", "pp_size", "enable_dp_attention", "speculative", "extra_flags", "server_host",
         "server_port", "served_model_name", "api_key_file", "venv_path", "model_dir", "draft_dir", "draft_repo",
-        "model_repo", "model_revision", "trust_remote_code")}
+        "model_repo", "model_revision", "trust_remote_code", "reference_host")}
 
 
 def _shell(host, command: StringCommand, stdin: str | None = None) -> tuple[bool, str, str]:
@@ -218,10 +218,13 @@ def _byte_tokenizer_dir(workdir: Path) -> Path:
     return path
 
 
-def pyinfra_deploy_argv(inventory: Path, host_name: str, overrides: list[str]) -> list[str]:
-    """The user's own deploy, limited to one host, with a layout's settings as --data."""
+def pyinfra_deploy_argv(inventory: Path, host_name: str, reference: str | None, overrides: list[str]) -> list[str]:
+    """The user's own deploy, limited to one target (and the reference host it copies the
+    venv from), with a layout's settings as --data."""
     argv = [str(Path(sys.executable).with_name("pyinfra")), "-y", str(inventory), str(DEPLOY_FILE),
             "--limit", host_name]
+    if reference and reference != host_name:
+        argv += ["--limit", reference]
     for item in overrides:
         argv += ["--data", item]
     return argv
@@ -238,9 +241,10 @@ def deploy_failure(output: str, host_name: str) -> str:
     return redact(" | ".join(dict.fromkeys(keep))) or "the deploy failed (no summary line; see its log)"
 
 
-def run_deploy(inventory: Path, host_name: str, overrides: list[str], log_path: Path) -> tuple[bool, str, str]:
+def run_deploy(inventory: Path, host_name: str, reference: str | None, overrides: list[str],
+               log_path: Path) -> tuple[bool, str, str]:
     """Run the deploy; (succeeded, the failure sentence, the command)."""
-    argv = pyinfra_deploy_argv(inventory, host_name, overrides)
+    argv = pyinfra_deploy_argv(inventory, host_name, reference, overrides)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
@@ -314,7 +318,8 @@ class Bench:
         try:
             for layout in layouts:
                 self._status(f"{host.name}: deploying {layout.name}")
-                ok, error, command = run_deploy(self.inventory, host.name, layout.data_overrides(data),
+                ok, error, command = run_deploy(self.inventory, host.name, data.get("reference_host"),
+                                                layout.data_overrides(data),
                                                 logs / f"{host.name}-deploy-{layout.name}.log")
                 if not ok:
                     self.console.print(f"[red]{host.name}: {layout.name} did not start:[/red] {error}")
@@ -335,7 +340,8 @@ class Bench:
         previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             self._status(f"{host.name}: restoring {bm.inventory_layout(data).name}")
-            ok, error, _ = run_deploy(self.inventory, host.name, [], logs / f"{host.name}-restore.log")
+            ok, error, _ = run_deploy(self.inventory, host.name, data.get("reference_host"), [],
+                                      logs / f"{host.name}-restore.log")
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
