@@ -76,6 +76,24 @@ def cmd_verify(args) -> int:
     return run(args)
 
 
+def cmd_bench(args) -> int:
+    # The benchmark drives pyinfra (inventory, SSH, the deploy for layouts): its host side
+    # lives beside the operations, in the checkout that holds deploy.py.
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from operations.bench import run_bench
+
+    from .benchmark import BenchError
+
+    try:
+        return run_bench(Path(args.inventory), limit=args.limit, workload_names=args.workload or ["chat"],
+                         workloads_file=args.workloads, layouts_text=args.layouts, out_dir=args.out,
+                         tokenizer=args.tokenizer)
+    except BenchError as e:
+        raise NoderigError(str(e)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="noderig", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -113,6 +131,22 @@ def build_parser() -> argparse.ArgumentParser:
                         help="hash every file again; neither read nor write the verified-state record")
     verify.add_argument("--all", action="store_true", help="list every file, not only the ones that fail")
     verify.set_defaults(func=cmd_verify)
+
+    bench = sub.add_parser("bench", help="benchmark each target's endpoint (sglang.bench_serving on the node, else "
+                                         "aiperf through a forwarded port); --layouts compares parallelism layouts")
+    bench.add_argument("inventory", help="the pyinfra inventory (its targets are benchmarked)")
+    bench.add_argument("--limit", action="append", metavar="HOST", help="only this target (repeatable)")
+    bench.add_argument("--workload", action="append", metavar="NAME",
+                       help="a named workload from noderig/bench_workloads.toml (repeatable; default chat)")
+    bench.add_argument("--workloads", type=Path, metavar="FILE", help="a TOML file of more workloads")
+    bench.add_argument("--layouts", metavar="L1,L2,...",
+                       help="deploy and benchmark each layout (tp8, ep8, tp4-ep2, tp8-dpa, ...-nospec), then "
+                            "restore the inventory's own layout")
+    bench.add_argument("--out", type=Path, default=Path("noderig-bench"),
+                       help="records.jsonl (appended), the plot and each run's files (default ./noderig-bench)")
+    bench.add_argument("--tokenizer", help="aiperf's tokenizer for prompts: a Hub id or a directory (default: a "
+                                           "byte tokenizer that needs no network; the server counts the tokens)")
+    bench.set_defaults(func=cmd_bench)
 
     diag = sub.add_parser("diagnose", help="name the root cause of a failed launch from its log (exit 0: healthy, 1: failure)")
     diag.add_argument("file", metavar="FILE|-", help="a saved journal / log / paste, or - for standard input")

@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from sglang.srt.entrypoints.engine import launch_subprocesses
+from sglang.srt.entrypoints.pacing import Pacer, layout_costs
 from sglang.srt.managers.tokenizer_manager import TokenizerManager
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.utils import kill_process_tree, standin_sleep, time_scale
@@ -44,6 +45,13 @@ class IPv6HTTPServer(HTTPServer):
     address_family = socket.AF_INET6
 
 
+class Stream:
+    """A handler's answer that is sent as server-sent events."""
+
+    def __init__(self, events):
+        self.events = events
+
+
 class ShutdownRequested(BaseException):
     """Raised in the main thread by SIGTERM/SIGINT so every wait unwinds to the shutdown path."""
 
@@ -62,6 +70,7 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
     server_args: ServerArgs
     tokenizer_manager: TokenizerManager
     scheduler_info: dict
+    pacer: Pacer
 
     def version_string(self):
         return "uvicorn"
@@ -80,6 +89,7 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
             ("GET", "/server_info"): self.server_info, ("GET", "/get_server_info"): self.server_info,
             ("GET", "/v1/models"): self.models, ("GET", "/metrics"): self.metrics,
             ("POST", "/generate"): self.generate, ("POST", "/v1/chat/completions"): self.chat_completions,
+            ("POST", "/v1/completions"): self.completions,
         }
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         api_key = self.server_args.api_key
@@ -96,7 +106,24 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
             status, payload = 400, {"object": "error", "message": f"{type(e).__name__}: {e}", "code": 400}
         except TimeoutError as e:
             status, payload = 503, {"object": "error", "message": str(e), "code": 503}
+        if isinstance(payload, Stream):
+            return self._send_stream(payload)
         self._send(status, payload)
+
+    def _send_stream(self, stream: "Stream"):
+        """Server-sent events, chunked, as SGLang's StreamingResponse: `data: {json}` per event."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in stream.events:
+                data = f"data: {event if isinstance(event, str) else json.dumps(event)}\n\n".encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
     def _send(self, status: int, payload):
         if isinstance(payload, (dict, list)):
@@ -133,8 +160,14 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
                      "model_type": config.hf_config.get("model_type"), "architectures": config.hf_config.get("architectures")}
 
     def server_info(self, _):
+        # As SGLang: the scheduler's internal state, with the speculative accept length when
+        # speculative decoding is on (what bench_serving reads after a run).
+        internal = {"last_gen_throughput": 0.0, "memory_usage": {"weight": 0.0, "kvcache": 0.0}}
+        if self.server_args.speculative_algorithm:
+            internal["avg_spec_accept_length"] = self.pacer.costs.accept_length
         return 200, {**dataclasses.asdict(self.server_args), **{k: v for k, v in self.scheduler_info.items() if k != "status"},
-                     "status": self.tokenizer_manager.server_status, "version": __version__}
+                     "internal_states": [internal], "status": self.tokenizer_manager.server_status,
+                     "version": __version__}
 
     def models(self, _):
         name = self.server_args.served_model_name
@@ -150,12 +183,64 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
                  f"sglang:token_usage{labels} 0.0", f"sglang:gen_throughput{labels} 0.0"]
         return 200, "\n".join(lines) + "\n"
 
-    def _run(self, input_ids, max_new_tokens, images=()):
-        out = self.tokenizer_manager.generate(input_ids, int(max_new_tokens), images)
+    def _run(self, input_ids, max_new_tokens, images=(), paced: bool = False):
+        out = self.tokenizer_manager.generate(input_ids, int(max_new_tokens), images, paced=paced)
         return self.tokenizer_manager.decode(out["output_ids"]), out
+
+    def _pieces(self, out: dict):
+        """The output as (text piece, tokens so far), paced like the layout would stream it."""
+        sent = 0
+        for ids in self.pacer.paced(out["prompt_tokens"], out["output_ids"]):
+            sent += len(ids)
+            yield ("" if sent == len(ids) else " ") + self.tokenizer_manager.decode(ids), sent
+
+    @staticmethod
+    def _usage(out: dict) -> dict:
+        return {"prompt_tokens": out["prompt_tokens"], "completion_tokens": out["completion_tokens"],
+                "total_tokens": out["prompt_tokens"] + out["completion_tokens"]}
+
+    def _openai_stream(self, body: dict, out: dict, kind: str):
+        """OpenAI's chunk stream (chat or completions), the usage chunk when asked, [DONE]."""
+        base = {"id": out["rid"], "created": int(time.time()), "model": self.server_args.served_model_name}
+        obj = "chat.completion.chunk" if kind == "chat" else "text_completion"
+        for i, (piece, _) in enumerate(self._pieces(out)):
+            choice = ({"index": 0, "delta": {"role": "assistant", "content": piece} if i == 0 else {"content": piece}}
+                      if kind == "chat" else {"index": 0, "text": piece, "logprobs": None})
+            yield {**base, "object": obj, "choices": [{**choice, "finish_reason": None}]}
+        last = {"index": 0, "delta": {}} if kind == "chat" else {"index": 0, "text": "", "logprobs": None}
+        yield {**base, "object": obj, "choices": [{**last, "finish_reason": "length"}]}
+        if (body.get("stream_options") or {}).get("include_usage"):
+            yield {**base, "object": obj, "choices": [], "usage": self._usage(out)}
+        yield "[DONE]"
+
+    def completions(self, body):
+        prompt = body.get("prompt", "")
+        prompt = prompt[0] if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else prompt
+        input_ids = self.tokenizer_manager.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        max_tokens = body.get("max_tokens") or 16
+        text, out = self._run(input_ids, max_tokens, paced=bool(body.get("stream")))
+        if body.get("stream"):
+            return 200, Stream(self._openai_stream(body, out, "completion"))
+        return 200, {"id": out["rid"], "object": "text_completion", "created": int(time.time()),
+                     "model": self.server_args.served_model_name, "usage": self._usage(out),
+                     "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}]}
+
+    def _generate_stream(self, out: dict):
+        """SGLang's /generate stream: the text so far and meta_info in each event, then [DONE]."""
+        text = ""
+        for piece, count in self._pieces(out):
+            text += piece
+            yield {"text": text, "meta_info": {"id": out["rid"], "prompt_tokens": out["prompt_tokens"],
+                                               "completion_tokens": count, "cached_tokens": 0, "finish_reason": None}}
+        yield "[DONE]"
 
     def generate(self, body):
         params = body.get("sampling_params") or {}
+        if body.get("stream"):
+            prompt = body.get("text", body.get("input_ids"))
+            input_ids = self.tokenizer_manager.encode(prompt) if isinstance(prompt, str) else list(prompt)
+            _, out = self._run(input_ids, params.get("max_new_tokens", 128), paced=True)
+            return 200, Stream(self._generate_stream(out))
         prompts = body.get("text", body.get("input_ids"))
         batch = prompts if isinstance(prompts, list) and prompts and not isinstance(prompts[0], int) else [prompts]
         results = []
@@ -178,9 +263,11 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
                 else:
                     texts.append(f"{message['role']}: {part.get('text', '')}")
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 16
-        text, out = self._run(self.tokenizer_manager.encode("\n".join(texts)), max_tokens, images)
-        usage = {"prompt_tokens": out["prompt_tokens"], "completion_tokens": out["completion_tokens"],
-                 "total_tokens": out["prompt_tokens"] + out["completion_tokens"]}
+        stream = bool(body.get("stream"))
+        text, out = self._run(self.tokenizer_manager.encode("\n".join(texts)), max_tokens, images, paced=stream)
+        if stream:
+            return 200, Stream(self._openai_stream(body, out, "chat"))
+        usage = self._usage(out)
         return 200, {"id": out["rid"], "object": "chat.completion", "created": int(time.time()),
                      "model": self.server_args.served_model_name, "usage": usage,
                      "choices": [{"index": 0, "finish_reason": "length", "logprobs": None,
@@ -241,7 +328,8 @@ def launch_server(server_args: ServerArgs):
         if tokenizer_manager is None:
             return
         handler = type("Handler", (SGLangRequestHandler,), {
-            "server_args": server_args, "tokenizer_manager": tokenizer_manager, "scheduler_info": scheduler_info})
+            "server_args": server_args, "tokenizer_manager": tokenizer_manager, "scheduler_info": scheduler_info,
+            "pacer": Pacer(layout_costs(server_args), time_scale())})
         uvicorn_log("INFO", f"Started server process [{os.getpid()}]")
         uvicorn_log("INFO", "Waiting for application startup.")
         uvicorn_log("INFO", "Application startup complete.")

@@ -52,11 +52,11 @@ class Scheduler:
             self.process_request(req, conn)
 
     def process_request(self, req: dict, conn):
-        result = self.run_batch(ForwardBatch.from_request(req), req["max_new_tokens"])
+        result = self.run_batch(ForwardBatch.from_request(req), req["max_new_tokens"], req.get("paced", False))
         if self.tp_rank == 0:
             conn.send(result)
 
-    def run_batch(self, batch: ForwardBatch, max_new_tokens: int) -> dict:
+    def run_batch(self, batch: ForwardBatch, max_new_tokens: int, paced: bool = False) -> dict:
         if self.tp_rank == 0:
             logger.info(
                 f"Prefill batch, #new-seq: 1, #new-token: {len(batch.input_ids)}, #cached-token: 0, "
@@ -67,7 +67,8 @@ class Scheduler:
         output_ids = []
         for step in range(max_new_tokens):
             output_ids.append(self.model_runner.model.next_token(hidden_states, step))
-            standin_sleep(0.002)
+            if not paced:  # a paced request gets its timing from the HTTP layer's layout model
+                standin_sleep(0.002)
             if self.tp_rank == 0 and (step + 1) % DECODE_LOG_INTERVAL == 0:
                 throughput = (step + 1) / max(time.monotonic() - start, 1e-6)
                 logger.info(

@@ -50,13 +50,17 @@ class TokenizerManager:
         pixels = [b / 255.0 for b in (data * (1 + grid[1] * grid[2] // max(1, len(data))))[: grid[1] * grid[2]]]
         return {"pixel_values": pixels, "grid_thw": grid}
 
-    def generate(self, input_ids: list[int], max_new_tokens: int, images=(), timeout: float = 600.0) -> dict:
+    def generate(self, input_ids: list[int], max_new_tokens: int, images=(), timeout: float = 600.0,
+                 paced: bool = False) -> dict:
+        """``paced``: the HTTP layer streams the tokens at the layout's pace (entrypoints/pacing.py),
+        so the ranks skip their own per-token delay."""
         rid = uuid.uuid4().hex
         waiter = [threading.Event(), None]
         self._pending[rid] = waiter
         # Image placeholder tokens: one per 2x2-merged patch group, ahead of the text.
         placeholders = [self.vocab_size - 1] * sum(math.ceil(img["grid_thw"][1] * img["grid_thw"][2] / 4) for img in images)
-        req = {"rid": rid, "input_ids": placeholders + input_ids, "max_new_tokens": max_new_tokens, "images": list(images)}
+        req = {"rid": rid, "input_ids": placeholders + input_ids, "max_new_tokens": max_new_tokens, "images": list(images),
+               "paced": paced}
         with self._send_lock:  # every rank must see requests in the same order
             for conn in self.conns:
                 conn.send(req)
