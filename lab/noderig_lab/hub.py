@@ -29,7 +29,7 @@ Test controls (Hub port): ``POST /_lab/faults`` (JSON, merged into the active fa
 ``GET /_lab/faults``, ``POST /_lab/reset`` (clear faults and counters), ``GET /_lab/stats``,
 ``POST /_lab/rescan``. See `FAULTS` for the fault keys.
 
-Run it: ``python -m noderig.lab.hub --root DIR --bind ADDR --port N --cdn-port M
+Run it: ``python -m noderig_lab.hub --root DIR --bind ADDR --port N --cdn-port M
 --tokens-file F [--gated REPO ...]``, or `start_hub(...)` in a test.
 """
 
@@ -1069,7 +1069,7 @@ def start_hub(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m noderig.lab.hub", description="The noderig lab's Hugging Face Hub.")
+    p = argparse.ArgumentParser(prog="python -m noderig_lab.hub", description="The noderig lab's Hugging Face Hub.")
     p.add_argument("--root", type=Path, required=True, help="directory of repos: ROOT/<org>/<name>/...")
     p.add_argument("--bind", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="Hub API and /resolve/ port (0: any free port)")
