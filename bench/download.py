@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from noderig.lab.lab import Lab  # noqa: E402
-from noderig.lab.layout import LabLayout  # noqa: E402
+from noderig_lab.lab import Lab  # noqa: E402
+from noderig_lab.layout import LabLayout  # noqa: E402
 
 MODEL = "moonshotai/Kimi-K2.6"
 DEST = "/models/Kimi-K2.6"

@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from noderig.lab.lab import Lab  # noqa: E402
-from noderig.lab.layout import LabLayout  # noqa: E402
+from noderig_lab.lab import Lab  # noqa: E402
+from noderig_lab.layout import LabLayout  # noqa: E402
 
 # Runs on ct200: a venv of the given shape, deterministic, ~`so_mb` of large libraries.
 MAKE_VENV = r"""

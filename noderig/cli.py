@@ -1,53 +1,38 @@
 """The `noderig` command. The deploy itself runs through pyinfra's CLI; this holds the rest:
-the lab now, and the offline tools (verify, diagnose) as they arrive."""
+the offline tools (verify, diagnose), and `lab` when the development checkout's lab is installed."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from .errors import NoderigError
 
 
-def _lab():
-    from .lab.lab import Lab  # the lab pulls in more than the other subcommands need
-
-    return Lab()
-
-
-def cmd_lab_up(args) -> int:
-    inventory = _lab().up(targets=args.targets, inventory=args.inventory)
-    print(inventory)  # last line: the inventory path, for `pyinfra "$(noderig lab up | tail -1)" deploy.py`
-    return 0
+# Subcommands another distribution adds: an entry point in this group names a function that
+# adds its subparsers. The lab (lab/, installed by scripts/setup) adds `lab` this way, so the
+# product never imports it and its wheel works without it.
+COMMANDS_GROUP = "noderig.commands"
+LAB_ABSENT = ("noderig lab: the lab is part of the development checkout, not of this install: "
+              "run scripts/setup in a clone of the noderig repository, then .venv/bin/noderig lab")
 
 
-def cmd_lab_status(args) -> int:
-    status = _lab().status()
-    if args.json:
-        print(json.dumps(status, indent=2))
-    elif not status["hosts"]:
-        print("the lab is down (no lab record); start it with `noderig lab up`")
-    else:
-        print(f"services: {status['services']}  hub: {status['hub_url']}")
-        for h in status["hosts"]:
-            print(f"{h['name']:<10} {h['role']:<10} {h['ip']:<14} {h['state']}")
-        print(f"inventory: {status['inventory']}")
-    return 0 if status["up"] else 1
+def cmd_lab_absent(args) -> int:
+    print(LAB_ABSENT, file=sys.stderr)
+    return 2
 
 
-def cmd_lab_ssh(args) -> int:
-    argv = _lab().ssh_argv(args.host, args.command)
-    os.execvp(argv[0], argv)
-    return 127  # not reached
-
-
-def cmd_lab_down(args) -> int:
-    _lab().down()
-    print("lab down")
-    return 0
+def _add_installed_commands(sub) -> set[str]:
+    """The subcommands the installed entry points of `COMMANDS_GROUP` add; their names."""
+    added = set()
+    for entry in entry_points(group=COMMANDS_GROUP):
+        if entry.name in added:  # the same distribution seen twice on sys.path
+            continue
+        entry.load()(sub)
+        added.add(entry.name)
+    return added
 
 
 def cmd_diagnose(args) -> int:
@@ -98,21 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="noderig", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    lab = sub.add_parser("lab", help="the test lab: real Debian hosts (systemd-nspawn), a local Hub, a package source")
-    lab_sub = lab.add_subparsers(dest="lab_command", required=True)
-    up = lab_sub.add_parser("up", help="boot the lab (reference ct200 + targets) and write its pyinfra inventory")
-    up.add_argument("--targets", type=int, default=1, help="number of bare target hosts (default 1: b300)")
-    up.add_argument("--inventory", type=Path, help="where to write the inventory (default inventory/lab.py)")
-    up.set_defaults(func=cmd_lab_up)
-    status = lab_sub.add_parser("status", help="hosts and services of the running lab")
-    status.add_argument("--json", action="store_true")
-    status.set_defaults(func=cmd_lab_status)
-    ssh = lab_sub.add_parser("ssh", help="a shell, or one command, on a lab host")
-    ssh.add_argument("host")
-    ssh.add_argument("command", nargs=argparse.REMAINDER)
-    ssh.set_defaults(func=cmd_lab_ssh)
-    down = lab_sub.add_parser("down", help="stop every host and service the lab started, remove its network")
-    down.set_defaults(func=cmd_lab_down)
+    if "lab" not in _add_installed_commands(sub):
+        lab = sub.add_parser("lab", help="the test lab (in the development checkout only: scripts/setup)")
+        lab.add_argument("args", nargs=argparse.REMAINDER)
+        lab.set_defaults(func=cmd_lab_absent)
 
     verify = sub.add_parser("verify", help="check a checkpoint directory: safetensors headers, index, sha256 (against "
                                            "DIR/.noderig/manifest.json or --manifest); exit 0 only if all pass")

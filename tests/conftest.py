@@ -34,10 +34,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def lab():
-    from noderig.lab.lab import Lab
-    from noderig.lab.layout import LabLayout
-
-    from noderig.lab.lab import write_inventory
+    from noderig_lab.lab import Lab, write_inventory
+    from noderig_lab.layout import LabLayout
 
     # NODERIG_TEST_LAB names another lab, so that two checkouts can run the lab tier side by side.
     instance = Lab(LabLayout.from_env(os.environ.get("NODERIG_TEST_LAB", "test")), log=lambda m: print(f"[lab] {m}", file=sys.stderr))

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from noderig.lab.aptrepo import write_index
+from noderig_lab.aptrepo import write_index
 
 
 def _make_deb(tmp_path, name: str, version: str):

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from noderig import aria2, cli
 from noderig.errors import NoderigError, redact
-from noderig.lab.checkpoints import KIMI_REPO, MiB, ensure_lab_repos
-from noderig.lab.hub import HOSTILE_HUGE_FILES, HOSTILE_MARKER, HOSTILE_PATHS, start_hub
+from noderig_lab.checkpoints import KIMI_REPO, MiB, ensure_lab_repos
+from noderig_lab.hub import HOSTILE_HUGE_FILES, HOSTILE_MARKER, HOSTILE_PATHS, start_hub
 from noderig.manifest import DEFAULT_PATTERNS, RepoPin, build_manifest, manifest_from_listing, manifest_problem
 from noderig.node import script_path
 from noderig.node import verify_files as vf

@@ -30,9 +30,9 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from noderig.lab import checkpoints
-from noderig.lab.checkpoints import DRAFT_REPO, KIMI_REPO, MiB, RepoSpec, ensure_lab_repos, generate_repo
-from noderig.lab.hub import SIDECAR, start_hub
+from noderig_lab import checkpoints
+from noderig_lab.checkpoints import DRAFT_REPO, KIMI_REPO, MiB, RepoSpec, ensure_lab_repos, generate_repo
+from noderig_lab.hub import SIDECAR, start_hub
 
 TOKEN = "hf_labtesttoken0123456789"
 SHARD_RE = re.compile(r"model-(\d{5})-of-(\d{6})\.safetensors")
@@ -396,7 +396,7 @@ def test_cli_serves_until_sigterm(repos, tmp_path):
     tokens.write_text(f"# lab tokens\n{TOKEN}\n")
     root = repos[KIMI_REPO].parents[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "noderig.lab.hub", "--root", str(root), "--bind", "127.0.0.1", "--port", "0",
+        [sys.executable, "-m", "noderig_lab.hub", "--root", str(root), "--bind", "127.0.0.1", "--port", "0",
          "--cdn-port", "0", "--tokens-file", str(tokens), "--gated", DRAFT_REPO],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from noderig.lab import net
-from noderig.lab.hosts import is_mounted, leader_pid, pid_alive
-from noderig.lab.layout import LabLayout
+from noderig_lab import net
+from noderig_lab.hosts import is_mounted, leader_pid, pid_alive
+from noderig_lab.layout import LabLayout
 
 NODERIG = str(Path(sys.executable).with_name("noderig"))
 

@@ -4,17 +4,13 @@ format, since the lab has no GPU), required GPU count, and not-enough-disk refus
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
+from noderig_lab import FAKE_NVIDIA_SMI as FAKE_SMI
 from tests.conftest import deploy
 
 pytestmark = pytest.mark.lab
-
-FAKE_SMI = Path(__file__).resolve().parent.parent / "noderig" / "lab" / "nvidia-smi"
-
-
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-STANDIN = Path(__file__).resolve().parents[1] / "noderig" / "lab" / "sglang_standin"
+from noderig_lab import STANDIN_SOURCE as STANDIN
+
 STARTUP_TIMEOUT = 15.0
 FA4_ERROR = ("ImportError: Vendored FlashAttention CUTE is not available (cannot import flash_attn.cute). "
              "Please check your source tree.")

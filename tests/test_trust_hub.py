@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from noderig.lab.hub import HOSTILE_HUGE_FILES, HOSTILE_MARKER, HOSTILE_PATHS
+from noderig_lab.hub import HOSTILE_HUGE_FILES, HOSTILE_MARKER, HOSTILE_PATHS
 from noderig.node.hubpath import describe
 from tests.conftest import deploy, hub_call
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,8 @@ from noderig.flags import (VERSION_PROFILES, OptionSpec, ServerFlags, check_argv
                            select_profile, spell)
 from noderig.server_settings import SPECULATIVE_MODES, ServerSettings, validate
 from noderig.unit import check_against_server, server_argv, server_flags
+from noderig_lab import STANDIN_SOURCE as STANDIN
 
-STANDIN = Path(__file__).resolve().parents[1] / "noderig" / "lab" / "sglang_standin"
 STANDIN_VERSION = "0.5.9.post2+ddtree.standin"
 
 

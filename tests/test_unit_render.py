@@ -28,9 +28,9 @@ from noderig.errors import NoderigError
 from noderig.node import script_path
 from noderig.server_settings import SPECULATIVE_MODES, ServerSettings, validate
 from noderig.unit import render_env, render_unit, server_argv, start_limit_interval
+from noderig_lab import STANDIN_SOURCE as STANDIN
 
 ROOT = Path(__file__).resolve().parents[1]
-STANDIN = ROOT / "noderig" / "lab" / "sglang_standin"
 LAUNCHER = script_path("launch.py")
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 

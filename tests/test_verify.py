@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from noderig import cli
-from noderig.lab.checkpoints import ensure_lab_repos
-from noderig.lab.hub import is_lfs
+from noderig_lab.checkpoints import ensure_lab_repos
+from noderig_lab.hub import is_lfs
 from noderig.manifest import DEFAULT_PATTERNS
 from noderig.node import script_path
 from noderig.node import verify_files as vf

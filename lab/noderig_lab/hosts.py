@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import NoderigError
+from noderig.errors import NoderigError
 from .layout import LabLayout
 
 WRAPPER_TAG = "noderig-lab-host"

@@ -22,7 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import NoderigError
+from noderig.errors import NoderigError
+from . import STANDIN_SOURCE
 from . import hosts as hostlib
 from . import net
 from .checkpoints import ensure_lab_repos
@@ -34,7 +35,8 @@ REFERENCE_NAME = "ct200"
 TARGET_NAME = "b300"
 VENV_PATH = "/opt/sglang/venv"
 GATED_REPOS = ["z-lab/Kimi-K2.6-DFlash"]
-STANDIN_SOURCE = Path(__file__).parent / "sglang_standin"
+# `python -m` of the services process; also how a recorded pid is recognised as ours
+SERVICES_MODULE = f"{__package__}.services"
 REQUIRED_TOOLS = ["systemd-nspawn", "ip", "ssh", "ssh-keygen", "chroot", "mount", "debootstrap"]
 
 
@@ -166,7 +168,7 @@ class Lab:
 
     def _start_services(self, image: Image, hub_root: Path) -> int:
         lay = self.layout
-        cmd = ["ip", "netns", "exec", lay.services_netns, sys.executable, "-m", "noderig.lab.services",
+        cmd = ["ip", "netns", "exec", lay.services_netns, sys.executable, "-m", SERVICES_MODULE,
                "--bind", lay.services_ip, "--packages", str(image.debs), "--packages-port", str(lay.packages_port),
                "--hub-root", str(hub_root), "--hub-port", str(lay.hub_port), "--cdn-port", str(lay.cdn_port),
                "--tokens-file", str(lay.hub_tokens)]
@@ -304,7 +306,7 @@ class Lab:
 
 def _is_services_process(pid: int) -> bool:
     try:
-        return b"noderig.lab.services" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return SERVICES_MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
 

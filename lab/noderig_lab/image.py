@@ -21,7 +21,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..errors import NoderigError
+from noderig.errors import NoderigError
 from . import aptrepo
 
 SUITE = "bookworm"
