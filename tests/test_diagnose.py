@@ -1238,6 +1238,25 @@ def test_a_traceback_without_its_header_and_one_cut_short():
     assert tbs[1].code_lines == {6}
 
 
+def test_a_traceback_indented_as_a_whole_keeps_its_exception_line():
+    # pip prints a failed build's output six columns in; a quoted paste indents it too. The
+    # exception line sits at the header's indentation, the echoed source deeper.
+    lines = normalize("\n".join([
+        "      Traceback (most recent call last):",
+        '        File "/tmp/pip-install/deepspeed/op_builder/builder.py", line 105, in assert_no_cuda_mismatch',
+        "          raise Exception(",
+        "      Exception: >- DeepSpeed Op Builder: Installed CUDA version 12.0 does not match",
+        "        File \"/x/after.py\", line 1, in f",
+    ]))
+    tb = parse_tracebacks(lines)[0]
+    assert (tb.final.exc_type, tb.final.exc_index, tb.code_lines) == ("Exception", 3, {2})
+    assert tb.final.message.startswith(">- DeepSpeed Op Builder: Installed CUDA version 12.0")
+    # a header cut off: the frames' own indentation, less two columns, is the traceback's
+    lines = normalize("\n".join(['      File "/x/a.py", line 1, in f', "        x()", "    KeyError: 'k'"]))
+    tb = parse_tracebacks(lines)[0]
+    assert (tb.final.exc_type, tb.code_lines) == ("KeyError", {1})
+
+
 def test_a_catalog_with_no_classes_or_healthy_table_loads_empty(tmp_path):
     path = tmp_path / "catalog.toml"
     path.write_text("version = 1\n")

@@ -386,6 +386,7 @@ def parse_tracebacks(lines: list[Line]) -> list[Traceback]:
         pending_link: str | None = None
         msg_lines = 0
         prev_frame = False
+        base = 0  # the traceback's own indentation: pip and quoting indent a whole traceback
         for i in idxs:
             text = lines[i].text
             stripped = text.strip()
@@ -399,6 +400,7 @@ def parse_tracebacks(lines: list[Line]) -> list[Traceback]:
                         result.append(tb)
                     sec = TracebackSection(start_index=i)
                     tb = Traceback(rank, [sec], i, i)
+                    base = len(text) - len(text.lstrip())
                 pending_link, state, msg_lines, prev_frame = None, "frames", 0, False
                 tb.end_index = i
                 continue
@@ -410,6 +412,7 @@ def parse_tracebacks(lines: list[Line]) -> list[Traceback]:
                 sec = TracebackSection(start_index=i)
                 tb = Traceback(rank, [sec], i, i)
                 state, pending_link, msg_lines, prev_frame = "frames", None, 0, False
+                base = max(0, len(text) - len(text.lstrip()) - 2)  # frames sit two columns in
             m = _CONNECTOR.match(text)
             if m:
                 pending_link = "cause" if "direct cause" in m["kind"] else "context"
@@ -423,7 +426,7 @@ def parse_tracebacks(lines: list[Line]) -> list[Traceback]:
                     continue
                 em = _EXC.match(stripped)
                 after_frame, prev_frame = prev_frame, False
-                if (not stripped or text[:1].isspace() or stripped.startswith("[Previous line repeated")
+                if (not stripped or len(text) - len(text.lstrip()) > base or stripped.startswith("[Previous line repeated")
                         or (after_frame and em is None)):  # the echoed source line, even when unindented
                     if stripped and sec.frames:
                         tb.code_lines.add(i)
