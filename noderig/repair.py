@@ -15,6 +15,31 @@ from .inventory_check import DEBIAN_PACKAGE
 
 REPAIRS_FILE = "/etc/noderig/repairs.json"
 
+# Remedy ids the catalog names that the deploy deliberately leaves to a human, and why: the report
+# says so instead of staying silent. Every other remedy id in the catalog is planned below.
+LEFT_TO_A_HUMAN = {
+    "resync_venv": (
+        "the environment step copies the reference host's venv to this node and verifies it identical (every "
+        "file and every installed distribution) on each deploy run, so copying it again changes nothing: the "
+        "mismatch is in the reference's venv itself, or between that venv and this node's driver/system "
+        "libraries. Fix the venv on the reference host (the fix above names the package), then rerun the "
+        "deploy, which copies it; if this run skipped the environment step (steps=...), rerun with it first"),
+    "raise:nofile_limit": (
+        "the unit already sets LimitNOFILE=1048576, so a limit still reached is set elsewhere (a container "
+        "runtime's cap, fs.nr_open, a client): raise it there"),
+    "enlarge_shm": (
+        "/dev/shm is the node's tmpfs, shared by every process on it; resizing it (mount -o remount,size=...) "
+        "changes the whole node, so the deploy leaves it to you"),
+    "provide_hf_token": (
+        "access to a gated repository is granted to an account on the Hub; request it there and put that "
+        "account's token in the inventory's hf_token_file"),
+    "raise:mem_fraction_static": (
+        "a larger static fraction leaves less memory for activations and CUDA graphs; the deploy does not make "
+        "that trade by itself: set mem_fraction_static, or a shorter context_length, in the inventory"),
+    "lower:cuda_graph_max_bs": "set cuda_graph_max_bs (e.g. 32) in the inventory; the deploy does not pick it",
+    "": "the catalog names no change the deploy could make for this failure",
+}
+
 
 @dataclass
 class Repair:
@@ -55,6 +80,12 @@ def plan_repair(remedy: str | None, settings: dict, applied: list[str]) -> Repai
         # moves the server to the next free port (the operation picks it on the node).
         return Repair(remedy, "move the server to a free port", settings={"port": None})
     return None
+
+
+def manual_reason(remedy: str | None) -> str | None:
+    """Why the deploy leaves ``remedy`` to a human (for the report), or None when it is not one
+    of those (a remedy it plans, or no diagnosis with a remedy at all)."""
+    return None if remedy is None else LEFT_TO_A_HUMAN.get(remedy)
 
 
 def recorded_settings(recorded: dict | None) -> dict:

@@ -15,7 +15,7 @@ from noderig.checkpoint import MANIFEST_FILE, RECORD_FILE
 from noderig.diagnose import diagnose
 from noderig.firewall import NFT, RULESET_FILE, load_script, render_table
 from noderig.manifest import read_private
-from noderig.repair import REPAIRS_FILE, plan_repair
+from noderig.repair import REPAIRS_FILE, manual_reason, plan_repair
 from noderig.unit import render_unit
 
 from .checkpoint import VERIFY_SCRIPT
@@ -95,6 +95,9 @@ def _launch_until_ready(state, host, service: str, port: int, served_model_name:
             elif d and d.remedy in applied:
                 host.log_styled(f"the fix for {d.cls} ({d.remedy}) was already applied and the server still "
                                 "fails: this needs a human", fg="red", log_func=logger.error)
+            elif d and plan is None and d.cls not in ("healthy", "unknown") and manual_reason(d.remedy):
+                host.log_styled(f"the fix for {d.cls} is manual: {manual_reason(d.remedy)}", fg="red",
+                                log_func=logger.error)
             return False
         settings = _apply_repair(host, unit, settings, plan, recorded, firewall)
         applied.append(plan.remedy)

@@ -5,6 +5,7 @@ same operations end to end."""
 from __future__ import annotations
 
 import hashlib
+from types import SimpleNamespace
 
 import pytest
 
@@ -138,6 +139,52 @@ def test_a_server_not_yet_healthy_is_waited_for(active, health):
     if health is not None:
         facts[fact("HttpStatus", url="http://127.0.0.1:30000/health")] = health
     assert run_op(diagnosis.wait_until_serving, FakeHost(facts), "sglang", 30000, "kimi") == ["call _launch_until_ready"]
+
+
+class Node(FakeHost):
+    """A node whose shell answers a failed launch: the wait script times out (exit 3, the unit
+    died), the journal of the failed invocation is ``journal``, nothing is recorded in repairs."""
+
+    def __init__(self, journal: list[str]):
+        super().__init__()
+        self.journal, self.ran = journal, []
+
+    def run_shell_command(self, command, **_kwargs):
+        text = command.get_raw_value()
+        self.ran.append(text)
+        if "noderig-wait" in text:
+            return False, SimpleNamespace(stdout_lines=[], stderr="")
+        if "journalctl" in text:
+            tail = ["Result=exit-code", "ExecMainCode=1", "ExecMainStatus=1", "ActiveState=failed"]
+            return True, SimpleNamespace(stdout_lines=[*self.journal, diagnosis.RESULT_MARK, *tail], stderr="")
+        return True, SimpleNamespace(stdout_lines=[], stderr="")  # cat repairs.json: none recorded
+
+
+SGL_KERNEL_JOURNAL = [
+    "2026-05-02T10:00:01+0000 b300 sglang[42]: ImportError: /opt/sglang/venv/lib/python3.12/site-packages/"
+    "sgl_kernel/common_ops.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEab",
+]
+
+
+@pytest.mark.parametrize("repair", [True, False])
+def test_a_venv_mismatch_is_reported_as_a_manual_fix_and_nothing_is_changed(repair):
+    # sgl_kernel_mismatch's remedy is resync_venv: the environment step already made the node's
+    # venv identical to the reference's, so the deploy says why the fix is the operator's.
+    node = Node(SGL_KERNEL_JOURNAL)
+    assert diagnosis._launch_until_ready(None, node, "sglang", 30000, "kimi", 5, None, None, repair, 2) is False
+    manual = [m for m in node.logged if m.startswith("the fix for sgl_kernel_mismatch is manual: ")]
+    assert len(manual) == 1 and "verifies it identical" in manual[0] and "on the reference host" in manual[0]
+    assert not any("rerun with --data repair=true" in m or m.startswith("repaired") for m in node.logged)
+    assert not any("systemctl restart" in c or "rsync" in c for c in node.ran)
+
+
+def test_a_fix_the_deploy_can_apply_is_not_called_manual():
+    journal = ["2026-05-02T10:00:01+0000 b300 sglang[42]: /tmp/t/main.c:5:10: fatal error: Python.h: "
+               "No such file or directory"]
+    node = Node(journal)
+    assert diagnosis._launch_until_ready(None, node, "sglang", 30000, "kimi", 5, None, None, False, 2) is False
+    assert not any(" is manual: " in m for m in node.logged)
+    assert any("rerun with --data repair=true (install python3-dev)" in m for m in node.logged)
 
 
 # --------------------------------------------------------------------------------------------

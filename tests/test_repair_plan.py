@@ -7,7 +7,7 @@ import tomllib
 
 import pytest
 
-from noderig.repair import Repair, plan_repair, recorded_settings
+from noderig.repair import LEFT_TO_A_HUMAN, Repair, manual_reason, plan_repair, recorded_settings
 
 SETTINGS = {"attention_backend": "flashinfer", "mem_fraction_static": None, "skip_server_warmup": False}
 
@@ -89,7 +89,24 @@ def test_every_remedy_in_the_catalog_is_known_to_the_planner_or_left_to_a_human_
                 remedies.add(item.get("remedy") or "")
                 remedies.update(r.get("remedy", "") for r in item.get("remedies", []))
     assert len(remedies) > 10, "the catalog's remedies were not found"
-    applied_by_hand = {"", "provide_hf_token", "enlarge_shm", "resync_venv", "raise:nofile_limit",
-                       "raise:mem_fraction_static", "lower:cuda_graph_max_bs"}
-    unknown = {r for r in remedies - applied_by_hand if plan_repair(r, {"attention_backend": "x"}, []) is None}
+    unknown = {r for r in remedies - set(LEFT_TO_A_HUMAN) if plan_repair(r, {"attention_backend": "x"}, []) is None}
     assert not unknown, f"remedy ids in the catalog the deploy neither applies nor leaves to a human: {unknown}"
+    assert {"resync_venv", "provide_hf_token", "enlarge_shm", "raise:nofile_limit", ""} <= remedies
+
+
+@pytest.mark.parametrize("remedy", sorted(LEFT_TO_A_HUMAN))
+def test_a_remedy_left_to_a_human_is_never_planned_and_says_why(remedy):
+    assert plan_repair(remedy, dict(SETTINGS), []) is None
+    assert manual_reason(remedy) == LEFT_TO_A_HUMAN[remedy] and len(manual_reason(remedy)) > 40
+
+
+def test_a_venv_resync_is_left_to_a_human_because_the_deploy_already_copies_the_venv():
+    why = manual_reason("resync_venv")
+    assert "copies the reference host's venv" in why and "changes nothing" in why
+    assert "Fix the venv on the reference host" in why and "steps=" in why
+
+
+def test_planned_remedies_and_no_remedy_have_no_manual_reason():
+    assert manual_reason("add_flag:--skip-server-warmup") is None
+    assert manual_reason("reverify_checkpoint") is None
+    assert manual_reason(None) is None

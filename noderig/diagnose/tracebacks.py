@@ -130,6 +130,7 @@ class _RankParser:
         self.pending_link: str | None = None  # a connector was read: the next header chains to it
         self.msg_lines = 0
         self.prev_frame = False  # the line before was a frame (the next may be its echoed source)
+        self.base = 0  # the traceback's own indentation: pip and quoting indent a whole traceback
 
     def feed(self, i: int) -> None:
         text = self.lines[i].text
@@ -140,7 +141,7 @@ class _RankParser:
             if _FRAME.match(text) is None:
                 return
             # a traceback whose header was cut off (an excerpt, a paste): start at its first frame
-            self._open(i)
+            self._open(i, base=max(0, _indent(text) - 2))  # frames sit two columns in
         m = _CONNECTOR.match(text)
         if m:
             self.pending_link = "cause" if "direct cause" in m["kind"] else "context"
@@ -156,7 +157,8 @@ class _RankParser:
         if self.tb is not None:
             self.result.append(self.tb)
 
-    def _open(self, i: int) -> None:
+    def _open(self, i: int, base: int) -> None:
+        self.base = base
         self.sec = TracebackSection(start_index=i)
         self.tb = Traceback(self.rank, [self.sec], i, i)
         self.state, self.pending_link, self.msg_lines, self.prev_frame = "frames", None, 0, False
@@ -175,7 +177,7 @@ class _RankParser:
         else:
             if self.tb is not None:
                 self.result.append(self.tb)
-            self._open(i)
+            self._open(i, base=_indent(self.lines[i].text))
         self.pending_link, self.state, self.msg_lines, self.prev_frame = None, "frames", 0, False
         self.tb.end_index = i
 
@@ -188,7 +190,7 @@ class _RankParser:
             return
         em = _EXC.match(stripped)
         after_frame, self.prev_frame = self.prev_frame, False
-        if (not stripped or text[:1].isspace() or stripped.startswith("[Previous line repeated")
+        if (not stripped or _indent(text) > self.base or stripped.startswith("[Previous line repeated")
                 or (after_frame and em is None)):  # the echoed source line, even when unindented
             if stripped and self.sec.frames:
                 self.tb.code_lines.add(i)
@@ -211,6 +213,10 @@ class _RankParser:
             self.tb.end_index = i
         else:
             self._close()
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
 
 
 def traceback_chain(tb: Traceback, section: TracebackSection | None = None) -> list[str]:
