@@ -86,14 +86,6 @@ def test_a_text_file_is_replaced_atomically_with_its_mode_set_before_the_bytes(c
     ]
 
 
-def test_a_secret_file_is_never_read_for_a_diff(caplog):
-    facts = text_facts("/etc/env", "API_KEY=old\n", "600")
-    del facts[fact("FileText", path="/etc/env")]  # reading it would fail the test
-    host = FakeHost(facts, diff=True)
-    run_op(service.text_file, host, "/etc/env", "API_KEY=new\n", mode="600", secret=True)
-    assert "API_KEY" not in caplog.text
-
-
 # --------------------------------------------------------------------------------------------
 # service.running
 
