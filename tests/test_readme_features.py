@@ -204,7 +204,7 @@ def test_a_re_verify_remedy_names_the_damaged_shard_and_the_rerun_fetches_it_and
     res, out = deploy(lab, "repair=true")
     assert res.returncode != 0, out[-4000:]
     assert "diagnosis: checkpoint_corrupt" in out and "Error while deserializing header" in out
-    assert f"re-verification found damaged files: {name} (sha256_mismatch); rerun the deploy to fetch them again" \
+    assert f"re-verification found damaged files: {name} (header_invalid); rerun the deploy to fetch them again" \
         in out, out[-4000:]
     assert "this needs a human" not in out, "no relaunch onto the damaged shard, no second verdict"
     # The rerun the sentence asks for: the shard is fetched again (its record was dropped), the
