@@ -71,15 +71,29 @@ def test_each_node_of_a_fleet_gets_its_own_copy_key_name():
 @pytest.mark.lab
 def test_prerequisites_wait_for_another_apt_holding_the_lock(lab):
     lab.reset("b300")
-    # apt locks with fcntl (flock(1) would not conflict with it): hold it the same way.
-    hold = ("import fcntl, time; f = open('/var/lib/dpkg/lock-frontend', 'w'); "
-            "fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(8)")
-    lab.run("b300", f"systemd-run --unit=apt-lock-holder python3 -c \"{hold}\"")
-    assert lab.run("b300", "systemctl is-active apt-lock-holder").stdout.strip() == "active"
-    res, out = deploy(lab, "steps=prerequisites")
-    assert res.returncode == 0, out[-3000:]
-    assert lab.run("b300", "dpkg -s aria2 >/dev/null && echo installed").stdout.strip() == "installed"
-    assert lab.run("b300", "systemctl is-active apt-lock-holder", check=False).stdout.strip() != "active"
+    # apt locks with fcntl (flock(1) would not conflict with it): hold it the same way, until the
+    # deploy's apt-get install is running (so waiting on it), however long the deploy takes to
+    # get there; then note that it waited, and let go.
+    hold = ("import fcntl, glob, time\n"
+            "f = open('/var/lib/dpkg/lock-frontend', 'w'); fcntl.lockf(f, fcntl.LOCK_EX)\n"
+            "def apt_running():\n"
+            "    for path in glob.glob('/proc/[0-9]*/cmdline'):\n"
+            "        try:\n            argv = open(path, 'rb').read().split(b'\\0')\n"
+            "        except OSError:\n            continue\n"
+            "        if any(a.endswith(b'apt-get') for a in argv) and b'install' in argv:\n            return True\n"
+            "while not apt_running():\n    time.sleep(0.2)\n"
+            "open('/run/apt-waited', 'w').write('yes')\n"
+            "time.sleep(1)\n")
+    lab.run("b300", "cat > /run/hold-apt-lock.py", input=hold)
+    lab.run("b300", "systemd-run --unit=apt-lock-holder python3 /run/hold-apt-lock.py")
+    try:
+        assert lab.run("b300", "systemctl is-active apt-lock-holder").stdout.strip() == "active"
+        res, out = deploy(lab, "steps=prerequisites")
+        assert res.returncode == 0, out[-3000:]
+        assert lab.run("b300", "dpkg -s aria2 >/dev/null && echo installed").stdout.strip() == "installed"
+        assert lab.run("b300", "cat /run/apt-waited", check=False).stdout == "yes", "apt never met the held lock"
+    finally:
+        lab.run("b300", "systemctl stop apt-lock-holder", check=False)
 
 
 @pytest.mark.lab
