@@ -95,11 +95,18 @@ def _launch_until_ready(state, host, service: str, port: int, served_model_name:
             elif d and d.remedy in applied:
                 host.log_styled(f"the fix for {d.cls} ({d.remedy}) was already applied and the server still "
                                 "fails: this needs a human", fg="red", log_func=logger.error)
+            elif plan is not None and attempt == max_repairs:
+                # Say why a fix the deploy knows was not applied, instead of stopping silently.
+                limit = (f"max_repairs={max_repairs} fixes were applied in this run; rerun the deploy to apply it"
+                         if max_repairs else "max_repairs=0 lets the deploy apply none; raise it to apply it")
+                host.log_styled(f"not applied: {plan.description} ({limit})", fg="red", log_func=logger.error)
             elif d and plan is None and d.cls not in ("healthy", "unknown") and manual_reason(d.remedy):
                 host.log_styled(f"the fix for {d.cls} is manual: {manual_reason(d.remedy)}", fg="red",
                                 log_func=logger.error)
             return False
         settings = _apply_repair(host, unit, settings, plan, recorded, firewall)
+        if settings is None:  # the fix is not complete on the node: relaunching would crash the same way
+            return False
         applied.append(plan.remedy)
         host.log_styled(f"repaired: {plan.description}; relaunching {unit}", fg="yellow", log_func=logger.warning)
     return False
@@ -114,7 +121,8 @@ def _read_repairs(host) -> dict:
 
 
 def _apply_repair(host, unit: str, settings, plan, recorded: dict, firewall=None):
-    """Apply a planned repair on the node, record it, re-render the unit, restart."""
+    """Apply a planned repair on the node, record it, re-render the unit, restart; the settings
+    now in force, or None when the repair could not be completed (nothing recorded, no restart)."""
     if plan.packages:
         ok, out = host.run_shell_command(StringCommand(
             *APT, "install", "--no-install-recommends", *(QuoteString(p) for p in plan.packages)))
@@ -134,6 +142,7 @@ def _apply_repair(host, unit: str, settings, plan, recorded: dict, firewall=None
                    if f["status"] != "ok"]
             host.log_styled(f"re-verification found damaged files: {', '.join(bad) or out.stderr}; rerun the "
                             "deploy to fetch them again", fg="red", log_func=logger.error)
+            return None  # the server would load the same damaged files: the checkpoint step fetches them
     if plan.settings.get("port", 0) is None:
         plan.settings["port"] = _free_port(host, settings.port)
         plan.description = f"move the server from port {settings.port} to free port {plan.settings['port']}"

@@ -33,6 +33,11 @@ class FakeHost:
     logged: list = field(default_factory=list)
     groups: tuple = ("targets",)
     connected: bool = True
+    # Commands run at execution (an operation's FunctionCommand): ``shell(text) -> (ok, stdout
+    # lines)`` answers them, ``ran`` records them (described), ``uploads`` what put_file sent.
+    shell: object = None
+    ran: list = field(default_factory=list)
+    uploads: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.state = SimpleNamespace(is_executing=self.executing, should_check_for_changes=lambda: True,
@@ -47,6 +52,19 @@ class FakeHost:
             if k in self.facts:
                 return self.facts[k]
         raise AssertionError(f"the operation read the fact {key} on {self.name}, which the test did not give")
+
+    def run_shell_command(self, command, **_kwargs):
+        text = describe(command)
+        self.ran.append(text)
+        if self.shell is None:
+            raise AssertionError(f"the operation ran `{text}` on {self.name}, which the test did not expect")
+        ok, lines = self.shell(text)
+        return ok, SimpleNamespace(stdout_lines=list(lines), stderr_lines=[], stderr="")
+
+    def put_file(self, fileobj, dest, **_kwargs) -> bool:
+        self.ran.append(f"upload -> {dest}")
+        self.uploads[dest] = fileobj.read()
+        return True
 
     def noop(self, reason: str) -> None:
         self.noops.append(reason)

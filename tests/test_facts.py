@@ -6,6 +6,7 @@ one that cannot be parsed raises, naming the file."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 from pyinfra.api.exceptions import FactProcessError
@@ -107,3 +108,198 @@ def test_unit_status_parses_systemctl_show():
     status = facts.UnitStatus().process(out)
     assert status["active"] == "active" and status["restarts"] == 2 and status["need_reload"] is False
     assert status["started"] == pytest.approx(1796227916.745487)
+
+
+# --------------------------------------------------------------------------------------------
+# The facts whose commands are scripts, run on this machine (stand-ins on PATH for the tools a
+# node has and this machine may not: nvidia-smi, systemctl). Their output parsing is in
+# tests/fixtures/facts/ (test_fact_fixtures.py).
+
+
+def stub(bin_dir, name: str, script: str) -> None:
+    path = bin_dir / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+
+
+def gather_with_path(bin_dir, fact_cls, **kwargs):
+    """``gather`` with ``bin_dir`` first on PATH."""
+    import os
+
+    fact = fact_cls()
+    command = fact.command(**kwargs)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    res = subprocess.run(["sh", "-c", command.get_raw_value()], capture_output=True, text=True, env=env)
+    value = fact.default()
+    if res.returncode == 0 and res.stdout:
+        value = fact.process(res.stdout.splitlines())
+    return res.returncode, value
+
+
+def os_release() -> str:
+    fields = dict(line.split("=", 1) for line in open("/etc/os-release").read().splitlines() if "=" in line)
+    return f"{fields['ID'].strip(chr(34))} {fields.get('VERSION_ID', '').strip(chr(34))}".strip()
+
+
+def test_node_info_measures_the_nearest_existing_parent_and_reads_nvidia_smi(tmp_path):
+    import os
+    import shutil
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # Answers only the exact query the fact must make.
+    stub(bin_dir, "nvidia-smi", '[ "$*" = "--query-gpu=name,compute_cap,driver_version --format=csv,noheader" ] '
+                                '|| exit 9\necho "NVIDIA B300 SXM6 AC, 10.3, 580.82.07"\n'
+                                'echo "NVIDIA B300 SXM6 AC, 10.3, 580.82.07"\n')
+    volume = tmp_path / "vol"
+    volume.mkdir()
+    status, info = gather_with_path(bin_dir, facts.NodeInfo, path=str(volume / "models" / "Kimi-K2.6"))
+    assert status == 0
+    assert info["os"] == os_release()
+    python3 = shutil.which("python3", path=os.environ["PATH"])
+    version = subprocess.run([python3, "--version"], capture_output=True, text=True).stdout.split()[-1]
+    assert info["python"] == version
+    assert info["device"] == str(os.stat(volume).st_dev)
+    assert isinstance(info["free_bytes"], int) and info["free_bytes"] > 0
+    assert info["gpus"] == [{"name": "NVIDIA B300 SXM6 AC", "compute_cap": "10.3", "driver": "580.82.07"}] * 2
+
+
+def test_node_info_without_nvidia_smi_lists_no_gpu(tmp_path):
+    # PATH without nvidia-smi: only the system directories
+    import os
+
+    fact = facts.NodeInfo()
+    res = subprocess.run(["sh", "-c", fact.command(path=str(tmp_path)).get_raw_value()], capture_output=True,
+                         text=True, env={**os.environ, "PATH": "/usr/bin:/bin"})
+    assert res.returncode == 0
+    assert fact.process(res.stdout.splitlines())["gpus"] == []
+
+
+def test_python_version_of_an_interpreter_and_of_one_that_does_not_exist(tmp_path):
+    import platform
+    import sys
+
+    assert gather(facts.PythonVersion, executable=sys.executable) == (0, platform.python_version())
+    assert gather(facts.PythonVersion, executable=str(tmp_path / "python3.99")) == (0, None)
+
+
+def test_pyvenv_cfg_is_read_from_the_venv(tmp_path):
+    (tmp_path / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.11.2\n")
+    assert gather(facts.PyvenvCfg, venv=str(tmp_path)) == (0, {"home": "/usr/bin", "version": "3.11.2"})
+    assert gather(facts.PyvenvCfg, venv=str(tmp_path / "absent")) == (0, None)
+
+
+def test_distributions_digest_hashes_every_record_in_path_order(tmp_path):
+    import hashlib
+
+    venv = tmp_path / "v"
+    for dist, record in (("b-1.0.dist-info", "b.py,sha256=x,1\n"), ("a-2.0.dist-info", "a.py,sha256=y,2\n")):
+        (venv / "lib" / dist).mkdir(parents=True)
+        (venv / "lib" / dist / "RECORD").write_text(record)
+    (venv / "lib" / "a-2.0.dist-info" / "METADATA").write_text("not hashed")
+    # sha256sum's own format: "<digest>  <path>\n" per RECORD, sorted by path, hashed again
+    lines = "".join(f"{hashlib.sha256(r.encode()).hexdigest()}  ./lib/{d}/RECORD\n"
+                    for d, r in (("a-2.0.dist-info", "a.py,sha256=y,2\n"), ("b-1.0.dist-info", "b.py,sha256=x,1\n")))
+    assert gather(facts.DistributionsDigest, venv=str(venv)) == (0, hashlib.sha256(lines.encode()).hexdigest())
+    (tmp_path / "empty").mkdir()
+    assert gather(facts.DistributionsDigest, venv=str(tmp_path / "empty")) == (0, None)
+    assert gather(facts.DistributionsDigest, venv=str(tmp_path / "absent")) == (0, None)
+
+
+def test_fs_type_of_a_path_not_yet_made_is_its_parents(tmp_path):
+    expected = subprocess.run(["stat", "-f", "-c", "%T", str(tmp_path)], capture_output=True, text=True).stdout.strip()
+    assert expected
+    assert gather(facts.FsType, path=str(tmp_path / "not" / "yet")) == (0, expected)
+
+
+def test_server_version_is_read_from_metadata_without_importing_the_server(tmp_path):
+    import sys
+
+    site = tmp_path / "site"
+    dist = site / "sglang-0.5.9.post2.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.9.post2\n")
+    (site / "sglang").mkdir()
+    (site / "sglang" / "__init__.py").write_text("raise SystemExit('imported the server')\n")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    stub(venv / "bin", "python", f'PYTHONPATH={site} exec {sys.executable} "$@"\n')
+    assert gather(facts.ServerVersion, venv=str(venv)) == (0, "0.5.9.post2")
+    assert gather(facts.ServerVersion, venv=str(tmp_path / "novenv")) == (0, None)
+
+
+def test_system_user_reads_the_passwd_entry():
+    import pwd
+
+    root = pwd.getpwuid(0)
+    assert gather(facts.SystemUser, user=root.pw_name) == (0, {"name": root.pw_name, "uid": 0, "gid": root.pw_gid,
+                                                              "home": root.pw_dir, "shell": root.pw_shell})
+    assert gather(facts.SystemUser, user="noderig-no-such-user") == (0, None)
+
+
+def test_unreadable_names_closed_files_directories_and_parents_only(tmp_path):
+    top = tmp_path / "top"
+    (top / "models" / "m" / "sub").mkdir(parents=True)
+    (top / "models" / "m" / "ok.json").write_text("{}")
+    (top / "models" / "m" / "secret.bin").write_text("x")
+    (top / "models" / "m" / "secret.bin").chmod(0o600)
+    (top / "models" / "m" / "sub").chmod(0o700)
+    top.chmod(0o751)  # o+x: can be passed through
+    (top / "models").chmod(0o750)  # no o+x: nothing below can be reached
+    try:
+        status, found = gather(facts.Unreadable, paths=(str(top / "models" / "m"), str(tmp_path / "absent")))
+    finally:
+        (top / "models").chmod(0o755)
+        (top / "models" / "m" / "sub").chmod(0o755)
+    assert status == 0
+    below = [p for p in found if p.startswith(f"{tmp_path}/")]
+    assert sorted(below) == sorted([str(top / "models"), str(top / "models" / "m" / "secret.bin"),
+                                    str(top / "models" / "m" / "sub")])
+    # above the test's directory (pytest makes its own 0700): exactly the ancestors without o+x
+    closed = [str(d) for d in [tmp_path, *tmp_path.parents] if d != Path("/") and not d.stat().st_mode & 0o001]
+    assert sorted(p for p in found if p not in below) == sorted(closed)
+
+
+def test_http_status_of_a_server_and_of_a_closed_port():
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 503)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        assert gather(facts.HttpStatus, url=f"http://127.0.0.1:{port}/health") == (0, 200)
+        assert gather(facts.HttpStatus, url=f"http://127.0.0.1:{port}/other") == (0, 503)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert gather(facts.HttpStatus, url=f"http://127.0.0.1:{port}/health") == (0, 0)
+
+
+def test_unit_files_lists_the_fragment_with_its_first_line_and_an_unreadable_one(tmp_path):
+    from operations.preflight import UnitFiles
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fragment = tmp_path / "lib" / "noderig-fixture-unit.service"
+    fragment.parent.mkdir()
+    fragment.write_text("[Unit]\nDescription=someone else's\n")
+    stub(bin_dir, "systemctl", f'[ "$*" = "show -P FragmentPath -- noderig-fixture-unit.service" ] || exit 9\n'
+                               f'echo {fragment}\n')
+    assert gather_with_path(bin_dir, UnitFiles, service="noderig-fixture-unit") == (
+        0, {"files": {str(fragment): "[Unit]"}, "error": None})
+    fragment.unlink()
+    fragment.symlink_to(tmp_path / "nowhere")  # dangling: there, but unreadable
+    assert gather_with_path(bin_dir, UnitFiles, service="noderig-fixture-unit") == (
+        0, {"files": {str(fragment): None}, "error": None})
+    stub(bin_dir, "systemctl", 'echo "Failed to connect to bus"; exit 1\n')
+    assert gather_with_path(bin_dir, UnitFiles, service="noderig-fixture-unit") == (
+        0, {"files": {}, "error": "systemctl show noderig-fixture-unit.service: Failed to connect to bus"})

@@ -5,15 +5,22 @@ same operations end to end."""
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
 
+from noderig.firewall import FirewallSettings, render_table
 from noderig.manifest import RepoPin
-from operations import checkpoint, diagnosis, environment, packages, preflight, service
+from noderig.server_settings import ServerSettings
+from operations import checkpoint, diagnosis, environment, firewall, packages, preflight, service, util
 from operations.packages import APT
 from tests.fakehost import Data, FakeHost, fact, run_op
 from tests.test_inventory_check import TARGET
+from tests.test_standin import STANDIN
 
 APT_LINE = " ".join(APT)
 
@@ -78,14 +85,6 @@ def test_a_text_file_is_replaced_atomically_with_its_mode_set_before_the_bytes(c
         "upload -> /etc/x.noderig-tmp",
         "chmod 644 /etc/x.noderig-tmp && mv -f /etc/x.noderig-tmp /etc/x",
     ]
-
-
-def test_a_secret_file_is_never_read_for_a_diff(caplog):
-    facts = text_facts("/etc/env", "API_KEY=old\n", "600")
-    del facts[fact("FileText", path="/etc/env")]  # reading it would fail the test
-    host = FakeHost(facts, diff=True)
-    run_op(service.text_file, host, "/etc/env", "API_KEY=new\n", mode="600", secret=True)
-    assert "API_KEY" not in caplog.text
 
 
 # --------------------------------------------------------------------------------------------
@@ -342,3 +341,471 @@ def test_a_unit_noderig_did_not_write_fails_preflight():
     node, reference = preflight_hosts(unit={"files": {"/lib/systemd/system/sglang.service": "[Unit]"}, "error": None})
     (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference)
     assert "service_name='sglang' names sglang.service, which noderig did not write" in only
+
+
+# --------------------------------------------------------------------------------------------
+# packages.present: the other branches
+
+
+def test_an_interrupted_dpkg_run_is_finished_before_the_missing_packages_are_installed():
+    host = FakeHost({"DebPackages": {}, "DpkgAudit": [" aria2   high speed download utility"]})
+    commands = run_op(packages.present, host, ["aria2", "aria2", "rsync"])
+    assert [c.split(" && ")[-1] if c.startswith("python3") else c for c in commands] == [
+        "DEBIAN_FRONTEND=noninteractive dpkg --configure -a --force-confdef --force-confold",
+        f"{APT_LINE} update",
+        f"{APT_LINE} install --no-install-recommends -o Dpkg::Options::=--force-confdef "
+        "-o Dpkg::Options::=--force-confold aria2 rsync",  # a package named twice is installed once
+    ]
+
+
+def test_the_package_plan_is_logged_once_with_both_parts(caplog):
+    caplog.set_level(logging.INFO, logger="pyinfra")
+    host = FakeHost({"DebPackages": {}, "DpkgAudit": ["half configured"]})
+    run_op(packages.present, host, ["aria2"])
+    assert "[b300] packages: install aria2; finish the interrupted dpkg run" in caplog.text
+
+
+# --------------------------------------------------------------------------------------------
+# service.text_file: what --diff shows
+
+
+def test_with_diff_a_text_file_change_is_shown_as_a_unified_diff(caplog):
+    caplog.set_level(logging.INFO, logger="pyinfra")
+    host = FakeHost(text_facts("/etc/x", "same\nold\n", "644"), diff=True)
+    run_op(service.text_file, host, "/etc/x", "same\nnew\n")
+    assert "--- /etc/x (node)\n+++ /etc/x (deploy)\n@@ -1,2 +1,2 @@\n same\n-old\n+new" in caplog.text
+
+
+@pytest.mark.parametrize("content,verb", [(None, "created"), ("API_KEY=old\n", "replaced")])
+def test_a_secret_file_is_announced_without_its_contents(caplog, content, verb):
+    caplog.set_level(logging.INFO, logger="pyinfra")
+    facts = text_facts("/etc/env", content, "600" if content else None)
+    del facts[fact("FileText", path="/etc/env")]  # reading it would fail the test
+    host = FakeHost(facts, diff=True)
+    assert run_op(service.text_file, host, "/etc/env", "API_KEY=new\n", mode="600", secret=True) == [
+        "install -d -m 755 /etc && install -m 600 /dev/null /etc/env.noderig-tmp",
+        "upload -> /etc/env.noderig-tmp",
+        "chmod 600 /etc/env.noderig-tmp && mv -f /etc/env.noderig-tmp /etc/env",
+    ]
+    assert f"/etc/env: will be {verb} (contents not shown)" in caplog.text
+    assert "API_KEY" not in caplog.text
+
+
+# --------------------------------------------------------------------------------------------
+# service.running: the other branches
+
+
+class PlannedOp:
+    """An operation of this deploy as ``running`` sees it: not yet run (will_change) or done."""
+
+    def __init__(self, will_change=False, did_change=None):
+        self.will_change, self._did = will_change, did_change
+
+    def is_complete(self):
+        return self._did is not None
+
+    def did_change(self):
+        return self._did
+
+
+@pytest.mark.parametrize("op", [PlannedOp(will_change=True), PlannedOp(did_change=True)], ids=["will", "did"])
+def test_an_input_this_run_changes_restarts_a_running_service(op):
+    host = FakeHost(unit_facts())
+    assert run_op(service.running, host, "sglang", INPUTS, {"environment": [op], "unit": [None]}) == [
+        "systemctl restart sglang.service"]
+
+
+def test_an_input_op_that_changes_nothing_leaves_it_running():
+    host = FakeHost(unit_facts())
+    assert run_op(service.running, host, "sglang", INPUTS, {"environment": [PlannedOp(did_change=False)]}) == []
+    assert host.noops == ["sglang: running since 2027-01-15 08:00:00 UTC with the current unit and environment"]
+
+
+def test_a_running_service_not_enabled_at_boot_is_only_enabled():
+    host = FakeHost(unit_facts(enabled="disabled"))
+    assert run_op(service.running, host, "sglang", INPUTS) == ["systemctl enable sglang.service"]
+
+
+def test_a_failed_service_is_started_after_clearing_its_failed_state():
+    host = FakeHost(unit_facts(active="failed"))
+    assert run_op(service.running, host, "sglang", INPUTS) == [
+        "systemctl reset-failed sglang.service 2>/dev/null ; systemctl start sglang.service"]
+
+
+def test_a_quoted_service_name_reaches_systemctl_as_one_argument():
+    facts = {fact("UnitStatus", unit="a b.service"): {"active": "inactive", "enabled": "enabled"},
+             fact("Mtimes", paths=()): {}}
+    assert run_op(service.running, FakeHost(facts), "a b", {}) == [
+        "systemctl reset-failed 'a b.service' 2>/dev/null ; systemctl start 'a b.service'"]
+
+
+# --------------------------------------------------------------------------------------------
+# service.system_user
+
+
+def test_an_absent_system_user_is_created_without_a_login():
+    host = FakeHost({fact("SystemUser", user="sglang"): None})
+    assert run_op(service.system_user, host, "sglang", "/var/lib/sglang") == [
+        "useradd --system --user-group --no-create-home --home-dir /var/lib/sglang --shell /usr/sbin/nologin "
+        "--comment 'SGLang server (noderig)' sglang"]
+
+
+def test_an_existing_system_user_is_left_as_it_is():
+    host = FakeHost({fact("SystemUser", user="sglang"): {"name": "sglang", "uid": 998, "gid": 998,
+                                                         "home": "/home/x", "shell": "/bin/bash"}})
+    assert run_op(service.system_user, host, "sglang", "/var/lib/sglang") == []
+    assert host.noops == ["system user sglang exists (uid 998)"]
+
+
+def test_a_service_user_with_uid_0_fails_the_host():
+    host = FakeHost({fact("SystemUser", user="toor"): {"name": "toor", "uid": 0, "gid": 0, "home": "/root",
+                                                       "shell": "/bin/sh"}})
+    assert run_op(service.system_user, host, "toor", "/var/lib/sglang") == [
+        "fail: service_user='toor' on b300 has uid 0 (root): the server must not run as root; choose another "
+        "name and the deploy creates it"]
+
+
+# --------------------------------------------------------------------------------------------
+# service.readable
+
+READABLE_PATHS = ["/opt/sglang/venv", "/models/m"]
+
+
+def readable_host(unreadable):
+    return FakeHost({fact("Unreadable", paths=tuple(READABLE_PATHS)): unreadable})
+
+
+def test_paths_readable_by_everyone_and_not_being_written_are_left_alone():
+    host = readable_host([])
+    assert run_op(service.readable, host, READABLE_PATHS, [PlannedOp(did_change=False), None]) == []
+    assert host.noops == ["/opt/sglang/venv, /models/m readable by the server's user"]
+
+
+@pytest.mark.parametrize("unreadable,changing", [(["/models"], []), ([], [PlannedOp(will_change=True)])],
+                         ids=["closed-now", "written-this-run"])
+def test_closed_paths_or_paths_this_run_writes_are_opened_to_others(unreadable, changing):
+    (command,) = run_op(service.readable, readable_host(unreadable), READABLE_PATHS, changing)
+    assert command.startswith("sh -c ") and command.endswith(" noderig-readable /opt/sglang/venv /models/m")
+    assert "chmod o+rX" in command and "chown" not in command, "owners are never changed"
+
+
+def test_the_readable_script_opens_files_and_directories_without_touching_owners(tmp_path):
+    root = str(tmp_path / "m")
+    (command,) = run_op(service.readable, FakeHost({fact("Unreadable", paths=(root,)): [root]}), [root], [])
+    (tmp_path / "m" / "sub").mkdir(parents=True)
+    (tmp_path / "m" / "sub" / "w.bin").write_text("x")
+    (tmp_path / "m" / "sub" / "w.bin").chmod(0o600)
+    (tmp_path / "m" / "sub").chmod(0o700)
+    before = (tmp_path / "m" / "sub" / "w.bin").stat()
+    subprocess.run(["sh", "-c", command], check=True)
+    after = (tmp_path / "m" / "sub" / "w.bin").stat()
+    assert oct(after.st_mode & 0o777) == oct(0o604) and oct((tmp_path / "m" / "sub").stat().st_mode & 0o777) == oct(0o705)
+    assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
+    assert tmp_path.stat().st_mode & 0o001, "each directory above gets o+x"
+
+
+# --------------------------------------------------------------------------------------------
+# service.check_flags
+
+
+def server_settings(**kw) -> ServerSettings:
+    base = dict(venv="/opt/sglang/venv", model_dir="/models/Kimi-K2.6", served_model_name="kimi-k2.6",
+                draft_dir="/models/Kimi-K2.6-DFlash", attention_backend="flashinfer")
+    return ServerSettings(**{**base, **kw})
+
+
+HELP_COMMAND = "/opt/sglang/venv/bin/python -m sglang.launch_server --help"
+
+
+@pytest.fixture()
+def standin_help(monkeypatch, tmp_path) -> list[str]:
+    """The lab stand-in's real --help; the controller's help cache in a directory of this test."""
+    monkeypatch.setenv("NODERIG_CACHE", str(tmp_path / "cache"))
+    env = {**os.environ, "PYTHONPATH": str(STANDIN), "COLUMNS": "80"}
+    out = subprocess.run([sys.executable, "-m", "sglang.launch_server", "--help"], capture_output=True, text=True,
+                         env=env, timeout=60, check=True)
+    return out.stdout.splitlines()
+
+
+def flag_hosts(help_lines, node_digest="d" * 64, reference_digest="r" * 64, help_ok=True):
+    def answer(command):
+        assert command == HELP_COMMAND
+        return help_ok, help_lines
+
+    node = FakeHost({fact("DistributionsDigest", venv="/opt/sglang/venv"): node_digest,
+                     fact("ServerVersion", venv="/opt/sglang/venv"): "0.5.9.post2+ddtree.standin"}, shell=answer)
+    reference = Reference({fact("DistributionsDigest", venv="/opt/sglang/venv"): reference_digest,
+                           fact("ServerVersion", venv="/opt/sglang/venv"): "0.5.9.post2+ddtree.standin"},
+                          name="ct200", shell=answer)
+    return node, reference
+
+
+def test_flags_the_node_s_server_knows_pass_and_its_help_is_read_once_per_venv_content(standin_help):
+    node, reference = flag_hosts(standin_help)
+    assert run_op(service.check_flags, node, server_settings(), reference) == []
+    assert node.noops == ["every server flag is valid and known to the installed SGLang"]
+    assert node.ran == [HELP_COMMAND] and reference.ran == []
+    again, _ = flag_hosts(standin_help)
+    assert run_op(service.check_flags, again, server_settings(), reference) == []
+    assert again.ran == [], "the same venv content: its --help comes from the controller's cache"
+
+
+def test_a_node_without_the_venv_yet_is_checked_against_the_reference_s(standin_help):
+    node, reference = flag_hosts(standin_help, node_digest=None)
+    assert run_op(service.check_flags, node, server_settings(), reference) == []
+    assert node.ran == [] and reference.ran == [HELP_COMMAND]
+
+
+def test_a_flag_the_installed_server_lacks_fails_the_host_naming_it(standin_help):
+    node, reference = flag_hosts(standin_help)
+    (only,) = run_op(service.check_flags, node, server_settings(extra_flags=["--enable-hierarchical-cache"]),
+                     reference)
+    assert only.startswith("fail: server flags for b300: --enable-hierarchical-cache is not a flag of ")
+    assert "it was renamed or removed" in only
+
+
+def without_option(help_lines: list[str], option: str) -> list[str]:
+    """``--help`` lines with one option (and its wrapped description) left out."""
+    kept, skipping = [], False
+    for line in help_lines:
+        if line.lstrip().startswith("-"):
+            skipping = line.lstrip().startswith(option + " ")
+        elif not line.startswith("    "):
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    return kept
+
+
+def test_the_api_key_flag_must_exist_when_a_key_is_given(standin_help):
+    old_server = without_option(standin_help, "--api-key")
+    assert len(old_server) < len(standin_help)
+    node, reference = flag_hosts(old_server)
+    assert run_op(service.check_flags, node, server_settings(), reference) == [], "no key: not needed"
+    again, _ = flag_hosts(old_server)
+    (only,) = run_op(service.check_flags, again, server_settings(), reference, api_key=True)
+    assert only.startswith("fail: server flags for b300: --api-key is not a flag of ")
+
+
+@pytest.mark.parametrize("node_digest,reference_digest,help_ok,where", [
+    (None, None, True, "ct200"), ("d" * 64, None, False, "b300")], ids=["no-venv-anywhere", "help-fails"])
+def test_flags_that_cannot_be_read_fail_the_host_naming_the_command(monkeypatch, tmp_path, node_digest,
+                                                                    reference_digest, help_ok, where):
+    monkeypatch.setenv("NODERIG_CACHE", str(tmp_path))
+    node, reference = flag_hosts(["Traceback (most recent call last):"], node_digest, reference_digest, help_ok)
+    assert run_op(service.check_flags, node, server_settings(), reference) == [
+        f"fail: server flags for b300: cannot read the server's flags: `{HELP_COMMAND}` failed on {where}"]
+
+
+def test_invalid_settings_fail_before_any_fact_is_read():
+    (only,) = run_op(service.check_flags, FakeHost({}), server_settings(mem_fraction_static=1.5), None)
+    assert only == ("fail: server flags for b300: inventory value mem_fraction_static=1.5 must be a number between "
+                    "0 and 1 (exclusive), or unset")
+
+
+# --------------------------------------------------------------------------------------------
+# firewall.loaded and firewall.absent
+
+FW = FirewallSettings(api_port=30000)
+FW_UNIT = "noderig-firewall.service"
+
+
+def firewall_host(table, enabled="enabled", diff=False):
+    return FakeHost({fact("NftTable", table="inet noderig"): {"nft": True, "table": table},
+                     fact("UnitStatus", unit=FW_UNIT): {"enabled": enabled}}, diff=diff)
+
+
+def test_the_table_loaded_as_rendered_and_enabled_at_boot_is_a_no_op():
+    # nft lists the table with its own indentation: compared as rules, not as text
+    host = firewall_host(render_table(FW).replace("\t", "    "))
+    assert run_op(firewall.loaded, host, FW) == []
+    assert host.noops == ["table inet noderig is loaded as rendered and loaded at boot"]
+
+
+@pytest.mark.parametrize("table", [None, "table inet noderig {\n\tchain input {\n\t}\n}"], ids=["absent", "flushed"])
+def test_a_missing_or_changed_table_is_loaded_from_the_ruleset_file(table):
+    assert run_op(firewall.loaded, firewall_host(table), FW) == ["/usr/sbin/nft -f /etc/noderig/firewall.nft"]
+
+
+def test_a_table_not_loaded_at_boot_gets_its_unit_enabled():
+    assert run_op(firewall.loaded, firewall_host(render_table(FW), enabled="disabled"), FW) == [
+        f"systemctl daemon-reload && systemctl enable {FW_UNIT}"]
+
+
+def test_with_diff_the_table_difference_is_shown(caplog):
+    caplog.set_level(logging.INFO, logger="pyinfra")
+    live = render_table(FW).replace("tcp dport 30000 accept", "tcp dport 8080 accept")
+    run_op(firewall.loaded, firewall_host(live, diff=True), FW)
+    assert "-\t\ttcp dport 8080 accept\n+\t\ttcp dport 30000 accept" in caplog.text
+    assert "load table inet noderig (differs from the rendering): API port 30000 open to any host" in caplog.text
+
+
+def absent_host(table, files):
+    return FakeHost({fact("NftTable", table="inet noderig"): {"nft": table is not None, "table": table},
+                     fact("Mtimes", paths=("/etc/noderig/firewall.nft", f"/etc/systemd/system/{FW_UNIT}")): files})
+
+
+def test_firewall_off_with_nothing_of_it_left_is_a_no_op():
+    host = absent_host(None, {})
+    assert run_op(firewall.absent, host) == []
+    assert host.noops == ["no table inet noderig and nothing loads one at boot"]
+
+
+def test_firewall_off_removes_the_boot_unit_the_ruleset_and_the_table_in_that_order():
+    files = {"/etc/noderig/firewall.nft": 1.0, f"/etc/systemd/system/{FW_UNIT}": 2.0}
+    assert run_op(firewall.absent, absent_host("table inet noderig {\n}", files)) == [
+        f"systemctl disable {FW_UNIT} 2>/dev/null ; rm -f /etc/systemd/system/{FW_UNIT} && systemctl daemon-reload",
+        "rm -f /etc/noderig/firewall.nft",
+        "/usr/sbin/nft delete table inet noderig",
+    ]
+
+
+def test_firewall_off_with_only_the_live_table_deletes_only_it():
+    assert run_op(firewall.absent, absent_host("table inet noderig {\n}", {})) == ["/usr/sbin/nft delete table inet noderig"]
+
+
+# --------------------------------------------------------------------------------------------
+# util.refused
+
+
+def test_a_refusal_fails_the_host_with_its_sentence_and_runs_nothing_else():
+    assert run_op(util.refused, FakeHost({}), "server settings for b300: the API key file /k does not exist") == [
+        "fail: server settings for b300: the API key file /k does not exist"]
+
+
+def test_a_dry_run_says_the_host_would_fail():
+    host = FakeHost({})
+    run_op(util.refused, host, "no")
+    assert host.logged == ["would fail: no"]
+
+
+def test_an_operation_that_raises_fails_only_its_host_with_a_sentence():
+    # the wrapper every noderig operation has: here a fact the operation cannot use
+    host = FakeHost({fact("SystemUser", user="sglang"): "sglang:x:998"})
+    (only,) = run_op(service.system_user, host, "sglang", "/var/lib/sglang")
+    assert only.startswith("fail: internal error: ")
+
+
+# --------------------------------------------------------------------------------------------
+# checkpoint.fetch: the other branches
+
+
+def test_a_node_manifest_edited_to_name_a_climbing_path_fails_before_anything_is_read_or_written():
+    edited = {**MANIFEST, "files": [*MANIFEST["files"], {"path": "../../etc/cron.d/x", "size": 1, "git_oid": "e" * 40}]}
+    host = FakeHost({fact("JsonFile", path=f"{DEST}/.noderig/manifest.json"): edited})
+    (only,) = run_op(checkpoint.fetch, host, PIN, DEST)
+    assert only.startswith(f"fail: checkpoint org/m for b300: the manifest .noderig/manifest.json on b300 in {DEST} "
+                           "was edited: it lists the unsafe path '../../etc/cron.d/x' (it has a '..' component); ")
+    assert only.endswith("nothing was written: delete that file and rerun to fetch the Hub's listing again")
+
+
+def test_while_aria2_runs_even_a_full_size_file_goes_through_it_not_the_hasher(monkeypatch):
+    monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
+    # a preallocated file aria2 is still writing: full size, no control file yet, never verified
+    host = node_with(STATS, {}, aria2="active", extra={fact("FsType", path=DEST): "xfs"})
+    commands = run_op(checkpoint.fetch, host, PIN, DEST)
+    assert commands[:len(NODE_CHECKS)] == NODE_CHECKS
+    assert commands[len(NODE_CHECKS):] == [
+        "install -d -m 755 /var/lib/noderig/changes && touch /var/lib/noderig/changes/checkpoint",
+        next(c for c in commands if c.startswith("python3 -c")),
+        "call _download", "call _verify"]
+    assert commands[-3].endswith(f"{DEST}/.noderig/verified.json config.json model.safetensors")
+    assert not any(c.startswith("rm -f") for c in commands), "full-size files are re-attached, not deleted"
+
+
+def test_a_short_small_git_file_starts_over_while_a_short_lfs_file_resumes(monkeypatch):
+    monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
+    stats = {"config.json": {"size": 4, "mtime": 5.0, "aria2": False},
+             "model.safetensors": {"size": 400, "mtime": 6.0, "aria2": False}}
+    host = node_with(stats, RECORD, extra={fact("FsType", path=DEST): "ext4"})
+    commands = run_op(checkpoint.fetch, host, PIN, DEST)
+    assert f"rm -f {DEST}/config.json" in commands
+    assert f"rm -f {DEST}/model.safetensors" not in commands
+
+
+def test_a_gated_repo_s_small_files_are_fetched_by_the_controller_never_with_the_token_on_the_node(
+        monkeypatch, tmp_path):
+    monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
+    token = tmp_path / "token"
+    token.write_text("hf_secret\n")
+    token.chmod(0o600)
+    gated = {**MANIFEST, "gated": True}
+    host = node_with({"model.safetensors": STATS["model.safetensors"]}, RECORD)
+    host.facts[fact("JsonFile", path=f"{DEST}/.noderig/manifest.json")] = gated
+    commands = run_op(checkpoint.fetch, host, PIN, DEST, token_file=str(token))
+    assert commands[len(NODE_CHECKS):] == [
+        "install -d -m 755 /var/lib/noderig/changes && touch /var/lib/noderig/changes/checkpoint",
+        "call _upload_small_file",
+        next(c for c in commands if c.startswith("python3 -c")),
+        "call _verify"]  # nothing left for aria2: no download, no FsType read
+    assert not any("hf_secret" in c for c in commands)
+
+
+# --------------------------------------------------------------------------------------------
+# environment.venv: a key the killed run left on the reference
+
+
+def test_a_copy_key_left_on_the_reference_alone_is_removed_too():
+    prefix = environment.copy_key_prefix(FakeHost())
+    node, reference = venv_hosts(dict(LISTING), reference_keys=[f"{prefix}77"])
+    assert run_op(environment.venv, node, "/opt/v", reference) == ["call _remove_copy_keys"]
+
+
+# --------------------------------------------------------------------------------------------
+# preflight.node: the other refusals
+
+
+def test_an_unreachable_reference_fails_the_node_before_reading_anything():
+    node = FakeHost({}, data=Data(TARGET))
+    reference = Reference({}, name="ct200", connected=False)
+    assert run_op(preflight.node, node, "/models/m", "/opt/v", reference) == [
+        "fail: the reference host ct200 is unreachable (pyinfra could not connect to it over SSH), so the venv "
+        "cannot be copied; nothing was changed on b300. Check that ct200 is up and reachable, then rerun"]
+
+
+def test_a_volume_too_small_for_what_is_still_to_fetch_fails_preflight_with_the_numbers():
+    node, reference = preflight_hosts(info={**INFO, "free_bytes": 10 * 2**20})
+    node.facts.update({fact("JsonFile", path=f"{DEST}/.noderig/manifest.json"): MANIFEST,
+                       fact("FileStats", root=DEST): {"config.json": STATS["config.json"]},
+                       fact("JsonFile", path=f"{DEST}/.noderig/verified.json"): RECORD,
+                       fact("NodeInfo", path=DEST): {**INFO, "free_bytes": 10 * 2**20}})
+    (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference, checkpoints=[(PIN, None, DEST)])
+    # 1000 bytes still to fetch (model.safetensors), margin 64 MiB + 2% of 1000 bytes = 67108884 B
+    assert only == (f"fail: preflight on b300: not enough disk for {DEST}: 10.0 MiB free, 1000 B still to download "
+                    "+ 64.0 MiB margin; free space or point model_dir/draft_dir at a larger volume")
+
+
+def test_a_volume_that_holds_it_passes():
+    node, reference = preflight_hosts(info={**INFO, "free_bytes": 10 * 2**30})
+    node.facts.update({fact("JsonFile", path=f"{DEST}/.noderig/manifest.json"): MANIFEST,
+                       fact("FileStats", root=DEST): {}, fact("JsonFile", path=f"{DEST}/.noderig/verified.json"): None,
+                       fact("NodeInfo", path=DEST): INFO})
+    assert run_op(preflight.node, node, "/models/m", "/opt/v", reference, checkpoints=[(PIN, None, DEST)]) == []
+
+
+def test_an_exposure_without_a_key_and_bad_firewall_settings_fail_preflight_together():
+    from noderig.exposure import decide
+
+    node, reference = preflight_hosts()
+    exposure = decide("0.0.0.0", 30000, None, False)
+    (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference, exposure=exposure,
+                     firewall=FirewallSettings(api_port=30000, peer_ports=[5000]))
+    assert only == (
+        "fail: preflight on b300: server_host='0.0.0.0' would expose the server on port 30000 to other hosts without "
+        "an API key: set api_key_file (a 0600 file with the key), or server_host='127.0.0.1', or "
+        "allow_unauthenticated_network_access=True if that is really meant; firewall_peer_ports is set but "
+        "firewall_peers is empty: name the peers the ports are for")
+
+
+def test_preflight_says_what_it_saw_and_the_exposure(caplog):
+    from noderig.exposure import decide
+
+    caplog.set_level(logging.INFO, logger="pyinfra")
+    node, reference = preflight_hosts(info={**INFO, "gpus": [{"name": "NVIDIA B300", "compute_cap": "10.3",
+                                                              "driver": "580.82"}] * 8})
+    assert run_op(preflight.node, node, "/models/m", "/opt/v", reference, gpus_required=8,
+                  exposure=decide("127.0.0.1", 30000, None, False)) == []
+    seen = "debian 12, python 3.11.2, 8x NVIDIA B300 (compute 10.3, driver 580.82), 10.0 GiB free for /models/m"
+    assert node.noops == [seen]
+    assert f"[b300] {seen}" in caplog.text
+    assert "[b300] exposure: loopback: the server listens on 127.0.0.1:30000 (loopback only" in caplog.text

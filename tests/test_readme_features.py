@@ -1,12 +1,14 @@
 """Each README feature that had no test, tried as a user would (lab) or decided without a host
 (fast tier): the Hub token's fallback, the OS preflight, one copy key per node, and on the lab
 apt's lock, a failing import check, cuda_packages in the plan, checkpoint_patterns with
-aria2_jobs, pinning to a commit, max_repairs, `noderig lab ssh` and every speculative mode."""
+aria2_jobs, pinning to a commit, max_repairs, the set / lower / re-verify remedies applied at
+run time, ready_timeout with a server that stalls, `noderig lab ssh` and every speculative mode."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +18,7 @@ import pytest
 from noderig.errors import NoderigError
 from noderig.manifest import read_token
 from noderig.preflight import problems
-from tests.conftest import deploy, hub_call
+from tests.conftest import changed_ops, deploy, hub_call
 from tests.fakehost import FakeHost
 
 MODEL = "moonshotai/Kimi-K2.6"
@@ -69,15 +71,29 @@ def test_each_node_of_a_fleet_gets_its_own_copy_key_name():
 @pytest.mark.lab
 def test_prerequisites_wait_for_another_apt_holding_the_lock(lab):
     lab.reset("b300")
-    # apt locks with fcntl (flock(1) would not conflict with it): hold it the same way.
-    hold = ("import fcntl, time; f = open('/var/lib/dpkg/lock-frontend', 'w'); "
-            "fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(8)")
-    lab.run("b300", f"systemd-run --unit=apt-lock-holder python3 -c \"{hold}\"")
-    assert lab.run("b300", "systemctl is-active apt-lock-holder").stdout.strip() == "active"
-    res, out = deploy(lab, "steps=prerequisites")
-    assert res.returncode == 0, out[-3000:]
-    assert lab.run("b300", "dpkg -s aria2 >/dev/null && echo installed").stdout.strip() == "installed"
-    assert lab.run("b300", "systemctl is-active apt-lock-holder", check=False).stdout.strip() != "active"
+    # apt locks with fcntl (flock(1) would not conflict with it): hold it the same way, until the
+    # deploy's apt-get install is running (so waiting on it), however long the deploy takes to
+    # get there; then note that it waited, and let go.
+    hold = ("import fcntl, glob, time\n"
+            "f = open('/var/lib/dpkg/lock-frontend', 'w'); fcntl.lockf(f, fcntl.LOCK_EX)\n"
+            "def apt_running():\n"
+            "    for path in glob.glob('/proc/[0-9]*/cmdline'):\n"
+            "        try:\n            argv = open(path, 'rb').read().split(b'\\0')\n"
+            "        except OSError:\n            continue\n"
+            "        if any(a.endswith(b'apt-get') for a in argv) and b'install' in argv:\n            return True\n"
+            "while not apt_running():\n    time.sleep(0.2)\n"
+            "open('/run/apt-waited', 'w').write('yes')\n"
+            "time.sleep(1)\n")
+    lab.run("b300", "cat > /run/hold-apt-lock.py", input=hold)
+    lab.run("b300", "systemd-run --unit=apt-lock-holder python3 /run/hold-apt-lock.py")
+    try:
+        assert lab.run("b300", "systemctl is-active apt-lock-holder").stdout.strip() == "active"
+        res, out = deploy(lab, "steps=prerequisites")
+        assert res.returncode == 0, out[-3000:]
+        assert lab.run("b300", "dpkg -s aria2 >/dev/null && echo installed").stdout.strip() == "installed"
+        assert lab.run("b300", "cat /run/apt-waited", check=False).stdout == "yes", "apt never met the held lock"
+    finally:
+        lab.run("b300", "systemctl stop apt-lock-holder", check=False)
 
 
 @pytest.mark.lab
@@ -137,6 +153,102 @@ def test_max_repairs_zero_diagnoses_but_applies_nothing(lab):
     assert "diagnosis: flash_attn_cute_missing" in out and "repaired:" not in out, out[-3000:]
     assert "--skip-server-warmup" not in lab.run("b300", "cat /etc/systemd/system/sglang.service").stdout
     assert lab.run("b300", "test -e /etc/noderig/repairs.json", check=False).returncode != 0
+
+
+def health(lab) -> str:
+    return lab.run("b300", "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health", check=False).stdout
+
+
+def recorded_repairs(lab) -> list[dict]:
+    return json.loads(lab.run("b300", "cat /etc/noderig/repairs.json").stdout)["repairs"]
+
+
+@pytest.mark.lab
+def test_a_set_remedy_is_applied_at_run_time_and_kept_by_the_rerun(lab):
+    # FlashInfer's JIT on a node whose CUDA toolkit predates the GPU (the stand-in plays CUDA
+    # 12.8 against a B300's sm_103a): the catalog's fix is another attention backend.
+    lab.reset("b300")
+    old_toolkit = 'server_environment={"SGLANG_STANDIN_NVCC_VERSION": "12.8"}'
+    res, out = deploy(lab, old_toolkit, "repair=true", "max_repairs=1")
+    assert res.returncode == 0, out[-4000:]
+    assert "diagnosis: unsupported_gpu_arch" in out and "Unsupported gpu architecture 'compute_103a'" in out
+    assert "repaired: set attention_backend to triton; relaunching sglang.service" in out and "ready in" in out
+    assert "--attention-backend triton" in lab.run("b300", "cat /etc/systemd/system/sglang.service").stdout
+    assert [(r["remedy"], r["settings"]) for r in recorded_repairs(lab)] == [
+        ("set:attention_backend=triton", {"attention_backend": "triton"})]
+    assert health(lab) == "200"
+    # The same inventory again: the recorded repair keeps the unit as it is (nothing changes).
+    res, out = deploy(lab, old_toolkit, "repair=true", "max_repairs=1")
+    assert res.returncode == 0 and changed_ops(out) == {}, out[-3000:]
+
+
+@pytest.mark.lab
+def test_a_lower_remedy_is_applied_at_run_time(lab):
+    # A static fraction that leaves the CUDA-graph capture too little: torch's OOM, and the fix
+    # lowers the fraction by 0.08 (any earlier host state serves: this deploy converges it).
+    res, out = deploy(lab, "mem_fraction_static=0.97", "repair=true", "max_repairs=1")
+    assert res.returncode == 0, out[-4000:]
+    assert "diagnosis: cuda_oom" in out and "Capture cuda graph failed: CUDA out of memory" in out
+    assert "repaired: lower mem_fraction_static from 0.97 to 0.89; relaunching sglang.service" in out
+    assert "--mem-fraction-static 0.89" in lab.run("b300", "cat /etc/systemd/system/sglang.service").stdout
+    assert ("lower:mem_fraction_static", {"mem_fraction_static": 0.89}) in [
+        (r["remedy"], r["settings"]) for r in recorded_repairs(lab)]
+    assert health(lab) == "200"
+
+
+# Damages a safetensors header in place and puts size and mtime back: the verified record
+# still matches, so only the server's load can notice (bit rot, or an edit behind noderig's back).
+DAMAGE_KEEPING_MTIME = (
+    "import os, sys\n"
+    "p = sys.argv[1]; st = os.stat(p)\n"
+    "with open(p, 'r+b') as f:\n    f.seek(8); f.write(b'X')\n"
+    "os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))\n"
+)
+
+
+@pytest.mark.lab
+def test_a_re_verify_remedy_names_the_damaged_shard_and_the_rerun_fetches_it_and_serves(lab):
+    res, out = deploy(lab, "repair=true")  # converged (a no-op when an earlier test left it so)
+    assert res.returncode == 0, out[-4000:]
+    shard = lab.run("b300", f"ls {MODEL_DIR}/*.safetensors | head -n 1").stdout.strip()
+    name = shard.rsplit("/", 1)[1]
+    hub_digest = next(f["sha256"] for f in json.loads(lab.run("b300", f"cat {MODEL_DIR}/.noderig/manifest.json").stdout)
+                      ["files"] if f["path"] == name)
+    lab.run("b300", f"python3 -c \"{DAMAGE_KEEPING_MTIME}\" {shard} && systemctl stop sglang")
+    res, out = deploy(lab, "repair=true")
+    assert res.returncode != 0, out[-4000:]
+    assert "diagnosis: checkpoint_corrupt" in out and "Error while deserializing header" in out
+    assert f"re-verification found damaged files: {name} (header_invalid); rerun the deploy to fetch them again" \
+        in out, out[-4000:]
+    assert "this needs a human" not in out, "no relaunch onto the damaged shard, no second verdict"
+    # The rerun the sentence asks for: the shard is fetched again (its record was dropped), the
+    # server restarted onto it, and it serves.
+    res, out = deploy(lab, "repair=true")
+    assert res.returncode == 0, out[-4000:]
+    assert "ready in" in out
+    assert lab.run("b300", f"sha256sum {shard}").stdout.split()[0] == hub_digest
+    assert health(lab) == "200"
+
+
+@pytest.mark.lab
+def test_a_server_that_never_becomes_ready_fails_the_host_after_ready_timeout(lab):
+    # The stand-in stalls for good at its first step (its delays scaled 100,000-fold): only
+    # ready_timeout ends the wait. The node's clock enforces it (see the readiness fixtures);
+    # here: the host fails with the sentence, and the server is left to run, not killed.
+    stalled = 'server_environment={"SGLANG_STANDIN_TIME_SCALE": "100000"}'
+    try:
+        res, out = deploy(lab, "ready_timeout=3", stalled)
+        assert res.returncode != 0, out[-3000:]
+        found = re.search(r"sglang\.service is still starting after ([\d.]+) s \(([^)]*)\): not a crash, nothing in "
+                          r"its log failed; wait, or raise ready_timeout", out)
+        assert found, out[-4000:]
+        assert float(found.group(1)) >= 2.0, "the node waits ready_timeout (3 s, counted in whole seconds)"
+        assert found.group(2).endswith("not yet ready")
+        summary = next(line for line in out.splitlines() if line.strip().startswith("b300 "))
+        assert "FAILED" in summary and "ready" in summary, summary
+        assert lab.run("b300", "systemctl is-active sglang", check=False).stdout.strip() in ("active", "activating")
+    finally:
+        lab.run("b300", "systemctl stop sglang", check=False)
 
 
 @pytest.mark.lab

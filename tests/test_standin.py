@@ -16,7 +16,9 @@ import pytest
 
 from noderig_lab import STANDIN_SOURCE as STANDIN
 
-STARTUP_TIMEOUT = 15.0
+# A hang guard, not a speed check: only a server that never starts (or never exits) reaches it,
+# whatever the machine's load (the fast tier must pass beside two busy loops).
+STARTUP_TIMEOUT = 120.0
 FA4_ERROR = ("ImportError: Vendored FlashAttention CUTE is not available (cannot import flash_attn.cute). "
              "Please check your source tree.")
 READY = "The server is fired up and ready to roll!"
@@ -244,3 +246,34 @@ def test_a_scheduler_socket_listens_on_every_interface_whatever_the_host(launch,
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         assert s.recv(64) == b"sglang-standin scheduler socket\n"
     assert f"scheduler socket listening on tcp://0.0.0.0:{port}" in server.log
+
+
+def test_a_static_fraction_that_leaves_no_room_for_the_capture_fails_it_with_torch_s_oom(launch, kimi):
+    # 0.97 of 275 GB for weights and KV cache leaves 8.25 GB; one forward at the largest captured
+    # batch needs 16 (what --mem-fraction-static's 0.83-0.85 defaults leave room for).
+    server = launch(kimi, "--skip-server-warmup", "--mem-fraction-static", "0.97")
+    assert server.wait_exit() == -signal.SIGKILL
+    log = server.log
+    assert ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 16.00 GiB. GPU 0 has a total capacity of "
+            "288.00 GiB of which 8.25 GiB is free.") in log
+    assert "Exception: Capture cuda graph failed: CUDA out of memory." in log
+    assert "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)" in log
+
+
+def test_the_fraction_the_deploy_lowers_to_leaves_room_and_serves(launch, kimi):
+    server = launch(kimi, "--skip-server-warmup", "--mem-fraction-static", "0.89")
+    server.wait_healthy()
+    assert "Capture cuda graph end." in server.log
+
+
+def test_flashinfer_s_jit_fails_with_a_toolkit_older_than_the_gpu_and_triton_is_spared(launch, kimi):
+    old_toolkit = {"SGLANG_STANDIN_NVCC_VERSION": "12.8"}
+    server = launch(kimi, "--skip-server-warmup", "--attention-backend", "flashinfer", env=old_toolkit)
+    assert server.wait_exit() == -signal.SIGKILL
+    assert "RuntimeError: Ninja build failed. Ninja output:" in server.log
+    assert "nvcc fatal   : Unsupported gpu architecture 'compute_103a'" in server.log  # nvcc's own words
+    spared = launch(kimi, "--skip-server-warmup", "--attention-backend", "triton", env=old_toolkit)
+    spared.wait_healthy()
+    recent = launch(kimi, "--skip-server-warmup", "--attention-backend", "flashinfer",
+                    env={"SGLANG_STANDIN_NVCC_VERSION": "12.9"})
+    recent.wait_healthy()

@@ -10,6 +10,7 @@ import time
 
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.jit.build import CudaUtils
+from sglang.srt.layers.attention.flashinfer_backend import FlashInferMLAAttnBackend
 from sglang.srt.managers.schedule_batch import ForwardBatch
 from sglang.srt.model_loader.weight_utils import list_safetensors_files, safetensors_weights_iterator
 from sglang.srt.models.causal_lm import model_class_for
@@ -19,19 +20,55 @@ from sglang.srt.utils import standin_sleep
 
 logger = logging.getLogger(__name__)
 
-B300_FREE_GB = 275.0  # what torch reports free on an idle B300 (288 GB HBM3e)
+B300_TOTAL_GB = 288.0  # HBM3e
+B300_FREE_GB = 275.0  # what torch reports free on an idle B300
 # Full-size weight footprints, so a tiny lab checkpoint still logs Kimi-K2.6-like numbers.
 NOMINAL_WEIGHTS_GB = {"KimiK25ForConditionalGeneration": 595.18, "DFlashDraftModel": 6.48}
 NOMINAL_KV_BYTES_PER_TOKEN = {"KimiK25ForConditionalGeneration": 61 * (512 + 64) * 2}  # MLA latent + rope, bf16
+# Activations of one forward at the largest captured batch size (MoE dispatch buffers, the
+# logits of every draft token), outside the static pool: what --mem-fraction-static leaves room
+# for. Nominal, for the target model; a draft model's are small.
+CAPTURE_ACTIVATIONS_GB = 16.0
+DRAFT_CAPTURE_ACTIVATIONS_GB = 0.5
+CUDA_GRAPH_CAPTURE_FAILED_MSG = (
+    "Possible solutions:\n"
+    "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+    "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
+    "3. disable torch compile by not using --enable-torch-compile\n"
+    "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
+    "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n"
+)
+
+
+class OutOfMemoryError(RuntimeError):
+    """Named like torch's, so tracebacks read the same."""
+
+
+OutOfMemoryError.__module__ = "torch"
+OutOfMemoryError.__qualname__ = "OutOfMemoryError"
 
 
 class FakeGpuMemory:
     def __init__(self, tp_rank: int):
-        self.avail = B300_FREE_GB - 0.03 * (tp_rank % 8)
+        self.gpu_id = tp_rank % 8
+        self.avail = B300_FREE_GB - 0.03 * self.gpu_id
 
     def use(self, gb: float) -> float:
         self.avail -= gb
         return gb
+
+    def need(self, gb: float) -> None:
+        """A transient allocation of ``gb`` (freed right after): torch's OOM when it does not fit."""
+        if gb > self.avail:
+            in_use = B300_TOTAL_GB - self.avail
+            raise OutOfMemoryError(
+                f"CUDA out of memory. Tried to allocate {gb:.2f} GiB. GPU {self.gpu_id} has a total capacity of "
+                f"{B300_TOTAL_GB:.2f} GiB of which {self.avail:.2f} GiB is free. Including non-PyTorch memory, "
+                f"this process has {in_use:.2f} GiB memory in use. Of the allocated memory {in_use - 0.5:.2f} GiB is "
+                "allocated by PyTorch, and 512.00 MiB is reserved by PyTorch but unallocated. If reserved but "
+                "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+                "fragmentation.  See documentation for Memory Management  "
+                "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
 
 
 class ModelRunner:
@@ -94,6 +131,8 @@ class ModelRunner:
     def init_attention_backend(self):
         # The first Triton kernel in a process builds Triton's C launcher: a real gcc run.
         self.device_properties = CudaUtils().get_device_properties(self.gpu_id)
+        if self.server_args.attention_backend == "flashinfer":
+            self.attn_backend = FlashInferMLAAttnBackend(self)
 
     def capture_batch_sizes(self) -> list[int]:
         if self.server_args.cuda_graph_bs:
@@ -113,8 +152,10 @@ class ModelRunner:
         batch_sizes = self.capture_batch_sizes()
         if self.tp_rank == 0 and not self.is_draft_worker:
             logger.info(f"Capture cuda graph bs {batch_sizes}")
-        standin_sleep(0.3 if self.is_draft_worker else 0.5)
-        self.gpu.use(0.02 * len(batch_sizes) + 0.4)
+        try:
+            self.capture(batch_sizes)
+        except RuntimeError as e:  # torch's OOM included, as SGLang's CudaGraphRunner reports it
+            raise Exception(f"Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}")
         # Custom all-reduce exists only with TP > 1; it registers its buffers when a capture ends.
         if self.server_args.tp_size > 1 and not self.server_args.disable_custom_all_reduce and self.tp_rank == 0:
             addresses = len(batch_sizes) * (2 * self.model_config.num_layers + 1)
@@ -123,6 +164,13 @@ class ModelRunner:
             f"Capture {kind} end. Time elapsed: {time.monotonic() - start:.2f} s. "
             f"mem usage={before - self.gpu.avail:.2f} GB. avail mem={self.gpu.avail:.2f} GB."
         )
+
+    def capture(self, batch_sizes: list[int]) -> None:
+        # Each batch size runs once before it is recorded, the largest first: its activations
+        # must fit beside the static pool.
+        self.gpu.need(DRAFT_CAPTURE_ACTIVATIONS_GB if self.is_draft_worker else CAPTURE_ACTIVATIONS_GB)
+        standin_sleep(0.3 if self.is_draft_worker else 0.5)
+        self.gpu.use(0.02 * len(batch_sizes) + 0.4)
 
     def forward(self, batch: ForwardBatch):
         return self.model.forward(batch.input_ids, batch)
