@@ -13,7 +13,7 @@ from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 from pyinfra.operations import files
 
-from noderig import checkpoint as plan
+from noderig import checkpoint_plan
 from noderig import aria2
 from noderig.errors import NoderigError, redact
 from noderig.manifest import RepoPin, build_manifest, manifest_problem, read_token, resolve_url, signed_location
@@ -51,7 +51,7 @@ def manifest_for(pin: RepoPin, token_file: str | None, on_node: dict | None, whe
             and on_node.get("patterns") == list(pin.patterns)):
         problem = manifest_problem(on_node)
         if problem:
-            raise NoderigError(f"the manifest {plan.MANIFEST_FILE} on {where} was edited: {problem}; "
+            raise NoderigError(f"the manifest {checkpoint_plan.MANIFEST_FILE} on {where} was edited: {problem}; "
                                f"nothing was written: delete that file and rerun to fetch the Hub's listing again")
         return on_node
     key = (pin.endpoint, pin.repo, pin.revision, pin.patterns)
@@ -75,31 +75,31 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     + connections: aria2 connections per file
     + jobs: files downloaded (and hashed) at once
     """
-    on_node = host.get_fact(JsonFile, path=f"{dest}/{plan.MANIFEST_FILE}")
+    on_node = host.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.MANIFEST_FILE}")
     try:
         manifest = manifest_for(pin, token_file, on_node, f"{host.name} in {dest}")
     except NoderigError as e:
         yield from fail(host, f"checkpoint {pin.repo} for {host.name}: {e}")
         return
     stats = host.get_fact(FileStats, root=dest)
-    record = host.get_fact(JsonFile, path=f"{dest}/{plan.RECORD_FILE}")
-    states = plan.classify(manifest, stats, record)
-    todo = {p: s for p, s in states.items() if s != plan.OK}
+    record = host.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.RECORD_FILE}")
+    states = checkpoint_plan.classify(manifest, stats, record)
+    todo = {p: s for p, s in states.items() if s != checkpoint_plan.OK}
     if not todo and on_node == manifest:
         host.noop(f"{pin.repo}@{manifest['commit'][:12]}: {len(states)} files verified in {dest}")
         return
 
     if first_pass(host):
-        logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: {plan.describe(todo)}; "
-                    f"{plan.bytes_to_fetch(manifest, states, stats) / 2**20:.1f} MiB to fetch")
-    manifest_path = f"{dest}/{plan.MANIFEST_FILE}"
+        logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: {checkpoint_plan.describe(todo)}; "
+                    f"{checkpoint_plan.bytes_to_fetch(manifest, states, stats) / 2**20:.1f} MiB to fetch")
+    manifest_path = f"{dest}/{checkpoint_plan.MANIFEST_FILE}"
     # the path check first: the verifier loads it from beside itself
     yield from files.put._inner(src=str(script_path("hubpath.py")), dest=HUBPATH_SCRIPT, mode="644")
     yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
     # The node checks what the controller checked, and what only it can see (symlinks), before
     # each write: the state directory before the manifest goes there, every path after.
     yield FunctionCommand(_check_paths, ("-", dest), {})
-    yield from files.put._inner(src=io.StringIO(plan.manifest_text(manifest)), dest=manifest_path)
+    yield from files.put._inner(src=io.StringIO(checkpoint_plan.manifest_text(manifest)), dest=manifest_path)
     yield FunctionCommand(_check_paths, (manifest_path, dest), {})
 
     # Files of the right size are hashed first; the ones that fail join the fetch list. But
@@ -107,8 +107,8 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     # have its full (preallocated) size and no control file yet: everything goes through
     # aria2, which re-attaches to its own downloads and reports the rest complete.
     aria2_running = host.get_fact(UnitStatus, unit=f"{aria2.SERVICE}.service")["active"] == "active"
-    fetch_list = [p for p, s in todo.items() if s in plan.FETCH or aria2_running]
-    unverified = [p for p, s in todo.items() if s == plan.UNVERIFIED and not aria2_running]
+    fetch_list = [p for p, s in todo.items() if s in checkpoint_plan.FETCH or aria2_running]
+    unverified = [p for p, s in todo.items() if s == checkpoint_plan.UNVERIFIED and not aria2_running]
     if unverified:
         yield FunctionCommand(_verify, (manifest_path, dest, jobs, fetch_list), {})
 
@@ -119,7 +119,7 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
         for path, state in todo.items():
             # Longer than it should be, or a small git file that is short: its bytes are not
             # a prefix worth resuming (an edited config shrinks too), so it starts over.
-            if state == plan.OVERSIZE or (state == plan.TRUNCATED and path not in lfs):
+            if state == checkpoint_plan.OVERSIZE or (state == checkpoint_plan.TRUNCATED and path not in lfs):
                 yield StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"))
         # Small git files of a gated repo are served only with the token, which must not
         # reach the node: the controller fetches those (kilobytes) and uploads them.
@@ -133,7 +133,7 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
             url = signed_location(manifest, path, token) if path in lfs and token else resolve_url(manifest, path)
             entries.append((url, path))
         # What is about to be replaced is no longer verified, whatever happens next.
-        yield StringCommand("python3", "-c", QuoteString(FORGET), QuoteString(f"{dest}/{plan.RECORD_FILE}"),
+        yield StringCommand("python3", "-c", QuoteString(FORGET), QuoteString(f"{dest}/{checkpoint_plan.RECORD_FILE}"),
                             *(QuoteString(p) for p in sorted(fetch_list)))
         if entries:
             allocation = "falloc" if host.get_fact(FsType, path=dest) in FALLOC_FILESYSTEMS else "none"
@@ -347,7 +347,7 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
             if reattached:
                 logger.info(f"{label}: re-attached to {reattached} download(s) already running on the node")
             last_print, finished = 0.0, 0
-            background = _BackgroundVerify(host, f"{dest}/{plan.MANIFEST_FILE}", dest, jobs)
+            background = _BackgroundVerify(host, f"{dest}/{checkpoint_plan.MANIFEST_FILE}", dest, jobs)
             while True:
                 snap = _snapshot(api, gids)
                 for path, d in snap.items():

@@ -11,7 +11,7 @@ from dataclasses import asdict, replace
 from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
-from noderig.checkpoint import MANIFEST_FILE, RECORD_FILE
+from noderig.checkpoint_plan import MANIFEST_FILE, RECORD_FILE
 from noderig.diagnose import diagnose
 from noderig.firewall import NFT, RULESET_FILE, load_script, render_table
 from noderig.manifest import read_private
