@@ -116,3 +116,22 @@ def test_describe_names_files_by_state_up_to_a_limit():
     todo = {f"s{i}": checkpoint_plan.MISSING for i in range(5)} | {"c.json": checkpoint_plan.UNVERIFIED, "a.json": checkpoint_plan.UNVERIFIED}
     assert checkpoint_plan.describe(todo) == "5 missing (s0, s1, s2, ...), 2 unverified (a.json, c.json)"
     assert checkpoint_plan.describe({"a": checkpoint_plan.PARTIAL, "b": checkpoint_plan.PARTIAL, "c": checkpoint_plan.PARTIAL}) == "3 partial (a, b, c)"
+
+
+def test_an_entry_without_a_digest_is_never_ok_whatever_the_record_says():
+    # The planner reads the verifier's digest rule: an entry with neither sha256 nor git_oid
+    # has nothing its bytes were checked against, so a record cannot make it "ok".
+    manifest = {"files": [{"path": "a.bin", "size": 100}]}
+    record = {"a.bin": {"size": 100, "mtime_ns": 1000500000000, "digest": None}}
+    assert checkpoint_plan.classify(manifest, {"a.bin": stat(100)}, record) == {"a.bin": "unverified"}
+
+
+def test_the_planner_and_the_node_verifier_name_the_state_files_and_states_alike():
+    from noderig.node import verify_files
+
+    assert (checkpoint_plan.MANIFEST_FILE, checkpoint_plan.RECORD_FILE) == (".noderig/manifest.json",
+                                                                            ".noderig/verified.json")
+    assert checkpoint_plan.RECORD_FILE is verify_files.RECORD_FILE
+    assert (checkpoint_plan.OK, checkpoint_plan.UNVERIFIED, checkpoint_plan.MISSING, checkpoint_plan.PARTIAL,
+            checkpoint_plan.TRUNCATED, checkpoint_plan.OVERSIZE) == ("ok", "unverified", "missing", "partial",
+                                                                    "truncated", "oversize")

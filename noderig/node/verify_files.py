@@ -92,7 +92,9 @@ except ImportError:  # run as a script on the node: hubpath.py is shipped beside
     MAX_FILES, STATE_DIR, describe, path_problem = (_hubpath.MAX_FILES, _hubpath.STATE_DIR, _hubpath.describe,
                                                     _hubpath.path_problem)
 
-RECORD = os.path.join(".noderig", "verified.json")
+# noderig's state directory beside the checkpoint: the manifest the deploy wrote, and the record.
+MANIFEST_FILE = f"{STATE_DIR}/manifest.json"
+RECORD_FILE = f"{STATE_DIR}/verified.json"
 MAX_HEADER = 100_000_000  # the Rust loader's MAX_HEADER_SIZE
 BLOCK = 1 << 20  # bench/verify.py: 64 KiB..4 MiB hash alike (within noise); 16 MiB ~20% slower (past L2)
 MAX_JOBS = 8
@@ -506,7 +508,7 @@ def check_paths(root: str, manifest: dict | None) -> dict:
     + manifest: the manifest, or None to check the state directory only
     """
     problems = []
-    for rel in (STATE_DIR, f"{STATE_DIR}/manifest.json", f"{STATE_DIR}/verified.json"):
+    for rel in (STATE_DIR, MANIFEST_FILE, RECORD_FILE):
         found = walk_problem(root, rel)
         if found:
             problems.append({"file": rel, "problem": found[1]})
@@ -545,10 +547,10 @@ def _discover(root: str) -> list[str]:
 
 
 def _load_record(root: str) -> dict:
-    if walk_problem(root, RECORD):  # a record behind a symlink is not ours: hash everything
+    if walk_problem(root, RECORD_FILE):  # a record behind a symlink is not ours: hash everything
         return {}
     try:
-        with open(os.path.join(root, RECORD)) as f:
+        with open(os.path.join(root, RECORD_FILE)) as f:
             record = json.load(f)
         return record if isinstance(record, dict) else {}
     except (OSError, ValueError):
@@ -557,7 +559,7 @@ def _load_record(root: str) -> dict:
 
 def write_record(root: str, record: dict) -> None:
     """tmp + fsync + rename + fsync of the directory: a crash leaves the old or the new record."""
-    path = os.path.join(root, RECORD)
+    path = os.path.join(root, RECORD_FILE)
     directory = os.path.dirname(path)
     if os.path.islink(directory) or os.path.islink(path):
         raise OSError(f"{directory} or its record is a symlink: never written through")
