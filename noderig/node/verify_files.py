@@ -701,7 +701,7 @@ def _read_index(path: str) -> dict:
     return {"weight_map": wm, "total_size": total}
 
 
-class _Problems:
+class _IndexProblems:
     """Index problems, one entry per (problem, shard), and per-file findings."""
 
     def __init__(self, index_rel):
@@ -736,7 +736,7 @@ def _check_index(idx: _File, files: dict, root: str, library: bool) -> list[dict
     base = os.path.dirname(idx.rel)
     rel_of = (lambda s: s) if not base else (lambda s: f"{base}/{s}")
     wm, total = idx.index["weight_map"], idx.index["total_size"]
-    p = _Problems(idx.rel)
+    p = _IndexProblems(idx.rel)
 
     complete = True  # every shard's header read: total_size and "in no shard" are decidable
     readable = []  # (shard, rel, file) with a valid header
@@ -781,7 +781,7 @@ def _check_index(idx: _File, files: dict, root: str, library: bool) -> list[dict
     return p.entries()
 
 
-def _relations(p: _Problems, wm: dict, readable: list, complete: bool, rel_of, index_rel: str) -> None:
+def _relations(p: _IndexProblems, wm: dict, readable: list, complete: bool, rel_of, index_rel: str) -> None:
     """Name every disagreement between the weight_map and the readable shards' headers."""
     expected = {}  # shard -> names the index maps to it
     for name, shard in wm.items():
