@@ -184,7 +184,7 @@ def cmd_verify(args) -> int:
             raise UsageError("give --manifest or --repo, not both")
         hub = None
         if args.repo:
-            from .manifest import read_token
+            from .secret_files import read_token
 
             hub = {"repo": args.repo, "revision": args.revision, "endpoint": args.endpoint,
                    "token": read_token(args.token_file)}

@@ -16,7 +16,8 @@ from pyinfra.operations import files
 from noderig import checkpoint_plan
 from noderig import aria2
 from noderig.errors import NoderigError, redact
-from noderig.manifest import RepoPin, build_manifest, manifest_problem, read_token, resolve_url, signed_location
+from noderig.manifest import RepoPin, build_manifest, manifest_problem, resolve_url, signed_location
+from noderig.secret_files import read_token
 from noderig.node import script_path
 from noderig.sizes import human_size
 from noderig.node.hubpath import describe

@@ -14,7 +14,7 @@ from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 from noderig.checkpoint_plan import MANIFEST_FILE, RECORD_FILE
 from noderig.diagnose import diagnose
 from noderig.firewall import NFT, RULESET_FILE, load_script, render_table
-from noderig.manifest import read_private
+from noderig.secret_files import read_private
 from noderig.repair import REPAIRS_FILE, plan_repair
 from noderig.unit import render_unit
 
