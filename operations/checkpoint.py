@@ -18,7 +18,7 @@ from noderig import aria2
 from noderig.errors import NoderigError, redact
 from noderig.manifest import RepoPin, build_manifest, manifest_problem, resolve_url, signed_location
 from noderig.secret_files import read_token
-from noderig.node import script_path
+from noderig.node import script_path, verify_files
 from noderig.sizes import human_size
 from noderig.node.hubpath import describe
 
@@ -39,7 +39,8 @@ FORGET = (
 )
 # Verifier statuses of a file whose bytes are wrong (not merely missing or short): resuming
 # would keep the damage, so it is deleted and fetched again from scratch.
-REFETCH_FROM_SCRATCH = {"sha256_mismatch", "header_invalid", "index_mismatch", "size_mismatch"}
+REFETCH_FROM_SCRATCH = {verify_files.SHA256_MISMATCH, verify_files.HEADER_INVALID, verify_files.INDEX_MISMATCH,
+                        verify_files.SIZE_MISMATCH}
 
 # One manifest per pin per controller run: the op body runs at prepare and again at execute.
 _manifests: dict[tuple, dict] = {}
@@ -143,11 +144,24 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {"checked_bytes": checked})
 
 
+def verifier_command(manifest_path: str, dest: str, *, jobs: int | None = None,
+                     check_paths: bool = False) -> StringCommand:
+    """The node-side verifier's command line (``verify_files.py``'s usage), every path quoted:
+    the one way the deploy runs it (the checkpoint step, its background hashing, repairs).
+
+    + manifest_path: the manifest on the node, or ``-`` for none (structure only)
+    + dest: the checkpoint directory on the node
+    + jobs: files hashed at once (default: the verifier's own, min(8, CPUs))
+    + check_paths: only check that the deploy may write there (``--check-paths``)
+    """
+    options = (["--jobs", str(jobs)] if jobs is not None else []) + (["--check-paths"] if check_paths else [])
+    return StringCommand("python3", VERIFY_SCRIPT, QuoteString(manifest_path), QuoteString(dest), *options)
+
+
 def _check_paths(state, host, manifest_path: str, dest: str) -> bool:
     """The node-side path check (verify_files.py --check-paths): fails the host, naming each
     path that would be written through a symlink or outside ``dest``; writes nothing."""
-    ok, output = host.run_shell_command(StringCommand(
-        "python3", VERIFY_SCRIPT, QuoteString(manifest_path), QuoteString(dest), "--check-paths"))
+    ok, output = host.run_shell_command(verifier_command(manifest_path, dest, check_paths=True))
     try:
         report = json.loads(output.stdout_lines[-1])
     except (IndexError, ValueError):
@@ -162,15 +176,14 @@ def _verify(state, host, manifest_path: str, dest: str, jobs: int, failed_into: 
             checked_bytes: int | None = None) -> bool:
     """Run the node-side verifier; report each bad file by name. With ``failed_into``, files
     that fail their hash are deleted and added to that list (to be fetched again)."""
-    ok, output = host.run_shell_command(StringCommand(
-        "python3", VERIFY_SCRIPT, QuoteString(manifest_path), QuoteString(dest), "--jobs", str(jobs)))
+    ok, output = host.run_shell_command(verifier_command(manifest_path, dest, jobs=jobs))
     try:
         report = json.loads(output.stdout_lines[-1])
     except (IndexError, ValueError):
         host.log_styled(f"checkpoint verification did not run in {dest}: {output.stderr}", fg="red", log_func=logger.error)
         return False
-    bad = [f for f in report["files"] if f["status"] != "ok"]
-    if failed_into is not None and not any(f["status"] == "symlink" for f in bad):
+    bad = [f for f in report["files"] if f["status"] != verify_files.OK]
+    if failed_into is not None and not any(f["status"] == verify_files.SYMLINK for f in bad):
         for f in bad:
             if f["status"] in REFETCH_FROM_SCRATCH:  # wrong bytes where they should be right: start over
                 host.run_shell_command(StringCommand("rm", "-f", QuoteString(f"{dest}/{f['file']}")))
@@ -267,8 +280,7 @@ class _BackgroundVerify:
     finished since the last one. One run at a time; the final verification does the rest."""
 
     def __init__(self, host, manifest_path: str, dest: str, jobs: int):
-        self.host, self.command = host, StringCommand(
-            "python3", VERIFY_SCRIPT, QuoteString(manifest_path), QuoteString(dest), "--jobs", str(jobs))
+        self.host, self.command = host, verifier_command(manifest_path, dest, jobs=jobs)
         self.running = None
 
     def kick(self) -> None:
