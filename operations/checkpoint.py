@@ -93,14 +93,7 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
         logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: {checkpoint_plan.describe(todo)}; "
                     f"{checkpoint_plan.bytes_to_fetch(manifest, states, stats) / 2**20:.1f} MiB to fetch")
     manifest_path = f"{dest}/{checkpoint_plan.MANIFEST_FILE}"
-    # the path check first: the verifier loads it from beside itself
-    yield from files.put._inner(src=str(script_path("hubpath.py")), dest=HUBPATH_SCRIPT, mode="644")
-    yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
-    # The node checks what the controller checked, and what only it can see (symlinks), before
-    # each write: the state directory before the manifest goes there, every path after.
-    yield FunctionCommand(_check_paths, ("-", dest), {})
-    yield from files.put._inner(src=io.StringIO(checkpoint_plan.manifest_text(manifest)), dest=manifest_path)
-    yield FunctionCommand(_check_paths, (manifest_path, dest), {})
+    yield from _manifest_written_checked(manifest, dest, manifest_path)
 
     # Files of the right size are hashed first; the ones that fail join the fetch list. But
     # while aria2 runs (a killed controller left it downloading) a file it is writing may
@@ -111,34 +104,49 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     unverified = [p for p, s in todo.items() if s == checkpoint_plan.UNVERIFIED and not aria2_running]
     if unverified:
         yield FunctionCommand(_verify, (manifest_path, dest, jobs, fetch_list), {})
-
     if fetch_list:
-        yield mark_changing("checkpoint")
-        token = read_token(token_file)
-        lfs = {f["path"] for f in manifest["files"] if "sha256" in f}
-        for path, state in todo.items():
-            # Longer than it should be, or a small git file that is short: its bytes are not
-            # a prefix worth resuming (an edited config shrinks too), so it starts over.
-            if state == checkpoint_plan.OVERSIZE or (state == checkpoint_plan.TRUNCATED and path not in lfs):
-                yield StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"))
-        # Small git files of a gated repo are served only with the token, which must not
-        # reach the node: the controller fetches those (kilobytes) and uploads them.
-        via_controller = sorted(p for p in fetch_list if p not in lfs and token and manifest.get("gated"))
-        for path in via_controller:
-            yield FunctionCommand(_upload_small_file, (manifest, path, dest, token), {})
-        entries = []
-        for path in sorted(p for p in fetch_list if p not in via_controller):
-            # LFS files redirect to a signed CDN URL: resolve it here, with the token, so the
-            # token never reaches aria2 (which would forward it to the CDN) or the node.
-            entries.append((download_url(manifest, path, token), path))
-        # What is about to be replaced is no longer verified, whatever happens next.
-        yield StringCommand("python3", "-c", QuoteString(FORGET), QuoteString(f"{dest}/{checkpoint_plan.RECORD_FILE}"),
-                            *(QuoteString(p) for p in sorted(fetch_list)))
-        if entries:
-            allocation = "falloc" if host.get_fact(FsType, path=dest) in FALLOC_FILESYSTEMS else "none"
-            yield FunctionCommand(_download, (manifest, dest, entries, token, connections, jobs, allocation), {})
+        yield from _fetched(manifest, dest, todo, fetch_list, read_token(token_file), connections, jobs)
     checked = sum(f["size"] for f in manifest["files"] if f["path"] in todo)
     yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {"checked_bytes": checked})
+
+
+def _manifest_written_checked(manifest: dict, dest: str, manifest_path: str):
+    """The node-side scripts uploaded, then the manifest, each write after the node's own
+    path check: it checks what the controller checked, and what only it can see (symlinks),
+    the state directory before the manifest goes there, every listed path after."""
+    # the path check first: the verifier loads it from beside itself
+    yield from files.put._inner(src=str(script_path("hubpath.py")), dest=HUBPATH_SCRIPT, mode="644")
+    yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
+    yield FunctionCommand(_check_paths, ("-", dest), {})
+    yield from files.put._inner(src=io.StringIO(checkpoint_plan.manifest_text(manifest)), dest=manifest_path)
+    yield FunctionCommand(_check_paths, (manifest_path, dest), {})
+
+
+def _fetched(manifest: dict, dest: str, todo: dict, fetch_list: list, token: str | None, connections: int,
+             jobs: int):
+    """The commands that fetch ``fetch_list`` (which ``_verify`` may still extend while the
+    commands run): files not worth resuming deleted, a gated repo's small files through the
+    controller, the rest by aria2 on the node; the verified record forgets them all first."""
+    yield mark_changing("checkpoint")
+    lfs = {f["path"] for f in manifest["files"] if "sha256" in f}
+    for path, state in todo.items():
+        # Longer than it should be, or a small git file that is short: its bytes are not
+        # a prefix worth resuming (an edited config shrinks too), so it starts over.
+        if state == checkpoint_plan.OVERSIZE or (state == checkpoint_plan.TRUNCATED and path not in lfs):
+            yield StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"))
+    # Small git files of a gated repo are served only with the token, which must not
+    # reach the node: the controller fetches those (kilobytes) and uploads them.
+    via_controller = sorted(p for p in fetch_list if p not in lfs and token and manifest.get("gated"))
+    for path in via_controller:
+        yield FunctionCommand(_upload_small_file, (manifest, path, dest, token), {})
+    # (an LFS file's signed CDN URL is resolved here, with the token, which never reaches aria2 or the node)
+    entries = [(download_url(manifest, path, token), path) for path in sorted(set(fetch_list) - set(via_controller))]
+    # What is about to be replaced is no longer verified, whatever happens next.
+    yield StringCommand("python3", "-c", QuoteString(FORGET), QuoteString(f"{dest}/{checkpoint_plan.RECORD_FILE}"),
+                        *(QuoteString(p) for p in sorted(fetch_list)))
+    if entries:
+        allocation = "falloc" if host.get_fact(FsType, path=dest) in FALLOC_FILESYSTEMS else "none"
+        yield FunctionCommand(_download, (manifest, dest, entries, token, connections, jobs, allocation), {})
 
 
 def verifier_command(manifest_path: str, dest: str, *, jobs: int | None = None,
