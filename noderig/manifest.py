@@ -8,10 +8,8 @@ blob id (sha1 of ``blob <size>\\0<bytes>``), which is all the Hub publishes for 
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from .errors import NoderigError
 from .node.hubpath import MAX_FILES, describe, matches, path_problem
@@ -26,25 +24,6 @@ class RepoPin:
     revision: str = "main"
     endpoint: str = "https://huggingface.co"
     patterns: tuple[str, ...] = tuple(DEFAULT_PATTERNS)
-
-
-def read_private(path_text: str, what: str) -> str | None:
-    """A secret from a file on the controller that only its owner can read (0600)."""
-    path = Path(path_text).expanduser()
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        raise NoderigError(f"the {what} file {path} does not exist; create it (mode 0600) or unset the setting")
-    if mode & 0o077:
-        raise NoderigError(f"the {what} file {path} is readable by others (mode {oct(mode & 0o777)}); chmod 600 it")
-    return path.read_text().strip() or None
-
-
-def read_token(token_file: str | None) -> str | None:
-    """The Hub token: from ``token_file`` (must be private: 0600) or ``HF_TOKEN``."""
-    if token_file:
-        return read_private(token_file, "Hub token")
-    return os.environ.get("HF_TOKEN") or None
 
 
 @dataclass
@@ -287,3 +266,14 @@ def signed_location(manifest: dict, path: str, token: str | None) -> str:
 
     meta = get_hf_file_metadata(resolve_url(manifest, path), token=token or False, endpoint=manifest["endpoint"])
     return meta.location
+
+
+def download_url(manifest: dict, path: str, token: str | None) -> str:
+    """Where aria2 fetches ``path`` from: with a token, an LFS file's signed CDN location,
+    resolved here so the token never reaches aria2 or the node; otherwise its /resolve/ URL.
+    Asked again when a signed URL expired.
+
+    + token: the Hub token, or None
+    """
+    lfs = any(f["path"] == path and "sha256" in f for f in manifest["files"])
+    return signed_location(manifest, path, token) if lfs and token else resolve_url(manifest, path)

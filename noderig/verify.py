@@ -29,7 +29,6 @@ from pathlib import Path
 from .node import verify_files as core
 from .sizes import human_size
 
-MANIFEST = os.path.join(".noderig", "manifest.json")
 HF_METADATA = os.path.join(".cache", "huggingface", "download")  # what `hf download --local-dir` keeps
 _DIGEST = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
@@ -50,7 +49,7 @@ UsageError = core.UsageError
 
 
 def default_manifest(root: str | os.PathLike) -> Path | None:
-    path = Path(root) / MANIFEST
+    path = Path(root) / core.MANIFEST_FILE
     return path if path.is_file() else None
 
 
@@ -137,7 +136,7 @@ def summary(report: dict, root: str) -> str:
     elif report.get("manifest"):
         content = "sha256 NOT checked (--structure-only); sizes checked against the manifest"
     else:
-        content = (f"sha256 NOT checked: no manifest (looked for {os.path.join(root, MANIFEST)} and "
+        content = (f"sha256 NOT checked: no manifest (looked for {os.path.join(root, core.MANIFEST_FILE)} and "
                    f"{os.path.join(root, HF_METADATA)}; give one with --manifest, or --repo ID to ask the Hub)")
     if not bad and not problems:
         what = "verified" if report["sha256_checked"] else "structure ok"
@@ -185,7 +184,7 @@ def cmd_verify(args) -> int:
             raise UsageError("give --manifest or --repo, not both")
         hub = None
         if args.repo:
-            from .manifest import read_token
+            from .secret_files import read_token
 
             hub = {"repo": args.repo, "revision": args.revision, "endpoint": args.endpoint,
                    "token": read_token(args.token_file)}

@@ -30,7 +30,7 @@ from pyinfra_cli.inventory import make_inventory
 
 from noderig import benchmark as bm
 from noderig.errors import NoderigError, redact
-from noderig.manifest import read_private
+from noderig.secret_files import read_private
 from operations.tunnel import LoopbackForward
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import io
 import json
+import posixpath
 import secrets
 import tempfile
 import threading
-import time
 
 from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 from pyinfra.operations import files
 
-from noderig import checkpoint as plan
-from noderig import aria2
+from noderig import aria2, checkpoint_plan
 from noderig.errors import NoderigError, redact
-from noderig.manifest import RepoPin, build_manifest, manifest_problem, read_token, resolve_url, signed_location
-from noderig.node import script_path
-from noderig.sizes import human_size
+from noderig.manifest import RepoPin, build_manifest, download_url, manifest_problem
+from noderig.node import script_path, verify_files
 from noderig.node.hubpath import describe
+from noderig.secret_files import read_token
+from noderig.sizes import human_size
 
 from .facts import FileStats, FsType, JsonFile, UnitStatus
 from .tunnel import LoopbackForward
@@ -38,7 +38,8 @@ FORGET = (
 )
 # Verifier statuses of a file whose bytes are wrong (not merely missing or short): resuming
 # would keep the damage, so it is deleted and fetched again from scratch.
-REFETCH_FROM_SCRATCH = {"sha256_mismatch", "header_invalid", "index_mismatch", "size_mismatch"}
+REFETCH_FROM_SCRATCH = {verify_files.SHA256_MISMATCH, verify_files.HEADER_INVALID, verify_files.INDEX_MISMATCH,
+                        verify_files.SIZE_MISMATCH}
 
 # One manifest per pin per controller run: the op body runs at prepare and again at execute.
 _manifests: dict[tuple, dict] = {}
@@ -51,7 +52,7 @@ def manifest_for(pin: RepoPin, token_file: str | None, on_node: dict | None, whe
             and on_node.get("patterns") == list(pin.patterns)):
         problem = manifest_problem(on_node)
         if problem:
-            raise NoderigError(f"the manifest {plan.MANIFEST_FILE} on {where} was edited: {problem}; "
+            raise NoderigError(f"the manifest {checkpoint_plan.MANIFEST_FILE} on {where} was edited: {problem}; "
                                f"nothing was written: delete that file and rerun to fetch the Hub's listing again")
         return on_node
     key = (pin.endpoint, pin.repo, pin.revision, pin.patterns)
@@ -75,78 +76,98 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     + connections: aria2 connections per file
     + jobs: files downloaded (and hashed) at once
     """
-    on_node = host.get_fact(JsonFile, path=f"{dest}/{plan.MANIFEST_FILE}")
+    on_node = host.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.MANIFEST_FILE}")
     try:
         manifest = manifest_for(pin, token_file, on_node, f"{host.name} in {dest}")
     except NoderigError as e:
         yield from fail(host, f"checkpoint {pin.repo} for {host.name}: {e}")
         return
     stats = host.get_fact(FileStats, root=dest)
-    record = host.get_fact(JsonFile, path=f"{dest}/{plan.RECORD_FILE}")
-    states = plan.classify(manifest, stats, record)
-    todo = {p: s for p, s in states.items() if s != plan.OK}
+    record = host.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.RECORD_FILE}")
+    states = checkpoint_plan.classify(manifest, stats, record)
+    todo = {p: s for p, s in states.items() if s != checkpoint_plan.OK}
     if not todo and on_node == manifest:
         host.noop(f"{pin.repo}@{manifest['commit'][:12]}: {len(states)} files verified in {dest}")
         return
 
     if first_pass(host):
-        logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: {plan.describe(todo)}; "
-                    f"{plan.bytes_to_fetch(manifest, states, stats) / 2**20:.1f} MiB to fetch")
-    manifest_path = f"{dest}/{plan.MANIFEST_FILE}"
-    # the path check first: the verifier loads it from beside itself
-    yield from files.put._inner(src=str(script_path("hubpath.py")), dest=HUBPATH_SCRIPT, mode="644")
-    yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
-    # The node checks what the controller checked, and what only it can see (symlinks), before
-    # each write: the state directory before the manifest goes there, every path after.
-    yield FunctionCommand(_check_paths, ("-", dest), {})
-    yield from files.put._inner(src=io.StringIO(plan.manifest_text(manifest)), dest=manifest_path)
-    yield FunctionCommand(_check_paths, (manifest_path, dest), {})
+        logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: {checkpoint_plan.describe(todo)}; "
+                    f"{checkpoint_plan.bytes_to_fetch(manifest, states, stats) / 2**20:.1f} MiB to fetch")
+    manifest_path = f"{dest}/{checkpoint_plan.MANIFEST_FILE}"
+    yield from _manifest_written_checked(manifest, dest, manifest_path)
 
     # Files of the right size are hashed first; the ones that fail join the fetch list. But
     # while aria2 runs (a killed controller left it downloading) a file it is writing may
     # have its full (preallocated) size and no control file yet: everything goes through
     # aria2, which re-attaches to its own downloads and reports the rest complete.
     aria2_running = host.get_fact(UnitStatus, unit=f"{aria2.SERVICE}.service")["active"] == "active"
-    fetch_list = [p for p, s in todo.items() if s in plan.FETCH or aria2_running]
-    unverified = [p for p, s in todo.items() if s == plan.UNVERIFIED and not aria2_running]
+    fetch_list = [p for p, s in todo.items() if s in checkpoint_plan.FETCH or aria2_running]
+    unverified = [p for p, s in todo.items() if s == checkpoint_plan.UNVERIFIED and not aria2_running]
     if unverified:
         yield FunctionCommand(_verify, (manifest_path, dest, jobs, fetch_list), {})
-
     if fetch_list:
-        yield mark_changing("checkpoint")
-        token = read_token(token_file)
-        lfs = {f["path"] for f in manifest["files"] if "sha256" in f}
-        for path, state in todo.items():
-            # Longer than it should be, or a small git file that is short: its bytes are not
-            # a prefix worth resuming (an edited config shrinks too), so it starts over.
-            if state == plan.OVERSIZE or (state == plan.TRUNCATED and path not in lfs):
-                yield StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"))
-        # Small git files of a gated repo are served only with the token, which must not
-        # reach the node: the controller fetches those (kilobytes) and uploads them.
-        via_controller = sorted(p for p in fetch_list if p not in lfs and token and manifest.get("gated"))
-        for path in via_controller:
-            yield FunctionCommand(_upload_small_file, (manifest, path, dest, token), {})
-        entries = []
-        for path in sorted(p for p in fetch_list if p not in via_controller):
-            # LFS files redirect to a signed CDN URL: resolve it here, with the token, so the
-            # token never reaches aria2 (which would forward it to the CDN) or the node.
-            url = signed_location(manifest, path, token) if path in lfs and token else resolve_url(manifest, path)
-            entries.append((url, path))
-        # What is about to be replaced is no longer verified, whatever happens next.
-        yield StringCommand("python3", "-c", QuoteString(FORGET), QuoteString(f"{dest}/{plan.RECORD_FILE}"),
-                            *(QuoteString(p) for p in sorted(fetch_list)))
-        if entries:
-            allocation = "falloc" if host.get_fact(FsType, path=dest) in FALLOC_FILESYSTEMS else "none"
-            yield FunctionCommand(_download, (manifest, dest, entries, token, connections, jobs, allocation), {})
+        yield from _fetched(manifest, dest, todo, fetch_list, read_token(token_file), connections, jobs)
     checked = sum(f["size"] for f in manifest["files"] if f["path"] in todo)
     yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {"checked_bytes": checked})
+
+
+def _manifest_written_checked(manifest: dict, dest: str, manifest_path: str):
+    """The node-side scripts uploaded, then the manifest, each write after the node's own
+    path check: it checks what the controller checked, and what only it can see (symlinks),
+    the state directory before the manifest goes there, every listed path after."""
+    # the path check first: the verifier loads it from beside itself
+    yield from files.put._inner(src=str(script_path("hubpath.py")), dest=HUBPATH_SCRIPT, mode="644")
+    yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
+    yield FunctionCommand(_check_paths, ("-", dest), {})
+    yield from files.put._inner(src=io.StringIO(checkpoint_plan.manifest_text(manifest)), dest=manifest_path)
+    yield FunctionCommand(_check_paths, (manifest_path, dest), {})
+
+
+def _fetched(manifest: dict, dest: str, todo: dict, fetch_list: list, token: str | None, connections: int,
+             jobs: int):
+    """The commands that fetch ``fetch_list`` (which ``_verify`` may still extend while the
+    commands run): files not worth resuming deleted, a gated repo's small files through the
+    controller, the rest by aria2 on the node; the verified record forgets them all first."""
+    yield mark_changing("checkpoint")
+    lfs = {f["path"] for f in manifest["files"] if "sha256" in f}
+    for path, state in todo.items():
+        # Longer than it should be, or a small git file that is short: its bytes are not
+        # a prefix worth resuming (an edited config shrinks too), so it starts over.
+        if state == checkpoint_plan.OVERSIZE or (state == checkpoint_plan.TRUNCATED and path not in lfs):
+            yield StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"))
+    # Small git files of a gated repo are served only with the token, which must not
+    # reach the node: the controller fetches those (kilobytes) and uploads them.
+    via_controller = sorted(p for p in fetch_list if p not in lfs and token and manifest.get("gated"))
+    for path in via_controller:
+        yield FunctionCommand(_upload_small_file, (manifest, path, dest, token), {})
+    # (an LFS file's signed CDN URL is resolved here, with the token, which never reaches aria2 or the node)
+    entries = [(download_url(manifest, path, token), path) for path in sorted(set(fetch_list) - set(via_controller))]
+    # What is about to be replaced is no longer verified, whatever happens next.
+    yield StringCommand("python3", "-c", QuoteString(FORGET), QuoteString(f"{dest}/{checkpoint_plan.RECORD_FILE}"),
+                        *(QuoteString(p) for p in sorted(fetch_list)))
+    if entries:
+        allocation = "falloc" if host.get_fact(FsType, path=dest) in FALLOC_FILESYSTEMS else "none"
+        yield FunctionCommand(_download, (manifest, dest, entries, token, connections, jobs, allocation), {})
+
+
+def verifier_command(manifest_path: str, dest: str, *, jobs: int | None = None,
+                     check_paths: bool = False) -> StringCommand:
+    """The node-side verifier's command line (``verify_files.py``'s usage), every path quoted:
+    the one way the deploy runs it (the checkpoint step, its background hashing, repairs).
+
+    + manifest_path: the manifest on the node, or ``-`` for none (structure only)
+    + dest: the checkpoint directory on the node
+    + jobs: files hashed at once (default: the verifier's own, min(8, CPUs))
+    + check_paths: only check that the deploy may write there (``--check-paths``)
+    """
+    options = (["--jobs", str(jobs)] if jobs is not None else []) + (["--check-paths"] if check_paths else [])
+    return StringCommand("python3", VERIFY_SCRIPT, QuoteString(manifest_path), QuoteString(dest), *options)
 
 
 def _check_paths(state, host, manifest_path: str, dest: str) -> bool:
     """The node-side path check (verify_files.py --check-paths): fails the host, naming each
     path that would be written through a symlink or outside ``dest``; writes nothing."""
-    ok, output = host.run_shell_command(StringCommand(
-        "python3", VERIFY_SCRIPT, QuoteString(manifest_path), QuoteString(dest), "--check-paths"))
+    ok, output = host.run_shell_command(verifier_command(manifest_path, dest, check_paths=True))
     try:
         report = json.loads(output.stdout_lines[-1])
     except (IndexError, ValueError):
@@ -161,15 +182,14 @@ def _verify(state, host, manifest_path: str, dest: str, jobs: int, failed_into: 
             checked_bytes: int | None = None) -> bool:
     """Run the node-side verifier; report each bad file by name. With ``failed_into``, files
     that fail their hash are deleted and added to that list (to be fetched again)."""
-    ok, output = host.run_shell_command(StringCommand(
-        "python3", VERIFY_SCRIPT, QuoteString(manifest_path), QuoteString(dest), "--jobs", str(jobs)))
+    ok, output = host.run_shell_command(verifier_command(manifest_path, dest, jobs=jobs))
     try:
         report = json.loads(output.stdout_lines[-1])
     except (IndexError, ValueError):
         host.log_styled(f"checkpoint verification did not run in {dest}: {output.stderr}", fg="red", log_func=logger.error)
         return False
-    bad = [f for f in report["files"] if f["status"] != "ok"]
-    if failed_into is not None and not any(f["status"] == "symlink" for f in bad):
+    bad = [f for f in report["files"] if f["status"] != verify_files.OK]
+    if failed_into is not None and not any(f["status"] == verify_files.SYMLINK for f in bad):
         for f in bad:
             if f["status"] in REFETCH_FROM_SCRATCH:  # wrong bytes where they should be right: start over
                 host.run_shell_command(StringCommand("rm", "-f", QuoteString(f"{dest}/{f['file']}")))
@@ -224,40 +244,18 @@ def _ensure_daemon(host) -> str:
         return secret
     secret = secrets.token_hex(24)
     # Create the file 0600 first: the secret never sits in a world-readable file.
-    host.run_shell_command(StringCommand("install", "-d", "-m", "700", "/etc/noderig", "&&",
+    host.run_shell_command(StringCommand("install", "-d", "-m", "700", posixpath.dirname(aria2.CONF), "&&",
                                          "install", "-m", "600", "/dev/null", aria2.CONF))
     if not host.put_file(io.StringIO(aria2.daemon_conf(secret)), aria2.CONF):
-        raise DownloadError(f"could not write {aria2.CONF}")
+        raise aria2.DownloadError(f"could not write {aria2.CONF}")
     ok, out = host.run_shell_command(StringCommand(
         # an earlier run's daemon may still be exiting: wait for it, then start afresh
         "systemctl", "stop", unit, "2>/dev/null", ";", "systemctl", "reset-failed", unit, "2>/dev/null", ";",
         "systemd-run", "--quiet", f"--unit={aria2.SERVICE}", "--property=Type=exec",
         "aria2c", f"--conf-path={aria2.CONF}"))
     if not ok:
-        raise DownloadError(f"could not start aria2c on the node: {out.stderr}")
+        raise aria2.DownloadError(f"could not start aria2c on the node: {out.stderr}")
     return secret
-
-
-class DownloadError(Exception):
-    pass
-
-
-STATUS_KEYS = ["gid", "status", "totalLength", "completedLength", "downloadSpeed", "errorCode", "errorMessage"]
-
-
-def _snapshot(api, gids: dict[str, str]) -> dict[str, dict]:
-    """Every tracked download's state in one RPC round trip (system.multicall): the poll
-    loop runs through the SSH tunnel, so per-file calls would add up."""
-    calls = [{"methodName": "aria2.tellStatus", "params": [f"token:{api.client.secret}", gid, STATUS_KEYS]}
-             for gid in gids.values()]
-    results = api.client.call("system.multicall", [calls], insert_secret=False)
-    snap = {}
-    for (path, gid), result in zip(gids.items(), results):
-        d = result[0] if isinstance(result, list) else {"status": "removed", "errorMessage": str(result)}
-        snap[path] = {"status": d.get("status"), "total": int(d.get("totalLength", 0)),
-                      "done": int(d.get("completedLength", 0)), "speed": int(d.get("downloadSpeed", 0)),
-                      "error": d.get("errorCode"), "message": d.get("errorMessage"), "gid": gid}
-    return snap
 
 
 class _BackgroundVerify:
@@ -266,8 +264,7 @@ class _BackgroundVerify:
     finished since the last one. One run at a time; the final verification does the rest."""
 
     def __init__(self, host, manifest_path: str, dest: str, jobs: int):
-        self.host, self.command = host, StringCommand(
-            "python3", VERIFY_SCRIPT, QuoteString(manifest_path), QuoteString(dest), "--jobs", str(jobs))
+        self.host, self.command = host, verifier_command(manifest_path, dest, jobs=jobs)
         self.running = None
 
     def kick(self) -> None:
@@ -283,115 +280,33 @@ class _BackgroundVerify:
 def _download(state, host, manifest: dict, dest: str, entries: list, token, connections: int, jobs: int,
               allocation: str) -> bool:
     """Drive aria2 on the node over RPC (through the SSH connection) until every file is
-    complete, showing progress; re-resolve signed URLs that expired; stop the daemon at the end."""
-    import aria2p
-
-    label = f"[{host.name}] {manifest['repo']}"
-    sizes = {f["path"]: f["size"] for f in manifest["files"]}
-
-    def options(path: str, url: str) -> dict:
-        opts = aria2.download_options(dest, path, connections, allocation)
-        # A gated file the Hub or mirror serves itself (its /resolve/ did not redirect when
-        # resolved here) needs the token on that one request. It goes to aria2 over the RPC
-        # tunnel (never argv, a file or a log); a redirect to a CDN was resolved on the
-        # controller instead, so the token never follows one.
-        if token and manifest.get("gated") and url == resolve_url(manifest, path):
-            opts["header"] = [f"Authorization: Bearer {token}"]
-        return opts
+    complete, showing progress and hashing files as they finish; re-resolve signed URLs that
+    expired (``aria2.Session``); stop the daemon at the end."""
 
     def resolve_again(path: str) -> str:
-        lfs = any(f["path"] == path and "sha256" in f for f in manifest["files"])
         try:
-            return signed_location(manifest, path, token) if lfs and token else resolve_url(manifest, path)
+            return download_url(manifest, path, token)
         except Exception as e:  # an HTTP error names the URL: never shown with its query string
-            raise DownloadError(f"cannot resolve {dest}/{path} on {manifest['endpoint']} again: {redact(str(e))}")
+            raise aria2.DownloadError(f"cannot resolve {dest}/{path} on {manifest['endpoint']} again: "
+                                      f"{redact(str(e))}")
+
+    def discard(path: str) -> None:
+        host.run_shell_command(StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"),
+                                             QuoteString(f"{dest}/{path}.aria2")))
 
     try:
         secret = _ensure_daemon(host)
         with LoopbackForward(host, aria2.RPC_PORT) as fwd:
-            api = aria2p.API(aria2p.Client(host="http://127.0.0.1", port=fwd.port, secret=secret, timeout=30))
-            deadline = time.monotonic() + 15
-            while True:  # the daemon was just started: wait for its RPC to answer
-                try:
-                    api.client.get_version()
-                    break
-                except Exception as e:
-                    if time.monotonic() > deadline:
-                        raise DownloadError(f"aria2's RPC on {host.name} did not answer: {e}")
-                    time.sleep(0.05)
-            api.set_global_options({"max-concurrent-downloads": str(jobs)})
-            # Re-attach to downloads an earlier (maybe killed) run started for these files.
-            known = {}
-            for d in api.get_downloads():
-                if d.files:
-                    known[str(d.files[0].path)] = d
-            gids, attempts, reattached, to_add = {}, {}, 0, []
-            for url, path in entries:
-                d = known.get(f"{dest}/{path}")
-                if d is not None and d.status in ("active", "waiting", "paused", "complete"):
-                    gids[path] = d.gid
-                    reattached += 1
-                    if d.status == "paused":
-                        api.resume([d])
-                else:
-                    to_add.append((url, path))
-            # All new downloads in one RPC round trip (each call crosses the SSH tunnel).
-            calls = [{"methodName": "aria2.addUri", "params": [
-                f"token:{secret}", [url], options(path, url)]}
-                for url, path in to_add]
-            for (url, path), result in zip(to_add, api.client.call("system.multicall", [calls], insert_secret=False)
-                                           if calls else []):
-                if not isinstance(result, list):
-                    raise DownloadError(f"aria2 refused {dest}/{path}: {redact(str(result))}")
-                gids[path] = result[0]
-            if reattached:
-                logger.info(f"{label}: re-attached to {reattached} download(s) already running on the node")
-            last_print, finished = 0.0, 0
-            background = _BackgroundVerify(host, f"{dest}/{plan.MANIFEST_FILE}", dest, jobs)
-            while True:
-                snap = _snapshot(api, gids)
-                for path, d in snap.items():
-                    if d["status"] not in ("error", "removed"):
-                        continue
-                    attempts[path] = attempts.get(path, 0) + 1
-                    if d["error"] == aria2.UNUSABLE_CONTROL_FILE and attempts[path] <= 1:
-                        # A control file aria2 cannot use (a stale or damaged leftover): the
-                        # bytes it describes are unknown, so this file starts over.
-                        host.run_shell_command(StringCommand(
-                            "rm", "-f", QuoteString(f"{dest}/{path}"), QuoteString(f"{dest}/{path}.aria2")))
-                        api.client.remove_download_result(d["gid"])
-                        url = resolve_again(path)
-                        gids[path] = api.add_uris([url], options=options(path, url)).gid
-                        logger.info(f"{label}: {path}: unusable aria2 control file; starting that file over")
-                        continue
-                    if d["error"] in aria2.RETRY_AFTER_RESOLVE and attempts[path] <= 3:
-                        url = resolve_again(path)
-                        api.client.remove_download_result(d["gid"])
-                        gids[path] = api.add_uris([url], options=options(path, url)).gid
-                        logger.info(f"{label}: {path}: {redact(d['message'] or 'refused')}; URL re-resolved, resuming")
-                        continue
-                    code = int(d["error"] or 1)
-                    raise DownloadError(f"downloading {dest}/{path} failed: {aria2.explain_exit(code)}"
-                                        + (f" ({redact(d['message'])})" if d["message"] else ""))
-                # aria2 knows a file's length only once the server answered: the manifest
-                # knows them all from the first line.
-                for path, d in snap.items():
-                    d["total"] = max(d["total"], sizes.get(path, 0))
-                progress = aria2.summarize_progress(list(snap.values()))
-                now = time.monotonic()
-                done = progress["files_done"] == progress["files"]
-                if done or now - last_print >= 2:
-                    logger.info(aria2.progress_line(label, progress))
-                    last_print = now
-                if progress["files_done"] > finished:
-                    finished = progress["files_done"]
-                    background.kick()
-                if done:
-                    break
-                time.sleep(0.2)
+            session = aria2.Session(
+                aria2.connect(fwd.port, secret, where=host.name), dest, resolve=resolve_again, discard=discard,
+                options=lambda path, url: aria2.file_options(manifest, dest, path, url, token, connections, allocation),
+                say=logger.info, label=f"[{host.name}] {manifest['repo']}")
+            session.attach(entries, jobs)
+            background = _BackgroundVerify(host, f"{dest}/{checkpoint_plan.MANIFEST_FILE}", dest, jobs)
+            session.follow({f["path"]: f["size"] for f in manifest["files"]}, on_file_done=background.kick)
             background.wait()
-            api.client.purge_download_result()
-    except DownloadError as e:
+            session.close()
+    except aria2.DownloadError as e:
         host.log_styled(redact(str(e)), fg="red", log_func=logger.error)
         _stop_daemon(host)
         return False

@@ -11,16 +11,16 @@ from dataclasses import asdict, replace
 from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
-from noderig.checkpoint import MANIFEST_FILE, RECORD_FILE
+from noderig.checkpoint_plan import MANIFEST_FILE, RECORD_FILE, STATE_DIR
 from noderig.diagnose import diagnose
 from noderig.firewall import NFT, RULESET_FILE, load_script, render_table
-from noderig.manifest import read_private
 from noderig.repair import REPAIRS_FILE, manual_reason, plan_repair
+from noderig.secret_files import read_private
 from noderig.unit import render_unit
 
-from .checkpoint import VERIFY_SCRIPT
+from .checkpoint import verifier_command
 from .facts import HttpStatus, UnitStatus
-from .packages import APT
+from .packages import install_commands
 from .service import unit_path
 from .tunnel import LoopbackForward
 from .util import atomic_write, operation
@@ -124,19 +124,19 @@ def _apply_repair(host, unit: str, settings, plan, recorded: dict, firewall=None
     """Apply a planned repair on the node, record it, re-render the unit, restart; the settings
     now in force, or None when the repair could not be completed (nothing recorded, no restart)."""
     if plan.packages:
-        ok, out = host.run_shell_command(StringCommand(
-            *APT, "install", "--no-install-recommends", *(QuoteString(p) for p in plan.packages)))
+        for command in install_commands(plan.packages):  # the packages step's own commands
+            ok, out = host.run_shell_command(command)
+            if not ok:
+                break
         if not ok:
             host.log_styled(f"repair failed: could not install {plan.packages}: {out.stderr}", fg="red",
                             log_func=logger.error)
     if plan.forget_verified:
         # Hash every file again now; bad files are named and left for the checkpoint step.
         # (never through a symlinked state directory: the verifier neither reads nor writes a record there)
-        host.run_shell_command(StringCommand("test", "!", "-L", QuoteString(f"{settings.model_dir}/.noderig"), "&&",
+        host.run_shell_command(StringCommand("test", "!", "-L", QuoteString(f"{settings.model_dir}/{STATE_DIR}"), "&&",
                                              "rm", "-f", QuoteString(f"{settings.model_dir}/{RECORD_FILE}")))
-        ok, out = host.run_shell_command(StringCommand(
-            "python3", VERIFY_SCRIPT, QuoteString(f"{settings.model_dir}/{MANIFEST_FILE}"),
-            QuoteString(settings.model_dir)))
+        ok, out = host.run_shell_command(verifier_command(f"{settings.model_dir}/{MANIFEST_FILE}", settings.model_dir))
         if not ok:
             bad = [f"{f['file']} ({f['status']})" for f in _last_json(out.stdout_lines).get("files", [])
                    if f["status"] != "ok"]

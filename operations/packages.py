@@ -55,6 +55,16 @@ def present(packages: list[str]):
                             "DEBIAN_FRONTEND=noninteractive", "dpkg", "--configure", "-a",
                             "--force-confdef", "--force-confold")
     if missing:
-        yield StringCommand(*APT, "update")
-        yield StringCommand(*APT, "install", "--no-install-recommends", "-o", "Dpkg::Options::=--force-confdef",
-                            "-o", "Dpkg::Options::=--force-confold", *(QuoteString(p) for p in missing))
+        yield from install_commands(missing)
+
+
+def install_commands(packages: list[str]) -> list[StringCommand]:
+    """How the deploy installs Debian packages, here and in repairs: the package lists
+    refreshed first (a source fixed since the last run is seen at once), then ``packages``
+    without recommends, a changed conffile kept as the admin left it (no question asked).
+
+    + packages: Debian package names (each one quoted)
+    """
+    return [StringCommand(*APT, "update"),
+            StringCommand(*APT, "install", "--no-install-recommends", "-o", "Dpkg::Options::=--force-confdef",
+                          "-o", "Dpkg::Options::=--force-confold", *(QuoteString(p) for p in packages))]

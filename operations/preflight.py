@@ -6,7 +6,7 @@ from pyinfra import host, logger
 from pyinfra.api import FactBase
 from pyinfra.api.command import QuoteString, StringCommand
 
-from noderig import checkpoint as plan
+from noderig import checkpoint_plan
 from noderig import inventory_check
 from noderig.errors import NoderigError
 from noderig.firewall import problems as firewall_problems
@@ -21,18 +21,19 @@ def _bytes_to_fetch(checkpoints) -> tuple[dict, list[str]]:
     """Bytes still to download per node volume, from the pinned manifests and the node's files."""
     per_device, found = {}, []
     for pin, token_file, dest in checkpoints:
-        on_node = host.get_fact(JsonFile, path=f"{dest}/{plan.MANIFEST_FILE}")
+        on_node = host.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.MANIFEST_FILE}")
         try:
             manifest = manifest_for(pin, token_file, on_node, f"{host.name} in {dest}")
         except NoderigError as e:
             found.append(str(e))
             continue
         stats = host.get_fact(FileStats, root=dest)
-        states = plan.classify(manifest, stats, host.get_fact(JsonFile, path=f"{dest}/{plan.RECORD_FILE}"))
+        record = host.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.RECORD_FILE}")
+        states = checkpoint_plan.classify(manifest, stats, record)
         volume = host.get_fact(NodeInfo, path=dest)
         key = volume.get("device") or dest
         entry = per_device.setdefault(key, {"free": volume["free_bytes"], "need": 0, "dirs": []})
-        entry["need"] += plan.bytes_to_fetch(manifest, states, stats)
+        entry["need"] += checkpoint_plan.bytes_to_fetch(manifest, states, stats)
         entry["dirs"].append(dest)
     return per_device, found
 

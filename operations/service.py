@@ -14,7 +14,7 @@ from pyinfra.api.command import FileUploadCommand, QuoteString, StringCommand
 
 from noderig.errors import NoderigError
 from noderig.flags import ServerFlags, parse_help
-from noderig.manifest import read_private
+from noderig.secret_files import read_private
 from noderig.node import script_path
 from noderig.service_plan import marker, plan_service
 from noderig.server_settings import ServerSettings, validate

@@ -15,15 +15,9 @@ from tests.conftest import ROOT
 MAX_LINES = 60
 LONG_MARK = "# long:"
 
-# Long functions in files another helper of issue 14 is reshaping (path::qualified name -> owner).
-# The lead empties this list as their branches merge; an entry that is no longer a long function
-# without a reason fails test_the_pending_list_holds_only_long_functions, so none outlives its fix.
-PENDING = {
-    "operations/checkpoint.py::fetch": "wt-core (the checkpoint step: fetch in three parts)",
-    "operations/checkpoint.py::_download": "wt-core (aria2's RPC session moves into the core)",
-    "noderig/node/verify_files.py::read_header": "wt-core (the verifier in phases)",
-    "noderig/node/verify_files.py::verify": "wt-core (the verifier in phases)",
-}
+# Long functions waiting for a split (path::qualified name -> why); empty: every long function
+# carries its reason. An entry that is no longer long fails, so none outlives its fix.
+PENDING: dict[str, str] = {}
 
 
 def product_files() -> list[Path]:

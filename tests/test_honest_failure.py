@@ -123,7 +123,7 @@ STEPS = [
     ("noderig.preflight:problems", "Preflight: OS, disk, GPUs, base Python, exposure"),
     ("pyinfra.facts.deb:DebPackages.process", "Prerequisites"),
     ("noderig.treediff:diff_listings", "Venv /opt/sglang/venv from ct200"),
-    ("noderig.checkpoint:classify@fetch", "Checkpoint moonshotai/Kimi-K2.6"),
+    ("noderig.checkpoint_plan:classify@fetch", "Checkpoint moonshotai/Kimi-K2.6"),
     ("noderig.service_plan:plan_service", "sglang running and enabled"),
     ("operations.facts:HttpStatus.process", "sglang ready"),
 ]

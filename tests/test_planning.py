@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from noderig import checkpoint as plan
+from noderig import checkpoint_plan
 from noderig.preflight import disk_problems, problems
 from noderig.treediff import diff_listings
 
@@ -19,26 +19,26 @@ def stat(size, mtime=1000.5, aria2=False):
 
 def test_files_hashed_before_and_unchanged_are_ok_without_rehash():
     record = {"a.safetensors": {"size": 100, "mtime_ns": 1000500000000, "digest": "aa" * 32}}
-    states = plan.classify(MANIFEST, {"a.safetensors": stat(100), "b.safetensors": stat(100)}, record)
-    assert states == {"a.safetensors": plan.OK, "b.safetensors": plan.UNVERIFIED, "config.json": plan.MISSING}
+    states = checkpoint_plan.classify(MANIFEST, {"a.safetensors": stat(100), "b.safetensors": stat(100)}, record)
+    assert states == {"a.safetensors": checkpoint_plan.OK, "b.safetensors": checkpoint_plan.UNVERIFIED, "config.json": checkpoint_plan.MISSING}
 
 
 def test_a_touched_file_is_hashed_again():
     record = {"a.safetensors": {"size": 100, "mtime_ns": 1000500000000, "digest": "aa" * 32}}
-    assert plan.classify(MANIFEST, {"a.safetensors": stat(100, mtime=2000.0)}, record)["a.safetensors"] == plan.UNVERIFIED
+    assert checkpoint_plan.classify(MANIFEST, {"a.safetensors": stat(100, mtime=2000.0)}, record)["a.safetensors"] == checkpoint_plan.UNVERIFIED
 
 
 def test_live_aria2_control_file_is_never_ok():
     record = {"a.safetensors": {"size": 100, "mtime_ns": 1000500000000, "digest": "aa" * 32}}
-    states = plan.classify(MANIFEST, {"a.safetensors": stat(100, aria2=True)}, record)
-    assert states["a.safetensors"] == plan.PARTIAL
+    states = checkpoint_plan.classify(MANIFEST, {"a.safetensors": stat(100, aria2=True)}, record)
+    assert states["a.safetensors"] == checkpoint_plan.PARTIAL
 
 
 def test_sizes_decide_resume_or_refetch_and_bytes_to_fetch():
     stats = {"a.safetensors": stat(40), "b.safetensors": stat(150)}
-    states = plan.classify(MANIFEST, stats, {})
-    assert states["a.safetensors"] == plan.TRUNCATED and states["b.safetensors"] == plan.OVERSIZE
-    assert plan.bytes_to_fetch(MANIFEST, states, stats) == 60 + 100 + 10
+    states = checkpoint_plan.classify(MANIFEST, stats, {})
+    assert states["a.safetensors"] == checkpoint_plan.TRUNCATED and states["b.safetensors"] == checkpoint_plan.OVERSIZE
+    assert checkpoint_plan.bytes_to_fetch(MANIFEST, states, stats) == 60 + 100 + 10
 
 
 def test_tree_diff_names_added_changed_and_removed():
@@ -85,34 +85,53 @@ def test_preflight_refuses_another_minor_version():
 
 def test_a_record_from_another_second_or_without_an_mtime_is_not_trusted():
     entry = {"size": 100, "digest": "aa" * 32}
-    same = plan.classify(MANIFEST, {"a.safetensors": stat(100)}, {"a.safetensors": {**entry, "mtime_ns": 1000500001999}})
-    assert same["a.safetensors"] == plan.OK, "within 2 us: the same mtime, as a filesystem rounds it"
+    same = checkpoint_plan.classify(MANIFEST, {"a.safetensors": stat(100)}, {"a.safetensors": {**entry, "mtime_ns": 1000500001999}})
+    assert same["a.safetensors"] == checkpoint_plan.OK, "within 2 us: the same mtime, as a filesystem rounds it"
     for record in ({**entry, "mtime_ns": 1000500002000}, {**entry, "mtime_ns": 1000500000000 - 2000}, entry):
-        states = plan.classify(MANIFEST, {"a.safetensors": stat(100)}, {"a.safetensors": record})
-        assert states["a.safetensors"] == plan.UNVERIFIED, record
+        states = checkpoint_plan.classify(MANIFEST, {"a.safetensors": stat(100)}, {"a.safetensors": record})
+        assert states["a.safetensors"] == checkpoint_plan.UNVERIFIED, record
     # A file at the epoch and a record that lost its mtime: still not trusted.
-    states = plan.classify(MANIFEST, {"a.safetensors": stat(100, mtime=0.0)}, {"a.safetensors": entry})
-    assert states["a.safetensors"] == plan.UNVERIFIED
+    states = checkpoint_plan.classify(MANIFEST, {"a.safetensors": stat(100, mtime=0.0)}, {"a.safetensors": entry})
+    assert states["a.safetensors"] == checkpoint_plan.UNVERIFIED
 
 
 def test_bytes_to_fetch_count_a_partial_file_whole_and_every_file_once():
     stats = {"a.safetensors": stat(100, aria2=True), "b.safetensors": stat(30)}
-    states = plan.classify(MANIFEST, stats, {})
-    assert states == {"a.safetensors": plan.PARTIAL, "b.safetensors": plan.TRUNCATED, "config.json": plan.MISSING}
-    assert plan.bytes_to_fetch(MANIFEST, states, stats) == 100 + 70 + 10
+    states = checkpoint_plan.classify(MANIFEST, stats, {})
+    assert states == {"a.safetensors": checkpoint_plan.PARTIAL, "b.safetensors": checkpoint_plan.TRUNCATED, "config.json": checkpoint_plan.MISSING}
+    assert checkpoint_plan.bytes_to_fetch(MANIFEST, states, stats) == 100 + 70 + 10
 
 
 def test_the_manifest_text_is_stable_whatever_the_key_order():
     a = {"repo": "org/m", "files": [{"path": "x", "size": 1}], "commit": "c"}
     b = {"commit": "c", "files": [{"size": 1, "path": "x"}], "repo": "org/m"}
-    text = plan.manifest_text(a)
-    assert text == plan.manifest_text(b) and text.endswith("}\n") and not text.endswith("\n\n")
+    text = checkpoint_plan.manifest_text(a)
+    assert text == checkpoint_plan.manifest_text(b) and text.endswith("}\n") and not text.endswith("\n\n")
     import json
 
     assert json.loads(text) == a and text.count("\n") > 3, "one value per line, for a human diffing two pins"
 
 
 def test_describe_names_files_by_state_up_to_a_limit():
-    todo = {f"s{i}": plan.MISSING for i in range(5)} | {"c.json": plan.UNVERIFIED, "a.json": plan.UNVERIFIED}
-    assert plan.describe(todo) == "5 missing (s0, s1, s2, ...), 2 unverified (a.json, c.json)"
-    assert plan.describe({"a": plan.PARTIAL, "b": plan.PARTIAL, "c": plan.PARTIAL}) == "3 partial (a, b, c)"
+    todo = {f"s{i}": checkpoint_plan.MISSING for i in range(5)} | {"c.json": checkpoint_plan.UNVERIFIED, "a.json": checkpoint_plan.UNVERIFIED}
+    assert checkpoint_plan.describe(todo) == "5 missing (s0, s1, s2, ...), 2 unverified (a.json, c.json)"
+    assert checkpoint_plan.describe({"a": checkpoint_plan.PARTIAL, "b": checkpoint_plan.PARTIAL, "c": checkpoint_plan.PARTIAL}) == "3 partial (a, b, c)"
+
+
+def test_an_entry_without_a_digest_is_never_ok_whatever_the_record_says():
+    # The planner reads the verifier's digest rule: an entry with neither sha256 nor git_oid
+    # has nothing its bytes were checked against, so a record cannot make it "ok".
+    manifest = {"files": [{"path": "a.bin", "size": 100}]}
+    record = {"a.bin": {"size": 100, "mtime_ns": 1000500000000, "digest": None}}
+    assert checkpoint_plan.classify(manifest, {"a.bin": stat(100)}, record) == {"a.bin": "unverified"}
+
+
+def test_the_planner_and_the_node_verifier_name_the_state_files_and_states_alike():
+    from noderig.node import verify_files
+
+    assert (checkpoint_plan.MANIFEST_FILE, checkpoint_plan.RECORD_FILE) == (".noderig/manifest.json",
+                                                                            ".noderig/verified.json")
+    assert checkpoint_plan.RECORD_FILE is verify_files.RECORD_FILE
+    assert (checkpoint_plan.OK, checkpoint_plan.UNVERIFIED, checkpoint_plan.MISSING, checkpoint_plan.PARTIAL,
+            checkpoint_plan.TRUNCATED, checkpoint_plan.OVERSIZE) == ("ok", "unverified", "missing", "partial",
+                                                                    "truncated", "oversize")

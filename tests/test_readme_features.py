@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from noderig.errors import NoderigError
-from noderig.manifest import read_token
 from noderig.preflight import problems
+from noderig.secret_files import read_token
 from tests.conftest import changed_ops, deploy, hub_call
 from tests.fakehost import FakeHost
 

@@ -155,7 +155,7 @@ def test_clean_checkpoint_verifies_and_records_every_file(ckpt):
     assert {f["status"] for f in report["files"]} == {"ok"}
     assert [f["file"] for f in report["files"]] == [e["path"] for e in manifest["files"]]
     assert report["hashed_bytes"] == manifest["total_bytes"]
-    record = json.loads((ckpt / vf.RECORD).read_text())
+    record = json.loads((ckpt / vf.RECORD_FILE).read_text())
     assert set(record) == {e["path"] for e in manifest["files"]}
     st_ = os.stat(ckpt / S1)
     assert record[S1] == {"size": st_.st_size, "mtime_ns": st_.st_mtime_ns,
@@ -167,7 +167,7 @@ def test_clean_checkpoint_verifies_and_records_every_file(ckpt):
 
 def test_rerun_hashes_nothing_and_leaves_the_record_untouched(ckpt):
     run(ckpt)
-    rec = ckpt / vf.RECORD
+    rec = ckpt / vf.RECORD_FILE
     before = (rec.stat().st_mtime_ns, rec.stat().st_ino, rec.read_bytes())
     report = run(ckpt)
     assert report["ok"] and report["hashed_bytes"] == 0 and report["record"] == "unchanged"
@@ -182,13 +182,13 @@ def test_touching_a_file_rehashes_only_that_file(ckpt):
     report = run(ckpt)
     assert report["ok"] and report["hashed_bytes"] == st_.st_size
     assert [f for f, (_, d) in by_file(report).items() if d == "hashed"] == [S3]
-    assert json.loads((ckpt / vf.RECORD).read_text())[S3]["mtime_ns"] == st_.st_mtime_ns + 5_000_000_000
+    assert json.loads((ckpt / vf.RECORD_FILE).read_text())[S3]["mtime_ns"] == st_.st_mtime_ns + 5_000_000_000
 
 
 def test_no_record_hashes_everything_and_writes_nothing(ckpt):
     report = run(ckpt, use_record=False)
     assert report["ok"] and report["hashed_bytes"] > 0
-    assert not (ckpt / vf.RECORD).exists()
+    assert not (ckpt / vf.RECORD_FILE).exists()
 
 
 def test_single_file_repo_without_index(lab_repos, tmp_path):
@@ -211,7 +211,7 @@ def test_truncated_shard(ckpt):
     assert bad_files(report) == {S2: "truncated"}
     assert by_file(report)[S2][1] == f"{size - 1000} bytes, expected {size}"
     assert report["hashed_bytes"] == 0  # nothing else changed; the truncated file is not hashed
-    assert S2 not in json.loads((ckpt / vf.RECORD).read_text())
+    assert S2 not in json.loads((ckpt / vf.RECORD_FILE).read_text())
     # without the manifest the header alone shows it
     report = run(ckpt, find_manifest=False)
     assert bad_files(report) == {S2: "truncated"}
@@ -262,7 +262,7 @@ def test_flipped_byte_in_tensor_data_only_sha256_catches(ckpt):
     assert bad_files(report) == {S3: "sha256_mismatch"}
     assert report["hashed_bytes"] == (ckpt / S3).stat().st_size  # only the changed file was hashed
     assert "expected" in by_file(report)[S3][1]
-    assert S3 not in json.loads((ckpt / vf.RECORD).read_text())
+    assert S3 not in json.loads((ckpt / vf.RECORD_FILE).read_text())
 
 
 def test_deleted_shard_is_missing_and_an_index_problem(ckpt):
@@ -280,14 +280,14 @@ def test_stale_aria2_file_is_partial_and_never_verified(ckpt):
     assert bad_files(report) == {S2: "partial"}
     total = json.loads((ckpt / ".noderig/manifest.json").read_text())["total_bytes"]
     assert report["hashed_bytes"] == total - (ckpt / S2).stat().st_size  # everything but the partial file
-    record = json.loads((ckpt / vf.RECORD).read_text())
+    record = json.loads((ckpt / vf.RECORD_FILE).read_text())
     assert S2 not in record and S1 in record
     # verified before, then a control file appears: no longer ok, and out of the record
     (ckpt / f"{S2}.aria2").unlink()
     assert run(ckpt)["ok"]
     (ckpt / f"{S2}.aria2").write_bytes(b"\0")
     assert bad_files(run(ckpt)) == {S2: "partial"}
-    assert S2 not in json.loads((ckpt / vf.RECORD).read_text())
+    assert S2 not in json.loads((ckpt / vf.RECORD_FILE).read_text())
     assert bad_files(run(ckpt, find_manifest=False)) == {S2: "partial"}
 
 
@@ -468,7 +468,7 @@ def test_no_manifest_checks_structure_and_says_sha256_was_not_checked(ckpt, caps
     report = run(ckpt)
     assert report["ok"] and report["sha256_checked"] is False and report["manifest"] is None
     assert {s for s, _ in by_file(report).values()} == {"unverified"}
-    assert report["hashed_bytes"] == 0 and not (ckpt / vf.RECORD).exists()
+    assert report["hashed_bytes"] == 0 and not (ckpt / vf.RECORD_FILE).exists()
     assert cli.main(["verify", str(ckpt)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "sha256 NOT checked: no manifest" in out
@@ -560,7 +560,7 @@ def test_a_corrupt_record_is_ignored_and_replaced(ckpt):
     (ckpt / ".noderig/verified.json").write_text("{not json")
     report = run(ckpt)
     assert report["ok"] and report["hashed_bytes"] > 0
-    assert S1 in json.loads((ckpt / vf.RECORD).read_text())
+    assert S1 in json.loads((ckpt / vf.RECORD_FILE).read_text())
 
 
 def test_a_record_for_another_digest_is_not_trusted(ckpt):

@@ -9,23 +9,26 @@ from __future__ import annotations
 
 import json
 
-STATE_DIR = ".noderig"
-MANIFEST_FILE = f"{STATE_DIR}/manifest.json"
-RECORD_FILE = f"{STATE_DIR}/verified.json"
+# The node's state layout, the file states and the digest rule are the node-side verifier's
+# (shipped alone to the node, stdlib only): the planner reads them from there, never the
+# other way round, so the two cannot drift apart.
+from .node.verify_files import (MANIFEST_FILE, MISSING, OK, PARTIAL, RECORD_FILE, STATE_DIR, TRUNCATED, UNVERIFIED,
+                                expected_digest)
 
-# States of a manifest file on the node.
-OK = "ok"  # hashed before, unchanged since (size and mtime as recorded)
-UNVERIFIED = "unverified"  # right size, never hashed (or changed since): hash it
-MISSING = "missing"
-PARTIAL = "partial"  # aria2 control file present: resume
-TRUNCATED = "truncated"  # shorter than the manifest: resume
-OVERSIZE = "oversize"  # longer than the manifest: fetch again from scratch
+__all__ = ["STATE_DIR", "MANIFEST_FILE", "RECORD_FILE", "OK", "UNVERIFIED", "MISSING", "PARTIAL", "TRUNCATED",
+           "OVERSIZE", "FETCH", "expected_digest", "classify", "bytes_to_fetch", "manifest_text", "describe"]
+
+# States of a manifest file on the node, as the planner sees them from its stats:
+#   OK          hashed before, unchanged since (size and mtime as recorded)
+#   UNVERIFIED  right size, never hashed (or changed since): hash it
+#   MISSING     not there
+#   PARTIAL     aria2 control file present: resume
+#   TRUNCATED   shorter than the manifest: resume
+#   OVERSIZE    longer than the manifest: fetch again from scratch (the planner's own word:
+#               the verifier, which reads the bytes, reports such a file as size_mismatch)
+OVERSIZE = "oversize"
 
 FETCH = (MISSING, PARTIAL, TRUNCATED, OVERSIZE)
-
-
-def expected_digest(entry: dict) -> str:
-    return entry.get("sha256") or entry["git_oid"]
 
 
 def classify(manifest: dict, stats: dict, record: dict | None) -> dict[str, str]:
@@ -34,7 +37,7 @@ def classify(manifest: dict, stats: dict, record: dict | None) -> dict[str, str]
     for entry in manifest["files"]:
         path, size = entry["path"], entry["size"]
         st = stats.get(path)
-        seen = record.get(path)
+        seen, want = record.get(path), expected_digest(entry)
         if st is None:
             states[path] = MISSING
         elif st["aria2"]:
@@ -43,7 +46,8 @@ def classify(manifest: dict, stats: dict, record: dict | None) -> dict[str, str]
             states[path] = TRUNCATED
         elif st["size"] > size:
             states[path] = OVERSIZE
-        elif (seen and seen.get("digest") == expected_digest(entry) and seen.get("size") == size
+        # never OK without a digest to have checked the bytes against
+        elif (seen and want and seen.get("digest") == want and seen.get("size") == size
               and seen.get("mtime_ns") is not None and abs(seen["mtime_ns"] - st["mtime"] * 1e9) < 2e3):
             states[path] = OK
         else:

@@ -1,0 +1,100 @@
+"""One builder per command: the node verifier's command line and apt's install, as the
+checkpoint step, its background hashing and the repairs run them. Fast tier, no host: the
+commands a fake host was asked to run are compared with the lines written out here."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from types import SimpleNamespace
+
+from noderig.node import script_path
+from noderig.repair import Repair
+from operations import checkpoint, diagnosis
+from operations.packages import install_commands
+
+APT_LINE = "DEBIAN_FRONTEND=noninteractive apt-get -q -y -o DPkg::Lock::Timeout=600"
+
+
+class RecordingHost:
+    """Runs nothing: records each command line and answers success (or the given output)."""
+
+    name = "b300"
+
+    def __init__(self, answers: dict | None = None):
+        self.commands, self.uploads, self.answers = [], [], answers or {}
+
+    def run_shell_command(self, command, **_kwargs):
+        line = command.get_raw_value()
+        self.commands.append(line)
+        ok, stdout = self.answers.get(line, (True, []))
+        return ok, SimpleNamespace(stdout_lines=stdout, stderr="")
+
+    def put_file(self, src, dest, **_kwargs):
+        self.uploads.append(dest)
+        return True
+
+    def log_styled(self, *_args, **_kwargs):
+        pass
+
+
+def test_the_verifier_command_line_quotes_every_path():
+    assert checkpoint.verifier_command("/m d/.noderig/manifest.json", "/m d", jobs=4).get_raw_value() == (
+        "python3 /usr/local/lib/noderig/verify_files.py '/m d/.noderig/manifest.json' '/m d' --jobs 4")
+    assert checkpoint.verifier_command("-", "/models/m", check_paths=True).get_raw_value() == (
+        "python3 /usr/local/lib/noderig/verify_files.py - /models/m --check-paths")
+    assert checkpoint.verifier_command("/m/x.json", "/m").get_raw_value() == (
+        "python3 /usr/local/lib/noderig/verify_files.py /m/x.json /m")
+
+
+def test_the_verifier_accepts_the_command_line_built_for_it(tmp_path):
+    # The built line, run here with the shipped script in place of its node path: the
+    # script's own argument parser is the oracle (a usage error exits 2).
+    (tmp_path / "config.json").write_text("{}")
+    for command in (checkpoint.verifier_command("-", str(tmp_path), check_paths=True),
+                    checkpoint.verifier_command("-", str(tmp_path), jobs=2)):
+        argv = shlex.split(command.get_raw_value())
+        assert argv[:2] == ["python3", checkpoint.VERIFY_SCRIPT]
+        res = subprocess.run([sys.executable, str(script_path("verify_files.py")), *argv[2:]], capture_output=True,
+                             text=True)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert json.loads(res.stdout.splitlines()[-1])["ok"] is True
+
+
+def test_apt_installs_after_refreshing_the_lists_keeping_changed_conffiles():
+    assert [c.get_raw_value() for c in install_commands(["python3-dev", "x; y"])] == [
+        f"{APT_LINE} update",
+        f"{APT_LINE} install --no-install-recommends -o Dpkg::Options::=--force-confdef "
+        "-o Dpkg::Options::=--force-confold python3-dev 'x; y'",
+    ]
+
+
+def test_a_package_repair_runs_the_packages_step_commands_lists_first():
+    host = RecordingHost()
+    plan = Repair("install_package:python3-dev", "install python3-dev", packages=["python3-dev"])
+    diagnosis._apply_repair(host, "sglang.service", SimpleNamespace(port=30000), plan, {"repairs": []})
+    assert host.commands[:2] == [
+        f"{APT_LINE} update",
+        f"{APT_LINE} install --no-install-recommends -o Dpkg::Options::=--force-confdef "
+        "-o Dpkg::Options::=--force-confold python3-dev",
+    ]
+
+
+def test_a_package_repair_stops_at_a_failed_list_refresh():
+    host = RecordingHost({f"{APT_LINE} update": (False, [])})
+    plan = Repair("install_package:python3-dev", "install python3-dev", packages=["python3-dev"])
+    diagnosis._apply_repair(host, "sglang.service", SimpleNamespace(port=30000), plan, {"repairs": []})
+    assert not any(c.startswith(f"{APT_LINE} install") for c in host.commands)
+
+
+def test_a_reverify_repair_runs_the_verifier_with_the_checkpoint_step_command_line():
+    host = RecordingHost()
+    plan = Repair("reverify_checkpoint", "re-verify the checkpoint", forget_verified=True)
+    diagnosis._apply_repair(host, "sglang.service", SimpleNamespace(port=30000, model_dir="/models/K 2"), plan,
+                            {"repairs": []})
+    assert host.commands[:2] == [
+        "test ! -L '/models/K 2/.noderig' && rm -f '/models/K 2/.noderig/verified.json'",
+        "python3 /usr/local/lib/noderig/verify_files.py '/models/K 2/.noderig/manifest.json' '/models/K 2'",
+    ]
