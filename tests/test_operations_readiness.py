@@ -216,8 +216,12 @@ def test_a_flag_repair_is_recorded_rendered_and_relaunched_until_ready(server):
 def test_a_missing_package_is_installed_without_touching_the_unit():
     host = node_host(Node([NO_HEADERS, FLASH_ATTN]))
     assert launch(host, settings=server_settings(), repair=True, max_repairs=1) is False
-    apt = next(c for c in host.ran if "apt-get" in c)
-    assert apt.startswith(" ".join(APT)) and " install " in apt and apt.endswith(" python3-dev")
+    update, apt = [c for c in host.ran if "apt-get" in c]
+    # the same command the prerequisites step runs: lists refreshed, conffiles kept, no recommends
+    assert update == " ".join(APT) + " update"
+    assert apt == " ".join(APT) + (" install --no-install-recommends -o Dpkg::Options::=--force-confdef"
+                                   " -o Dpkg::Options::=--force-confold python3-dev")
+    assert launched(host).index(apt) == launched(host).index(update) + 1
     after = launched(host)[launched(host).index(apt) + 1:]
     assert after == [*atomic("/etc/noderig/repairs.json"), RESTART, "wait", "diagnose"]
     assert not any(c.startswith("upload -> " + UNIT) for c in host.ran)
