@@ -121,6 +121,9 @@ KNOWN_MISSES = {
     "speculative_config/vllm-52069-mtp-under-pipeline-parallel": (
         "unknown", "the error is the draft model lacking pipeline parallelism; only the command line says it is "
                    "the speculative config"),
+    "unsupported_gpu_arch/deepgemm-pr-324-unknown-recipe-sm120": (
+        "deepgemm_jit_failure", "DeepGEMM's 'Unknown recipe' layout assertion inside its JIT path; only the PR's prose "
+                                "says the pinned revision has no sm_120 support"),
     "unknown/deepgemm-140-smxx-layout-assertion": (
         "healthy", "pytest's 'E   ' prefix hides the exception line from the failure detector (test output, not "
                    "a server log)"),
