@@ -19,6 +19,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config):
+    """Under mutation testing (scripts/mutation), keep the active mutant in this process only.
+    mutmut names it in MUTANT_UNDER_TEST, which every child inherits; a node script that a
+    test copies out of the tree and runs (the launcher, the verifier) then loads mutmut's
+    trampolines in a directory with no mutmut configuration and dies before it runs. Such a
+    script runs as __main__, where no mutant applies anyway, so the child needs no name."""
+    name = os.environ.pop("MUTANT_UNDER_TEST", None)
+    if name is not None:
+        from mutmut.mutation import trampoline
+        trampoline._mutant_under_test = name
+
+
 @pytest.hookimpl(trylast=True)  # after -m deselected what it leaves out
 def pytest_collection_modifyitems(config, items):
     """A run that selects lab tests needs root: without it the run fails with a sentence
