@@ -49,6 +49,8 @@ def test_complete_lines_go_out_at_once_and_the_rest_waits():
     assert r.feed(b"d\re") == b"cd\r"
     assert r.flush() == b"e"
     assert r.feed(b"f\n") == b"f\n"       # nothing left over from before the flush
+    assert r.feed(b"g\rh\ri") == b"g\rh\r"  # up to the last line end of either kind
+    assert r.flush() == b"i"
 
 
 def test_a_line_longer_than_the_limit_is_cut_holding_back_only_a_possible_secret_start():

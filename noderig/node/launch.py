@@ -118,7 +118,7 @@ class Redactor:
         variants = set()
         for secret in secrets:
             variants.add(secret.encode("utf-8", "surrogateescape"))
-            variants.add(repr(secret)[1:-1].encode("utf-8", "surrogateescape"))
+            variants.add(repr(secret)[1:-1].encode())  # repr escapes surrogates: plain UTF-8 always encodes
             variants.add(json.dumps(secret)[1:-1].encode())
         variants = sorted((v for v in variants if v), key=len, reverse=True)
         self.pattern = re.compile(b"|".join(re.escape(v) for v in variants)) if variants else None
