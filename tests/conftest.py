@@ -19,6 +19,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_make_parametrize_id(config, val, argname):
+    """A test id pytest can select again: pytest writes a backslash, a control character or a
+    non-ASCII character of a parameter as an escape that a node id given back to it no longer
+    matches (mutmut reruns tests by node id). Such text gets a plain ASCII id, % for \\."""
+    if isinstance(val, str) and not (val.isascii() and val.isprintable() and "\\" not in val):
+        return val.encode("unicode_escape").decode("ascii").replace("\\", "%")
+    if isinstance(val, bytes) and "\\" in repr(val):
+        return repr(val)[2:-1].replace("\\", "%")
+    return None
+
+
 def pytest_configure(config):
     """Under mutation testing (scripts/mutation), keep the active mutant in this process only.
     mutmut names it in MUTANT_UNDER_TEST, which every child inherits; a node script that a
