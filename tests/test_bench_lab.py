@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from noderig.benchmark import RECORD_FIELDS
+from noderig_lab import FAKE_NVIDIA_SMI as FAKE_SMI
 from tests.conftest import ROOT, deploy
 
 pytestmark = pytest.mark.lab
 
 UNIT = "/etc/systemd/system/sglang.service"
 TINY = ROOT / "tests" / "fixtures" / "bench" / "tiny.toml"
-FAKE_SMI = ROOT / "noderig" / "lab" / "nvidia-smi"
 NODERIG = Path(sys.executable).with_name("noderig")
 
 
