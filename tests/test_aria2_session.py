@@ -27,14 +27,17 @@ FILES = {"a.safetensors": bytes(range(256)) * 1200, "sub/config.json": b'{"hidde
 
 
 class Server(http.server.ThreadingHTTPServer):
-    """``/files/<path>`` serves FILES (with Range), ``/expired/<path>`` answers 403,
-    anything else 404; ``requests`` lists the paths asked for."""
+    """``/files/<path>`` serves FILES (with Range), ``/stalled/<path>`` serves its first KiB
+    then holds the rest until ``release`` is set (a download still active when the test acts
+    on it), ``/expired/<path>`` answers 403, anything else 404; ``requests`` lists the paths
+    asked for."""
 
     daemon_threads = True
 
     def __init__(self):
         super().__init__(("127.0.0.1", 0), Handler)
         self.requests: list[str] = []
+        self.release = threading.Event()
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
 
     def handle_error(self, request, client_address):
@@ -48,7 +51,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.server.requests.append(self.path)
         kind, _, name = self.path.lstrip("/").partition("/")
-        body = FILES.get(name) if kind == "files" else None
+        body = FILES.get(name) if kind in ("files", "stalled") else None
         if body is None:
             self.send_response(403 if kind == "expired" else 404)
             self.send_header("Content-Length", "0")
@@ -65,6 +68,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(end - start + 1))
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()
+        if kind == "stalled":
+            self.wfile.write(body[start:start + 1024])
+            self.wfile.flush()
+            self.server.release.wait(60)
+            start += 1024
         self.wfile.write(body[start:end + 1])
 
 
@@ -73,6 +81,7 @@ def server():
     srv = Server()
     threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
     yield srv
+    srv.release.set()
     srv.shutdown()
     srv.server_close()
 
@@ -243,7 +252,8 @@ def test_a_download_aria2_refuses_to_add_names_the_file(server, daemon, tmp_path
 def test_a_download_the_daemon_forgot_fails_naming_the_file(server, daemon, tmp_path):
     dest = tmp_path / "m"
     session = session_for(daemon, dest, Calls(dest))
-    session.attach([(f"{server.url}/files/a.safetensors", "a.safetensors")], jobs=1)
+    # stalled: still active when removed (a whole small file can be done before the next call)
+    session.attach([(f"{server.url}/stalled/a.safetensors", "a.safetensors")], jobs=1)
     gid = session.gids["a.safetensors"]
     session.api.client.force_remove(gid)
     deadline = time.monotonic() + 60  # a hang guard, not a speed check
@@ -254,7 +264,6 @@ def test_a_download_the_daemon_forgot_fails_naming_the_file(server, daemon, tmp_
         except Exception:
             assert time.monotonic() < deadline, "aria2 never let go of the removed download"
             time.sleep(0.05)
-            time.sleep(0.02)
     assert session.snapshot()["a.safetensors"]["status"] == "removed"
     with pytest.raises(aria2.DownloadError, match=rf"downloading {dest}/a.safetensors failed: aria2c exit 1: "
                                                   rf"unknown error \(.*{gid} is not found"):
