@@ -116,12 +116,11 @@ class ServerSettings:
 
     @classmethod
     def from_inventory(cls, data) -> "ServerSettings":
-        """Build from pyinfra host data (or any mapping) using the inventory's key names.
+        """Build from pyinfra host data (or any mapping: anything with ``get``) using the inventory's key names.
         A key that is absent or None keeps the field's default."""
-        getter = data.get if hasattr(data, "get") else (lambda key, default=None: getattr(data, key, default))
         values = {}
         for f in fields(cls):
-            value = getter(INVENTORY_KEYS.get(f.name, f.name), None)
+            value = data.get(INVENTORY_KEYS.get(f.name, f.name))
             if value is None:
                 if f.default is MISSING and f.default_factory is MISSING:
                     values[f.name] = None  # validate() names it
@@ -184,47 +183,34 @@ def _token(p: SettingProblems, s: ServerSettings, name: str, optional: bool = Fa
     return False
 
 
-def _path(p: SettingProblems, s: ServerSettings, name: str, optional: bool = False) -> bool:
+def _path(p: SettingProblems, s: ServerSettings, name: str, optional: bool = False) -> None:
     value = getattr(s, name)
     if value is None and optional:
-        return True
+        return
     if not isinstance(value, str) or not value.startswith("/"):
         p.add(name, value, "must be an absolute path")
     elif not _SAFE_PATH.match(value) or len(value) > 1024:
         p.add(name, value, "is not allowed: a path of letters, digits and ._/:@+=,- only (no spaces or quotes)")
     elif "/../" in value + "/" or "/./" in value + "/" or "//" in value:
         p.add(name, value, "must be a normalized absolute path (no //, /./ or /../)")
-    else:
-        return True
-    return False
 
 
-def _int(p: SettingProblems, s: ServerSettings, name: str, low: int, high: int, optional: bool = False) -> bool:
+def _int(p: SettingProblems, s: ServerSettings, name: str, low: int, high: int, optional: bool = False) -> None:
     value = getattr(s, name)
-    if value is None and optional:
-        return True
-    if not is_int(value) or not low <= value <= high:
+    if not (value is None and optional) and (not is_int(value) or not low <= value <= high):
         p.add(name, value, f"must be an integer from {low} to {high}")
-        return False
-    return True
 
 
-def _power_of_two(p: SettingProblems, s: ServerSettings, name: str, high: int = 64) -> bool:
+def _power_of_two(p: SettingProblems, s: ServerSettings, name: str, high: int = 64) -> None:
     value = getattr(s, name)
     if not is_int(value) or not 1 <= value <= high or value & (value - 1):
         p.add(name, value, f"must be a power of two from 1 to {high}")
-        return False
-    return True
 
 
-def _bool(p: SettingProblems, s: ServerSettings, name: str, optional: bool = False) -> bool:
+def _bool(p: SettingProblems, s: ServerSettings, name: str, optional: bool = False) -> None:
     value = getattr(s, name)
-    if value is None and optional:
-        return True
-    if not isinstance(value, bool):
+    if not (value is None and optional) and not isinstance(value, bool):
         p.add(name, value, "must be true or false")
-        return False
-    return True
 
 
 def is_host(value) -> bool:
@@ -238,26 +224,24 @@ def is_host(value) -> bool:
         return bool(_HOSTNAME.match(value))
 
 
-def _host_port(p: SettingProblems, s: ServerSettings, name: str) -> bool:
+def _host_port(p: SettingProblems, s: ServerSettings, name: str) -> None:
     value = getattr(s, name)
     m = re.match(r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+):(\d{1,5})\Z", value) if isinstance(value, str) else None
     if m is None:
         p.add(name, value, "must be host:port of the head node (e.g. 10.0.0.2:25000)")
-        return False
+        return
     host, port = m.group(1), int(m.group(2))
     if host.startswith("["):
         try:
             ipaddress.IPv6Address(host[1:-1])
         except ValueError:
             p.add(name, value, "has an invalid IPv6 address in brackets")
-            return False
+            return
     elif not is_host(host):
         p.add(name, value, "must be host:port with an IP address or a host name before the colon")
-        return False
+        return
     if not 1 <= port <= 65535:
         p.add(name, value, "has a port outside 1-65535")
-        return False
-    return True
 
 
 def _field_problems(s: ServerSettings) -> SettingProblems:
@@ -285,8 +269,9 @@ def _server_field_problems(p: SettingProblems, s: ServerSettings) -> None:
     for name in ("reasoning_parser", "tool_call_parser", "attention_backend", "mm_attention_backend",
                  "draft_attention_backend"):
         _token(p, s, name, optional=True, max_len=64)
+    # True and False are numbers to Python, but 1 and 0 fall outside the range anyway.
     if s.mem_fraction_static is not None and (
-            isinstance(s.mem_fraction_static, bool) or not isinstance(s.mem_fraction_static, (int, float))
+            not isinstance(s.mem_fraction_static, (int, float))
             or not math.isfinite(s.mem_fraction_static) or not 0 < s.mem_fraction_static < 1):
         p.add("mem_fraction_static", s.mem_fraction_static, "must be a number between 0 and 1 (exclusive), or unset")
     for name in ("trust_remote_code", "skip_server_warmup", "enable_dp_attention", "disable_cuda_graph",
