@@ -460,6 +460,30 @@ def test_continuation_rank_stops_at_unrelated_output():
     assert [ln.rank for ln in lines] == ["TP1", None, None, "TP0", "TP0", "TP0", "TP0", None]
 
 
+# The same log, as other transports and pastes deliver it: each must come out as the bare log does.
+PASTE_FORMS = {
+    "CRLF line ends and ANSI colours": lambda s: "\r\n".join(f"\x1b[32m{x}\x1b[0m" if x.strip() else x
+                                                          for x in s.split("\n")),
+    "Kubernetes container log (CRI)": lambda s: "\n".join(f"2025-07-25T07:53:08.217488644+08:00 stdout F {x}"
+                                                          for x in s.split("\n")),
+    "log shipper's UTC time": lambda s: "\n".join(f"2025-01-01T00:00:00.123456Z {x}" for x in s.split("\n")),
+    "named container, compose style": lambda s: "\n".join(f"vllm-openai  | {x}" for x in s.split("\n")),
+    "SGLang rank prefix": lambda s: "\n".join(f"[2025-01-01 00:00:00 TP3] {x}" if x.strip() else x
+                                              for x in s.split("\n")),
+    "Markdown quote, tab indents": lambda s: "\n".join(f"> {x}" for x in s.replace("    ", "\t").split("\n")),
+}
+
+
+@pytest.mark.parametrize("form", PASTE_FORMS)
+def test_every_fixture_survives_other_paste_forms(form):
+    wrong = []
+    for path in ALL_FIXTURES:
+        got = diagnose(PASTE_FORMS[form](fixture_text(path))).cls
+        if got != expected_class(path):
+            wrong.append(f"{fixture_id(path)} -> {got}")
+    assert not wrong, "\n".join(wrong)
+
+
 def test_hard_wrapped_paste_is_rejoined():
     width = 80
     long_msg = ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can "
@@ -1116,7 +1140,13 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
     ("Dec  2 13:31:17 b300 kernel: oops", "oops", {"source": "kernel"}),
     ("déc. 02 13:31:17 b300 kernel: oops", "oops", {"source": "kernel"}),
     ("1733146277.123456 b300 sglang[5]: x", "x", {"source": "sglang[5]"}),
-    ("2026-12-02T13:31:17Z b300 sglang: x", "x", {"source": "sglang"}),
+    ("2026-12-02T13:31:17+00:00 b300 sglang: x", "x", {"source": "sglang"}),
+    # a shipper's UTC time, then a message that reads "word word: ...": not a journal line
+    ("2025-01-01T00:00:00.123456Z missing tensor: model.embed_tokens.weight",
+     "missing tensor: model.embed_tokens.weight", {}),
+    # a Kubernetes node's container log (CRI): time, stream, full/partial flag
+    ("2025-07-25T07:53:08.217488644+08:00 stdout F [2025-07-25 07:53:08 TP2] x", "x",
+     {"rank": "TP2", "time": "2025-07-25 07:53:08", "prefixed": True}),
     ("2026-12-02 13:31:17 UTC b300 sglang[7]: x", "x", {"source": "sglang[7]"}),
     ("[2026-05-30 14:47:43 DP3 TP3] x", "x", {"rank": "DP3 TP3", "time": "2026-05-30 14:47:43", "prefixed": True}),
     ("[2026-05-30 14:47:43,123 TP0 EP0] x", "x", {"rank": "TP0 EP0", "time": "2026-05-30 14:47:43,123",
@@ -1142,6 +1172,12 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
     ("sglang_1 | x", "x", {"source": "sglang_1"}),
     ("sglang-1  |", "", {"source": "sglang-1"}),
     ("a | b", "a | b", {}),
+    ("qanything-container-local  | x", "x", {"source": "qanything-container-local"}),
+    ("[sglang]     | x", "x", {"source": "sglang"}),
+    ("  | [2025-03-10T15:07:20Z] ERROR 03-10 08:07:20 [core.py:302] x", "x",
+     {"time": "03-10 08:07:20", "level": "ERROR", "prefixed": True}),
+    ("> Traceback (most recent call last):", "Traceback (most recent call last):", {}),
+    (">>> import flash_attn", ">>> import flash_attn", {}),
     ("[x] y", "[x] y", {}),
     ("a\r\r", "a", {}),
     ("\r \r", "", {}),

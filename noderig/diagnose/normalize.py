@@ -42,24 +42,34 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012
 # (the month is localised: "Dec", "авг", "déc.")
 _JOURNAL_SHORT = re.compile(
     r"^(?:[^\W\d_]{2,4}\.? )?(?:[^\W\d_]{3,5}\.?) [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?(?: \d{4})?(?: [A-Z]{2,5})? "
-    r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?"
+    r"(?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?"
 )
 # journalctl -o short-iso / short-iso-precise:  "2026-12-02T13:31:17+0000 host ident[pid]: "
+# (a log shipper's "Z" time followed by "word word: message", such as "missing tensor: x", is not a
+# journal line unless it names a pid: journalctl writes a numeric offset)
 _JOURNAL_ISO = re.compile(
-    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? "
-    r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?"
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?P<tz>Z|[+-]\d\d:?\d\d)? "
+    r"(?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?"
 )
 # journalctl -o short-full: "Wed 2026-12-02 13:31:17 UTC host ident[pid]: "
 _JOURNAL_FULL = re.compile(
     r"^(?:[^\W\d_]{2,4} )?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [A-Za-z+\d:-]{2,6} "
-    r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?"
+    r"(?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?"
 )
 # journalctl -o short-unix: "1733146277.123456 host ident[pid]: "
-_JOURNAL_UNIX = re.compile(r"^\d{9,10}\.\d+ (?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?")
-# docker compose: "sglang-1  | ", "deepseek-v4-1-1  |", "tensorrtllm_backend-1  | "
-_CONTAINER = re.compile(r"^(?P<name>[A-Za-z0-9][\w.-]*-\d+|[A-Za-z0-9][\w.-]*_\d+)\s+\| ?")
-# log shippers / kubectl --timestamps / GitHub Actions: "2024-06-28T06:11:52.685300953Z ", "[2025-11-06T02:09:46.576Z] "
-_SHIP_TS = re.compile(r"^\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]? ")
+_JOURNAL_UNIX = re.compile(r"^\d{9,10}\.\d+ (?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?")
+# docker compose: "sglang-1  | ", "deepseek-v4-1-1  |", "tensorrtllm_backend-1  | "; a named container
+# or another compose tool: "qanything-container-local  | ", "[sglang]     | " (the name padded to one width)
+_CONTAINER = re.compile(r"^(?P<name>[A-Za-z0-9][\w.-]*-\d+|[A-Za-z0-9][\w.-]*_\d+)\s+\| ?"
+                        r"|^(?:\[(?P<bracketed>[A-Za-z0-9][\w.-]*)\]\s+|(?P<named>[A-Za-z0-9][\w.-]*) {2,})\| ")
+# a CI log's gutter before its timestamp (Buildkite): "  | [2025-03-10T15:07:20Z] "
+_GUTTER = re.compile(r"^ *\| (?=\[\d{4}-\d\d-\d\dT)")
+# a paste quoted in Markdown: "> " before every line (not Python's ">>>" prompt)
+_QUOTE = re.compile(r"^>(?: |$)")
+# log shippers / kubectl --timestamps / GitHub Actions: "2024-06-28T06:11:52.685300953Z ", "[2025-11-06T02:09:46.576Z] ";
+# a Kubernetes node's container log (CRI format) adds the stream and a full/partial flag: "... stdout F "
+_SHIP_TS = re.compile(r"^\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]? "
+                      r"(?:(?:stdout|stderr) [FP] )?")
 # vLLM / Ray process prefix: "(Worker_TP4 pid=1234) ", "(VllmWorker rank=3 pid=99) ", "(EngineCore_DP0 pid=5) ",
 # "(LLMRayActor pid=20770) ", "(ServeReplica:app:Deployment pid=12249, ip=10.0.155.99) "
 _PROC = re.compile(r"^\((?P<who>[^()\s]+(?: rank=\d+)?) pid=(?P<pid>\d+)(?:, ip=[\d.:a-f]+)?\)\s?")
@@ -106,6 +116,8 @@ def strip_prefixes(raw: str) -> tuple[str, dict]:
     """Remove every known prefix from one line. Returns (message, info) where info may hold
     source, rank, time and prefixed=True when a logger/process prefix named the writer."""
     text = strip_ansi(raw)
+    if "\t" in text:  # a paste that turned indentation into tabs: tracebacks are read by their indentation
+        text = text.expandtabs(4)
     if "\r" in text:  # progress bars redraw with CR: keep what the terminal finally showed
         parts = [p for p in text.split("\r") if p.strip()]
         text = parts[-1] if parts else ""
@@ -116,6 +128,13 @@ def strip_prefixes(raw: str) -> tuple[str, dict]:
             break
         text = text[m.end():]
     return text.rstrip("\n"), info
+
+
+def _journal_iso(text: str) -> re.Match | None:
+    m = _JOURNAL_ISO.match(text)
+    if m and not m["pid"] and m["tz"] in (None, "Z"):
+        return None
+    return m
 
 
 def _peel(text: str, info: dict) -> re.Match | None:
@@ -130,7 +149,7 @@ def _peel(text: str, info: dict) -> re.Match | None:
         if m:
             info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
     if m is None and c.isdigit():
-        m = _JOURNAL_ISO.match(text) or _JOURNAL_UNIX.match(text) or _JOURNAL_FULL.match(text)
+        m = _journal_iso(text) or _JOURNAL_UNIX.match(text) or _JOURNAL_FULL.match(text)
         if m:
             info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
         else:
@@ -145,10 +164,14 @@ def _peel(text: str, info: dict) -> re.Match | None:
         m = _logger_bracket(text, info)
     if m is None and c in "DIWECF":
         m = _logger_level(text, c, info)
+    if m is None and c == ">":
+        m = _QUOTE.match(text)
     if m is None and " |" in text[:64]:
         m = _CONTAINER.match(text)
         if m:
-            info.setdefault("source", m["name"])
+            info.setdefault("source", m["name"] or m["named"] or m["bracketed"])
+        else:
+            m = _GUTTER.match(text)
     return m
 
 
