@@ -116,8 +116,6 @@ def strip_prefixes(raw: str) -> tuple[str, dict]:
     """Remove every known prefix from one line. Returns (message, info) where info may hold
     source, rank, time and prefixed=True when a logger/process prefix named the writer."""
     text = strip_ansi(raw)
-    if "\t" in text:  # a paste that turned indentation into tabs: tracebacks are read by their indentation
-        text = text.expandtabs(4)
     if "\r" in text:  # progress bars redraw with CR: keep what the terminal finally showed
         parts = [p for p in text.split("\r") if p.strip()]
         text = parts[-1] if parts else ""
@@ -127,6 +125,8 @@ def strip_prefixes(raw: str) -> tuple[str, dict]:
         if m is None:
             break
         text = text[m.end():]
+    if "\t" in text:  # a paste that turned indentation into tabs: tracebacks are read by their indentation
+        text = text.expandtabs(4)
     return text.rstrip("\n"), info
 
 
