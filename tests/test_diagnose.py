@@ -125,6 +125,9 @@ KNOWN_MISSES = {
     "unsupported_gpu_arch/deepgemm-pr-324-unknown-recipe-sm120": (
         "deepgemm_jit_failure", "DeepGEMM's 'Unknown recipe' layout assertion inside its JIT path; only the PR's prose "
                                 "says the pinned revision has no sm_120 support"),
+    "tokenizer_error/glirel-23-tiktoken-conversion-frames-only": (
+        "unknown", "the excerpt stops inside tiktoken's loader, before any exception line or raise statement: a "
+                   "failure (a traceback), but nothing says what failed"),
     "unknown/deepgemm-140-smxx-layout-assertion": (
         "healthy", "pytest's 'E   ' prefix hides the exception line from the failure detector (test output, not "
                    "a server log)"),
@@ -1565,7 +1568,22 @@ def test_evidence_details_of_known_and_unknown_failures(mini):
 def test_a_bare_exception_line_is_read_with_its_next_three_lines(mini):
     assert mdx(mini, "RuntimeError:", "alpha", "exploded").cls == "alpha"
     assert mdx(mini, "before", "RuntimeError:", "alpha", "exploded").cls == "alpha"
-    assert mdx(mini, "RuntimeError:", "x", "y", "alpha", "exploded").cls == "unknown"
+    assert mdx(mini, "RuntimeError:", "x", "y", "alpha", "", "exploded").cls == "unknown"
+
+
+def test_a_message_wrapped_onto_the_next_line_is_read_whole(mini):
+    d = mdx(mini, "[12:00:00 TP0] RuntimeError: alpha", "exploded, says the wrapped remainder")
+    assert (d.cls, d.evidence[0].line, d.evidence[0].rank) == ("alpha", "RuntimeError: alpha", "TP0")
+    # the next line alone shows it: it is the evidence, not the line before it
+    d = mdx(mini, "RuntimeError: context first", "alpha exploded")
+    assert (d.cls, d.evidence[0].line) == ("alpha", "alpha exploded")
+    # a line with its own logger prefix, another rank's line or a new record does not continue one
+    assert mdx(mini, "[12:00:00 TP0] RuntimeError: alpha", "[12:00:01 TP0] exploded").cls == "unknown"
+    assert mdx(mini, "[12:00:00 TP0] RuntimeError: alpha", "[rank1]: exploded").cls == "unknown"
+    assert mdx(mini, "RuntimeError: alpha", "ValueError: exploded").cls == "unknown"
+    # a benign text wrapped the same way stays benign; a real error before a benign line is not hidden
+    assert mdx(mini, "[ERROR] harmless alpha", "exploded, wrapped").cls == "healthy"
+    assert mdx(mini, "[ERROR] real failure", "harmless alpha exploded").cls == "unknown"
 
 
 def test_sglang_is_recognised_by_its_prefix_or_a_marker(mini):

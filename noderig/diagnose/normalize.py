@@ -23,7 +23,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-__all__ = ["Line", "normalize", "strip_prefixes", "strip_ansi"]
+__all__ = ["Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
 
 
 @dataclass(slots=True)
@@ -316,3 +316,23 @@ def normalize(text: str) -> list[Line]:
         out.append(Line(no, msg, rank if rank is not None else info.get("rank"), source,
                         block.time if inherited else None, False, block.level if inherited else info.get("level")))
     return out
+
+
+_NEW_RECORD = re.compile(r'^\s*(File "|Traceback \(most recent call last\)|During handling of|The above exception)')
+
+
+def with_continuation(lines: list[Line], i: int) -> tuple[str, str | None]:
+    """Line ``i`` joined with the next line when that one continues it, and the next line's text
+    (None when it does not): a message a paste or a logger wrapped at a word ("...failed to bind
+    to [::]:29600 (errno: 98 - Address" / "already in use)"), a multi-line exception message. The
+    next line continues it when it has no logger prefix of its own, comes from the same rank (or
+    names none) and does not open a record (a frame, a traceback, an exception line). Callers
+    count only what the joined text shows and the next line alone does not: the wrapped part."""
+    text = lines[i].text
+    if i + 1 >= len(lines) or not text.strip():
+        return text, None
+    nxt = lines[i + 1]
+    if (not nxt.text.strip() or nxt.prefixed or nxt.rank not in (None, lines[i].rank) or _NEW_RECORD.match(nxt.text)
+            or _EXC_LINE.match(nxt.text.lstrip())):
+        return text, None
+    return f"{text.rstrip()} {nxt.text.strip()}", nxt.text

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from .catalog import Catalog
-from .normalize import Line
+from .normalize import Line, with_continuation
 
 __all__ = ["DEATH", "FAILURE", "first_failure", "ready_index", "stage"]
 
@@ -34,7 +34,8 @@ def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 
         if i in code or ln.level in _QUIET_LEVELS or not ln.text.strip():
             continue
         loud = pattern is FAILURE and ln.level in ("ERROR", "CRITICAL")  # the logger said so
-        if (loud or (_FAILURE_HINT.search(ln.text.lower()) and pattern.search(ln.text))) and not cat.is_benign(ln.text):
+        if ((loud or (_FAILURE_HINT.search(ln.text.lower()) and pattern.search(ln.text)))
+                and not cat.is_benign(ln.text, with_continuation(lines, i))):
             return i
     return None
 
