@@ -652,6 +652,33 @@ def test_warning_records_with_tracebacks_are_not_failures():
     assert diagnose("\n".join([*STARTING, *lines])).healthy
 
 
+@pytest.mark.parametrize("quiet", [
+    # a setting that names a timeout is no timeout (the NCCL class's symptom words)
+    "[2025-01-01 00:00:01 TP0] NCCL timeout is set to 600 s",
+    "INFO 01-01 00:00:01 [parallel_state.py:1] Using NCCL collective timeout of 1800s",
+    # a record its logger marked WARNING, whose words are another class's evidence
+    "WARNING 01-01 00:00:01 [config.py:1] Bfloat16 is only supported on GPUs with compute capability of at "
+    "least 8.0, falling back to float16",
+    # Python's and torch's warnings, whatever they quote
+    "/usr/lib/python3/dist-packages/torch/_inductor/utils.py:1: UserWarning: failed to import a kernel, error: x",
+    "[W socket.cpp:663] [c10d] The client socket has failed to connect, error: connection refused",
+])
+def test_settings_and_warnings_that_name_a_cause_are_not_failures(quiet):
+    d = diagnose("\n".join([*STARTING, quiet]))
+    assert (d.cls, d.ready) == ("healthy", False), d.cause
+
+
+def test_a_warning_that_names_a_cause_explains_a_later_unknown_crash():
+    warned = "WARNING 01-01 00:00:01 [config.py:1] Bfloat16 is only supported on GPUs with compute capability of at least 8.0"
+    crash = ["Traceback (most recent call last):", '  File "/x/vllm/worker.py", line 1, in f', "    g()",
+             "RuntimeError: boom"]
+    assert diagnose("\n".join([*STARTING, warned, *crash])).cls == "unsupported_gpu_arch"
+    # but an error record is decisive on its own, and a later decisive error wins over the warning
+    assert diagnose("\n".join([*STARTING, warned.replace("WARNING", "ERROR")])).cls == "unsupported_gpu_arch"
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert diagnose("\n".join([*STARTING, warned, *crash[:-1], oom])).cls == "cuda_oom"
+
+
 def test_readable_report_of_a_startup_shows_its_stage():
     from rich.console import Console
 
@@ -975,14 +1002,16 @@ def test_on_one_line_the_higher_priority_wins(mini):
 
 
 def test_symptoms_and_non_decisive_evidence(mini):
-    d = mdx(mini, "alpha wobble")
+    assert mdx(mini, "alpha wobble").cls == "healthy"  # a symptom alone, and nothing failed
+    d = mdx(mini, "alpha wobble", "RuntimeError: x")
     assert (d.cls, d.confidence) == ("alpha", 0.6)
-    assert mdx(mini, "alpha wobble", "beta wobble").cls == "beta"  # strongest symptom
-    assert mdx(mini, "beta wobble", "alpha wobble").cls == "beta"
+    assert mdx(mini, "alpha wobble", "beta wobble", "Killed").cls == "beta"  # strongest symptom
+    assert mdx(mini, "beta wobble", "alpha wobble", "Killed").cls == "beta"
     d = mdx(mini, "gamma noted")
     assert (d.cls, d.confidence) == ("gamma", 0.6)
     assert mdx(mini, "gamma noted", "alpha exploded").cls == "alpha"  # decisive evidence beats it
     assert mdx(mini, "beta wobble", "gamma noted").cls == "gamma"  # evidence beats a symptom
+    assert mdx(mini, "Traceback (most recent call last):", "beta wobble").cls == "beta"  # a traceback failed
 
 
 def test_remedy_variants_ranks_and_supporting_lines(mini):

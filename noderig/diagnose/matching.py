@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from .catalog import Catalog, CatalogClass
-from .normalize import Line, with_continuation
+from .normalize import QUIET_LEVELS, Line, with_continuation
 from .tracebacks import Traceback, TracebackSection
 
 __all__ = ["Match", "find_matches", "pick_root", "related_traceback"]
@@ -36,18 +36,18 @@ def find_matches(lines: list[Line], cat: Catalog, tbs: list[Traceback], skip: se
         if not t or i in skip:
             continue
         wrapped = with_continuation(lines, i) if i + 1 not in skip else (t, None)
-        if cat.is_benign(t, wrapped):
-            continue
         if _BARE_EXC.match(t):  # "RuntimeError:" with its message on the following lines
             t = " ".join([t.strip(), *(x.text.strip() for x in lines[i + 1:i + 4] if x.text.strip())])
         hits = hits_of(t)
         if wrapped[1] is not None:  # a signature the paste wrapped onto the next line
             hits |= hits_of(wrapped[0]) - hits_of(wrapped[1])
-        if not hits or any(p.search(t) for p in cat.ignore):
+        if not hits or any(p.search(t) for p in cat.ignore) or cat.is_benign(lines[i].text, wrapped):
             continue
+        # a record its logger marked DEBUG/INFO/WARNING is not an error: its evidence is a symptom
+        loud = lines[i].level not in QUIET_LEVELS
         for ci, c in enumerate(cat.classes):
             if (ci, "e") in hits:
-                matches.append(Match(c, i, True))
+                matches.append(Match(c, i, loud))
             elif (ci, "s") in hits:
                 matches.append(Match(c, i, False))
     for tb in tbs:

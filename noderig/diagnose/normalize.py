@@ -23,7 +23,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-__all__ = ["Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
+__all__ = ["QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
 
 
 @dataclass(slots=True)
@@ -36,6 +36,9 @@ class Line:
     prefixed: bool = False  # a logger/process prefix was found on this very line
     level: str | None = None  # the log level a logger prefix named (INFO, WARNING, ERROR, ...), if any
 
+
+# the levels of records that report, not fail: never a failure, never decisive evidence
+QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING"})
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
 # journalctl -o short / short-precise / short-full-ish:  "Dec 02 13:31:17[.123456] host ident[pid]: "
