@@ -128,9 +128,6 @@ KNOWN_MISSES = {
     "tokenizer_error/glirel-23-tiktoken-conversion-frames-only": (
         "unknown", "the excerpt stops inside tiktoken's loader, before any exception line or raise statement: a "
                    "failure (a traceback), but nothing says what failed"),
-    "unknown/deepgemm-140-smxx-layout-assertion": (
-        "healthy", "pytest's 'E   ' prefix hides the exception line from the failure detector (test output, not "
-                   "a server log)"),
 }
 
 
@@ -666,6 +663,11 @@ def test_warning_records_with_tracebacks_are_not_failures():
 def test_settings_and_warnings_that_name_a_cause_are_not_failures(quiet):
     d = diagnose("\n".join([*STARTING, quiet]))
     assert (d.cls, d.ready) == ("healthy", False), d.cause
+
+
+@pytest.mark.parametrize("last", ["AssertionError", "  torch.OutOfMemoryError  ", "KeyboardInterrupt"])
+def test_an_exception_line_without_a_message_is_a_failure(last):
+    assert diagnose("\n".join([*STARTING, last])).cls != "healthy"
 
 
 def test_a_warning_that_names_a_cause_explains_a_later_unknown_crash():
@@ -1210,6 +1212,8 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
      {"time": "03-10 08:07:20", "level": "ERROR", "prefixed": True}),
     ("> Traceback (most recent call last):", "Traceback (most recent call last):", {}),
     (">>> import flash_attn", ">>> import flash_attn", {}),
+    ("E       RuntimeError: Failed: Assertion error", "       RuntimeError: Failed: Assertion error", {}),
+    ("E0430 10:21:34.351000 19593 x.py:12] boom", "boom", {"level": "ERROR", "prefixed": True}),
     ("[x] y", "[x] y", {}),
     ("a\r\r", "a", {}),
     ("\r \r", "", {}),

@@ -69,6 +69,8 @@ _CONTAINER = re.compile(r"^(?P<name>[A-Za-z0-9][\w.-]*-\d+|[A-Za-z0-9][\w.-]*_\d
 _GUTTER = re.compile(r"^ *\| (?=\[\d{4}-\d\d-\d\dT)")
 # a paste quoted in Markdown: "> " before every line (not Python's ">>>" prompt)
 _QUOTE = re.compile(r"^>(?: |$)")
+# pytest's report of an error: "E       RuntimeError: ..." (the E, then the code's indentation)
+_PYTEST_E = re.compile(r"^E(?= {3}|\t)")
 # log shippers / kubectl --timestamps / GitHub Actions: "2024-06-28T06:11:52.685300953Z ", "[2025-11-06T02:09:46.576Z] ";
 # a Kubernetes node's container log (CRI format) adds the stream and a full/partial flag: "... stdout F "
 _SHIP_TS = re.compile(r"^\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]? "
@@ -169,6 +171,8 @@ def _peel(text: str, info: dict) -> re.Match | None:
         m = _logger_level(text, c, info)
     if m is None and c == ">":
         m = _QUOTE.match(text)
+    if m is None and c == "E":
+        m = _PYTEST_E.match(text)
     if m is None and " |" in text[:64]:
         m = _CONTAINER.match(text)
         if m:
