@@ -727,6 +727,17 @@ def test_exception_signature_needs_the_module_path_of_the_frames():
     assert diagnose(text).cls == "unknown"
 
 
+def test_an_exception_line_pasted_without_its_traceback_meets_the_exception_signatures(mini):
+    # type and message tokens; the module a message names stands for the frames' paths
+    assert mdx(mini, "DeltaError: the delta says no").cls == "gamma"
+    assert mdx(mini, "GammaError: cannot import name 'x' from 'gammamod' (/v/gammamod/__init__.py)").cls == "gamma"
+    assert mdx(mini, "GammaError: from elsewhere").cls == "unknown"  # neither the frames nor the message name it
+    # a message wrapped onto the next line is read whole
+    assert mdx(mini, "DeltaError: the delta", "says no, wrapped").cls == "gamma"
+    # in a WARNING record it is a symptom: nothing failed
+    assert mdx(mini, "WARNING 01-01 00:00:01 [x.py:1] DeltaError: the delta says no").cls == "healthy"
+
+
 @pytest.mark.parametrize("cls, lines, remedy", [
     ("sgl_kernel_mismatch", ["ImportError: /opt/venv/lib/python3.12/site-packages/sgl_kernel/common_ops.abi3.so: "
                              "undefined symbol: _ZN3c104cuda9SetDeviceEab"], "resync_venv"),
