@@ -1224,6 +1224,8 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
     ("> Traceback (most recent call last):", "Traceback (most recent call last):", {}),
     (">>> import flash_attn", ">>> import flash_attn", {}),
     ("E       RuntimeError: Failed: Assertion error", "       RuntimeError: Failed: Assertion error", {}),
+    ("│ INFO 03-21 20:19:24 [launcher.py:34] Route: /version, Methods: GET      │", "Route: /version, Methods: GET",
+     {"time": "03-21 20:19:24", "level": "INFO", "prefixed": True}),
     ("E0430 10:21:34.351000 19593 x.py:12] boom", "boom", {"level": "ERROR", "prefixed": True}),
     ("[x] y", "[x] y", {}),
     ("a\r\r", "a", {}),

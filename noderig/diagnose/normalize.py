@@ -69,6 +69,9 @@ _CONTAINER = re.compile(r"^(?P<name>[A-Za-z0-9][\w.-]*-\d+|[A-Za-z0-9][\w.-]*_\d
 _GUTTER = re.compile(r"^ *\| (?=\[\d{4}-\d\d-\d\dT)")
 # a paste quoted in Markdown: "> " before every line (not Python's ">>>" prompt)
 _QUOTE = re.compile(r"^>(?: |$)")
+# a terminal UI's log pane (k9s, lazydocker): every line framed by box-drawing bars
+_PANE = re.compile(r"^│ ?")
+_PANE_END = re.compile(r"\s*│\s*$")
 # pytest's report of an error: "E       RuntimeError: ..." (the E, then the code's indentation)
 _PYTEST_E = re.compile(r"^E(?= {3}|\t)")
 # log shippers / kubectl --timestamps / GitHub Actions: "2024-06-28T06:11:52.685300953Z ", "[2025-11-06T02:09:46.576Z] ";
@@ -125,6 +128,8 @@ def strip_prefixes(raw: str) -> tuple[str, dict]:
         parts = [p for p in text.split("\r") if p.strip()]
         text = parts[-1] if parts else ""
     info: dict = {}
+    if text.startswith("│"):
+        text = _PANE_END.sub("", text)
     for _ in range(6):  # transports nest in either order; each pass peels one layer
         m = _peel(text, info)
         if m is None:
@@ -173,6 +178,8 @@ def _peel(text: str, info: dict) -> re.Match | None:
         m = _QUOTE.match(text)
     if m is None and c == "E":
         m = _PYTEST_E.match(text)
+    if m is None and c == "│":
+        m = _PANE.match(text)
     if m is None and " |" in text[:64]:
         m = _CONTAINER.match(text)
         if m:
