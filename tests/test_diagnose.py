@@ -125,9 +125,6 @@ KNOWN_MISSES = {
     "unsupported_gpu_arch/deepgemm-pr-324-unknown-recipe-sm120": (
         "deepgemm_jit_failure", "DeepGEMM's 'Unknown recipe' layout assertion inside its JIT path; only the PR's prose "
                                 "says the pinned revision has no sm_120 support"),
-    "tokenizer_error/glirel-23-tiktoken-conversion-frames-only": (
-        "unknown", "the excerpt stops inside tiktoken's loader, before any exception line or raise statement: a "
-                   "failure (a traceback), but nothing says what failed"),
 }
 
 
@@ -736,6 +733,20 @@ def test_an_exception_line_pasted_without_its_traceback_meets_the_exception_sign
     assert mdx(mini, "DeltaError: the delta", "says no, wrapped").cls == "gamma"
     # in a WARNING record it is a symptom: nothing failed
     assert mdx(mini, "WARNING 01-01 00:00:01 [x.py:1] DeltaError: the delta says no").cls == "healthy"
+
+
+def test_a_traceback_cut_before_its_exception_names_the_module_it_stopped_in(mini):
+    frames = ["Traceback (most recent call last):", '  File "/v/app/main.py", line 3, in <module>', "    run()"]
+    # the innermost frame is in the gamma signature's module: a symptom of gamma, and a traceback failed
+    d = mdx(mini, *frames, '  File "/v/gammamod/core.py", line 9, in run', "    step()")
+    assert (d.cls, d.confidence) == ("gamma", 0.6)
+    # only the innermost frame counts: it stopped elsewhere, so what failed is unknown
+    assert mdx(mini, '  File "/v/gammamod/core.py", line 9, in run', *frames[1:]).cls == "unknown"
+    # with its exception line, the exception signature decides (type and module)
+    assert mdx(mini, *frames, '  File "/v/gammamod/core.py", line 9, in run', "OtherError: x").cls == "unknown"
+    # a cut traceback inside a WARNING record is no failure
+    warned = [f"WARNING 01-01 00:00:01 [x.py:1] {x}" for x in (*frames, '  File "/v/gammamod/core.py", line 9, in run')]
+    assert mdx(mini, *warned).cls == "healthy"
 
 
 @pytest.mark.parametrize("cls, lines, remedy", [

@@ -63,6 +63,12 @@ class ExceptionSignature:
         paths = [f.file.replace("\\", "/") for f in section.frames]
         return any(self.module.search(p) for p in paths) or bool(self.module.search(section.message))
 
+    def located_in(self, section) -> bool:
+        """A traceback cut before its exception line: its innermost frame is in this signature's
+        module path (where it failed is known, what it raised is not)."""
+        return (section.exc_type is None and bool(section.frames) and self.module is not None
+                and bool(self.module.search(section.frames[-1].file.replace("\\", "/"))))
+
 
 @dataclass(frozen=True)
 class Catalog:

@@ -36,16 +36,20 @@ def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnos
             died = first_failure(lines, cat, code, ready + 1, DEATH)
             return healthy(lines, cat, ready) if died is None else unknown(lines, tbs, died)
     root = pick_root(matches)
-    first = first_failure(lines, cat, code) if root is None or not root.strong else None
-    if root is None or (not root.strong and first is None and not _failed_traceback(lines, tbs)):
+    first = _first_failure(lines, cat, code, tbs) if root is None or not root.strong else None
+    if root is None or (not root.strong and first is None):
         # nothing failed: a symptom alone (a timeout setting, a warning's words) is no failure
         return healthy(lines, cat, None) if first is None else unknown(lines, tbs, first)
     return known(lines, tbs, matches, root)
 
 
-def _failed_traceback(lines: list[Line], tbs) -> bool:
-    """A traceback outside the records a logger marked quiet (a warning's own traceback is not)."""
-    return any(lines[tb.start_index].level not in QUIET_LEVELS for tb in tbs)
+def _first_failure(lines: list[Line], cat: Catalog, code: set[int], tbs) -> int | None:
+    """The first line that says something failed; else the first traceback outside the records a
+    logger marked quiet (a paste of frames alone is a failure too; a warning's own traceback is not)."""
+    first = first_failure(lines, cat, code)
+    if first is None:
+        first = next((tb.start_index for tb in tbs if lines[tb.start_index].level not in QUIET_LEVELS), None)
+    return first
 
 
 def diagnose(text: str, catalog: Catalog | None = None) -> Diagnosis:

@@ -50,6 +50,10 @@ def find_matches(lines: list[Line], cat: Catalog, tbs: list[Traceback], skip: se
                 matches.append(Match(c, i, loud))
             elif (ci, "s") in hits:
                 matches.append(Match(c, i, False))
+    for tb in tbs:  # cut before its exception: where it failed is a symptom of that module's class
+        if tb.final.exc_index is None and lines[tb.end_index].level not in QUIET_LEVELS:
+            matches += [Match(c, tb.end_index, False) for c in cat.classes
+                        if any(sig.located_in(tb.final) for sig in c.exceptions)]
     for sec in [s for tb in tbs for s in tb.sections] + _lone_exceptions(lines, tbs, skip):
         if sec.exc_index is None or cat.is_benign(lines[sec.exc_index].text):
             continue
