@@ -468,6 +468,11 @@ PASTE_FORMS = {
     "SGLang rank prefix": lambda s: "\n".join(f"[2025-01-01 00:00:00 TP3] {x}" if x.strip() else x
                                               for x in s.split("\n")),
     "Markdown quote, tab indents": lambda s: "\n".join(f"> {x}" for x in s.replace("    ", "\t").split("\n")),
+    # a program relaying the server's output through its own logger, at its own level
+    "relayed by Python logging at INFO": lambda s: "\n".join(f"2025-03-07 23:50:27,531 - __main__ - INFO - {x}"
+                                                              for x in s.split("\n")),
+    "relayed by TorchServe at WARN": lambda s: "\n".join(
+        f"2024-09-13T22:25:37,532 [WARN ] W-9000-model_1.0-stderr MODEL_LOG - {x}" for x in s.split("\n")),
 }
 
 
@@ -1229,6 +1234,11 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
     ("sglang-1  |", "", {"source": "sglang-1"}),
     ("a | b", "a | b", {}),
     ("qanything-container-local  | x", "x", {"source": "qanything-container-local"}),
+    ("2025-03-07 23:50:27,531 - __main__ - INFO - [2025-03-07 23:50:27 TP0] x", "x",
+     {"rank": "TP0", "time": "2025-03-07 23:50:27", "prefixed": True}),
+    ("2025-02-25 08:37:29,910 - INFO - flashinfer.jit: x", "flashinfer.jit: x", {}),
+    ("2024-09-13T22:25:37,532 [WARN ] W-9000-model_1.0-stderr MODEL_LOG - Traceback (most recent call last):",
+     "Traceback (most recent call last):", {}),
     ("[sglang]     | x", "x", {"source": "sglang"}),
     ("  | [2025-03-10T15:07:20Z] ERROR 03-10 08:07:20 [core.py:302] x", "x",
      {"time": "03-10 08:07:20", "level": "ERROR", "prefixed": True}),
