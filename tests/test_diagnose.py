@@ -468,6 +468,11 @@ PASTE_FORMS = {
     "SGLang rank prefix": lambda s: "\n".join(f"[2025-01-01 00:00:00 TP3] {x}" if x.strip() else x
                                               for x in s.split("\n")),
     "Markdown quote, tab indents": lambda s: "\n".join(f"> {x}" for x in s.replace("    ", "\t").split("\n")),
+    # copied from a web page without unescaping, or quoted as an indented block
+    "HTML-escaped": lambda s: __import__("html").escape(s),
+    "indented block": lambda s: "\n".join(f"    {x}" if x.strip() else x for x in s.split("\n")),
+    # a CI log's gutter and timestamp
+    "Buildkite gutter": lambda s: "\n".join(f"  | [2025-03-10T15:07:20Z] {x}" for x in s.split("\n")),
     # a program relaying the server's output through its own logger, at its own level
     "relayed by Python logging at INFO": lambda s: "\n".join(f"2025-03-07 23:50:27,531 - __main__ - INFO - {x}"
                                                               for x in s.split("\n")),

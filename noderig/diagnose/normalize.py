@@ -19,6 +19,7 @@ Lines that a terminal hard-wrapped are joined back first.
 
 from __future__ import annotations
 
+import html
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -186,7 +187,7 @@ def _peel(text: str, info: dict) -> re.Match | None:
         m = _PYTEST_E.match(text)
     if m is None and c == "│":
         m = _PANE.match(text)
-    if m is None and " |" in text[:64]:
+    if m is None and "|" in text[:64]:
         m = _CONTAINER.match(text)
         if m:
             info.setdefault("source", m["name"] or m["named"] or m["bracketed"])
@@ -282,10 +283,31 @@ class _Block:
         self.rank, self.mode, self.after_blank, self.time, self.level = rank, mode, False, time, level
 
 
+_HTML_ENTITY = re.compile(r"&(quot|#39|#x27|gt|lt|amp);")
+
+
+def _undecorated(text: str) -> list[str]:
+    """The paste's lines without what a web page or an editor added to the whole of it: HTML
+    escapes (``File &quot;/x.py&quot;``) and an indentation every line shares (a block indented
+    to quote it). Relative indentation, which tracebacks are read by, is kept."""
+    if "&" in text and _HTML_ENTITY.search(text):
+        text = html.unescape(text)
+    lines = text.splitlines()
+    margin = None  # the leading whitespace every non-blank line starts with
+    for x in lines:
+        if x.strip():
+            lead = x[:len(x) - len(x.lstrip(" \t"))]
+            margin = lead if margin is None else margin[:next((k for k, (a, b) in enumerate(zip(margin, lead))
+                                                                if a != b), min(len(margin), len(lead)))]
+            if not margin:
+                return lines
+    return [x[len(margin):] for x in lines] if margin else lines
+
+
 def normalize(text: str) -> list[Line]:
     """Split, clean and attribute every line of a log. Empty lines are kept (they delimit
     tracebacks) as Line(text="")."""
-    raw_lines = text.splitlines()
+    raw_lines = _undecorated(text)
     blocks: dict[str | None, _Block | None] = {}
     out: list[Line] = []
     for no, raw in _rejoin(raw_lines):
