@@ -1241,7 +1241,7 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
     ("qanything-container-local  | x", "x", {"source": "qanything-container-local"}),
     ("2025-03-07 23:50:27,531 - __main__ - INFO - [2025-03-07 23:50:27 TP0] x", "x",
      {"rank": "TP0", "time": "2025-03-07 23:50:27", "prefixed": True}),
-    ("2025-02-25 08:37:29,910 - INFO - flashinfer.jit: x", "flashinfer.jit: x", {}),
+    ("2025-02-25 08:37:29,910 - WARNING - flashinfer.jit: x", "flashinfer.jit: x", {"level": "WARNING"}),
     ("2024-09-13T22:25:37,532 [WARN ] W-9000-model_1.0-stderr MODEL_LOG - Traceback (most recent call last):",
      "Traceback (most recent call last):", {}),
     ("[sglang]     | x", "x", {"source": "sglang"}),

@@ -66,10 +66,14 @@ _JOURNAL_UNIX = re.compile(r"^\d{9,10}\.\d+ (?P<host>[^\s:]+) (?P<ident>[^\s\[:/
 # or another compose tool: "qanything-container-local  | ", "[sglang]     | " (the name padded to one width)
 _CONTAINER = re.compile(r"^(?P<name>[A-Za-z0-9][\w.-]*-\d+|[A-Za-z0-9][\w.-]*_\d+)\s+\| ?"
                         r"|^(?:\[(?P<bracketed>[A-Za-z0-9][\w.-]*)\]\s+|(?P<named>[A-Za-z0-9][\w.-]*) {2,})\| ")
+# a library's own Python logging record, "<time> - LEVEL - name: message" (FlashInfer's
+# "2025-02-25 08:37:29,910 - WARNING - flashinfer.jit: ..."): its level is the record's
+_PYLOG = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
+                    r"(?=[\w.]+: )")
 # a program that relays the server's output through its own logger: Python logging's
-# "2025-03-07 23:50:27,531 - __main__ - INFO - " (olmocr), "2025-02-25 08:37:29,910 - INFO - ",
-# TorchServe's "2024-09-13T22:25:37,532 [WARN ] W-9000-model_1.0-stderr MODEL_LOG - ". Peeled, but its
-# level is not the record's: relays log a subprocess's stderr (its tracebacks too) at INFO or WARN.
+# "2025-03-07 23:50:27,531 - __main__ - INFO - " (olmocr), TorchServe's
+# "2024-09-13T22:25:37,532 [WARN ] W-9000-model_1.0-stderr MODEL_LOG - ". Peeled, but its level is not
+# the record's: relays log a subprocess's stderr (its tracebacks too) at INFO or WARN.
 _RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ (?:- (?:[\w.<>-]+ - )?"
                     r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:[\w.<>-]+ - )?|\[(?:DEBUG|INFO|WARN|ERROR) ?\] \S+ MODEL_LOG - )")
 # a CI log's gutter before its timestamp (Buildkite): "  | [2025-03-10T15:07:20Z] "
@@ -170,7 +174,11 @@ def _peel(text: str, info: dict) -> re.Match | None:
         if m:
             info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
         else:
-            m = _RELAY.match(text) or _SHIP_TS.match(text)
+            m = _PYLOG.match(text)
+            if m:
+                info.setdefault("level", m["level"])
+            else:
+                m = _RELAY.match(text) or _SHIP_TS.match(text)
     if m is None and c == "(":
         m = _PROC.match(text)
         if m:
