@@ -63,6 +63,12 @@ class ExceptionSignature:
         paths = [f.file.replace("\\", "/") for f in section.frames]
         return any(self.module.search(p) for p in paths) or bool(self.module.search(section.message))
 
+    def located_in(self, section) -> bool:
+        """A traceback cut before its exception line: its innermost frame is in this signature's
+        module path (where it failed is known, what it raised is not)."""
+        return (section.exc_type is None and bool(section.frames) and self.module is not None
+                and bool(self.module.search(section.frames[-1].file.replace("\\", "/"))))
+
 
 @dataclass(frozen=True)
 class Catalog:
@@ -87,9 +93,16 @@ class Catalog:
     def ids(self) -> list[str]:
         return [c.id for c in self.classes]
 
-    def is_benign(self, text: str) -> bool:
-        """A known harmless line (benign.toml): never evidence, never a failure."""
-        return any(p.search(text) for p in self.benign)
+    def is_benign(self, text: str, wrapped: tuple[str, str | None] | None = None) -> bool:
+        """A known harmless line (benign.toml): never evidence, never a failure. With ``wrapped``
+        (the line joined with its continuation, and that continuation alone), a benign text the
+        paste wrapped onto the next line counts too, one that is all on the next line does not."""
+        if any(p.search(text) for p in self.benign):
+            return True
+        if wrapped is None or wrapped[1] is None:
+            return False
+        joined, nxt = wrapped
+        return any(p.search(joined) for p in self.benign) and not any(p.search(nxt) for p in self.benign)
 
 
 class CatalogError(ValueError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .catalog import Catalog, default_catalog
 from .matching import find_matches, pick_root
-from .normalize import Line, normalize
+from .normalize import QUIET_LEVELS, Line, normalize
 from .outcomes import healthy, known, unknown
 from .result import Diagnosis
 from .startup import DEATH, first_failure, ready_index
@@ -36,10 +36,20 @@ def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnos
             died = first_failure(lines, cat, code, ready + 1, DEATH)
             return healthy(lines, cat, ready) if died is None else unknown(lines, tbs, died)
     root = pick_root(matches)
-    if root is None:
-        first = first_failure(lines, cat, code)
+    first = _first_failure(lines, cat, code, tbs) if root is None or not root.strong else None
+    if root is None or (not root.strong and first is None):
+        # nothing failed: a symptom alone (a timeout setting, a warning's words) is no failure
         return healthy(lines, cat, None) if first is None else unknown(lines, tbs, first)
     return known(lines, tbs, matches, root)
+
+
+def _first_failure(lines: list[Line], cat: Catalog, code: set[int], tbs) -> int | None:
+    """The first line that says something failed; else the first traceback outside the records a
+    logger marked quiet (a paste of frames alone is a failure too; a warning's own traceback is not)."""
+    first = first_failure(lines, cat, code)
+    if first is None:
+        first = next((tb.start_index for tb in tbs if lines[tb.start_index].level not in QUIET_LEVELS), None)
+    return first
 
 
 def diagnose(text: str, catalog: Catalog | None = None) -> Diagnosis:

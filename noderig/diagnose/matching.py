@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from .catalog import Catalog, CatalogClass
-from .normalize import Line
+from .normalize import QUIET_LEVELS, Line, with_continuation
 from .tracebacks import Traceback, TracebackSection
 
 __all__ = ["Match", "find_matches", "pick_root", "related_traceback"]
@@ -35,24 +35,52 @@ def find_matches(lines: list[Line], cat: Catalog, tbs: list[Traceback], skip: se
         t = ln.text
         if not t or i in skip:
             continue
+        wrapped = with_continuation(lines, i) if i + 1 not in skip else (t, None)
         if _BARE_EXC.match(t):  # "RuntimeError:" with its message on the following lines
             t = " ".join([t.strip(), *(x.text.strip() for x in lines[i + 1:i + 4] if x.text.strip())])
         hits = hits_of(t)
-        if not hits or any(p.search(t) for p in cat.ignore) or cat.is_benign(t):
+        if wrapped[1] is not None:  # a signature the paste wrapped onto the next line
+            hits |= hits_of(wrapped[0]) - hits_of(wrapped[1])
+        if not hits or any(p.search(t) for p in cat.ignore) or cat.is_benign(lines[i].text, wrapped):
             continue
+        # a record its logger marked DEBUG/INFO/WARNING is not an error: its evidence is a symptom
+        loud = lines[i].level not in QUIET_LEVELS
         for ci, c in enumerate(cat.classes):
             if (ci, "e") in hits:
-                matches.append(Match(c, i, True))
+                matches.append(Match(c, i, loud))
             elif (ci, "s") in hits:
                 matches.append(Match(c, i, False))
-    for tb in tbs:
-        for sec in tb.sections:
-            if sec.exc_index is None or cat.is_benign(lines[sec.exc_index].text):
-                continue
-            matches += [Match(c, sec.exc_index, True) for c in cat.classes
-                        if any(sig.matches(sec) for sig in c.exceptions)]
+    for tb in tbs:  # cut before its exception: where it failed is a symptom of that module's class
+        if tb.final.exc_index is None and lines[tb.end_index].level not in QUIET_LEVELS:
+            matches += [Match(c, tb.end_index, False) for c in cat.classes
+                        if any(sig.located_in(tb.final) for sig in c.exceptions)]
+    for sec in [s for tb in tbs for s in tb.sections] + _lone_exceptions(lines, tbs, skip):
+        if sec.exc_index is None or cat.is_benign(lines[sec.exc_index].text):
+            continue
+        matches += [Match(c, sec.exc_index, lines[sec.exc_index].level not in QUIET_LEVELS) for c in cat.classes
+                    if any(sig.matches(sec) for sig in c.exceptions)]
     matches.sort(key=lambda m: m.index)
     return matches
+
+
+_LONE_EXC = re.compile(r"^\s*(?P<type>[A-Za-z_][\w.]*(?:Error|Exception))\b:? ?(?P<msg>.*)$")
+
+
+def _lone_exceptions(lines: list[Line], tbs: list[Traceback], skip: set[int]) -> list[TracebackSection]:
+    """Exception lines pasted without their traceback ("ImportError: cannot import name 'x' from
+    'sgl_kernel' (...)"): sections of their own, without frames, so exception signatures (type,
+    message tokens, the module the message names) read them as they read a traceback's."""
+    inside = [(tb.start_index, tb.end_index) for tb in tbs]
+    out = []
+    for i, ln in enumerate(lines):
+        t = ln.text
+        if "Error" not in t and "Exception" not in t or i in skip:
+            continue
+        m = _LONE_EXC.match(t)
+        if m and not any(a <= i <= b for a, b in inside):
+            out.append(TracebackSection(exc_type=m["type"], message=with_continuation(lines, i)[0][m.start("msg"):].strip(),
+                                        exc_index=i, start_index=i))
+    return out
 
 
 def pick_root(matches: list[Match]) -> Match | None:

@@ -19,11 +19,12 @@ Lines that a terminal hard-wrapped are joined back first.
 
 from __future__ import annotations
 
+import html
 import re
 from collections import Counter
 from dataclasses import dataclass
 
-__all__ = ["Line", "normalize", "strip_prefixes", "strip_ansi"]
+__all__ = ["QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
 
 
 @dataclass(slots=True)
@@ -37,29 +38,57 @@ class Line:
     level: str | None = None  # the log level a logger prefix named (INFO, WARNING, ERROR, ...), if any
 
 
+# the levels of records that report, not fail: never a failure, never decisive evidence
+QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING"})
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
 # journalctl -o short / short-precise / short-full-ish:  "Dec 02 13:31:17[.123456] host ident[pid]: "
 # (the month is localised: "Dec", "авг", "déc.")
 _JOURNAL_SHORT = re.compile(
     r"^(?:[^\W\d_]{2,4}\.? )?(?:[^\W\d_]{3,5}\.?) [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?(?: \d{4})?(?: [A-Z]{2,5})? "
-    r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?"
+    r"(?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?"
 )
 # journalctl -o short-iso / short-iso-precise:  "2026-12-02T13:31:17+0000 host ident[pid]: "
+# (a log shipper's "Z" time followed by "word word: message", such as "missing tensor: x", is not a
+# journal line unless it names a pid: journalctl writes a numeric offset)
 _JOURNAL_ISO = re.compile(
-    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? "
-    r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?"
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?P<tz>Z|[+-]\d\d:?\d\d)? "
+    r"(?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?"
 )
 # journalctl -o short-full: "Wed 2026-12-02 13:31:17 UTC host ident[pid]: "
 _JOURNAL_FULL = re.compile(
     r"^(?:[^\W\d_]{2,4} )?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [A-Za-z+\d:-]{2,6} "
-    r"(?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?"
+    r"(?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?"
 )
 # journalctl -o short-unix: "1733146277.123456 host ident[pid]: "
-_JOURNAL_UNIX = re.compile(r"^\d{9,10}\.\d+ (?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?")
-# docker compose: "sglang-1  | ", "deepseek-v4-1-1  |", "tensorrtllm_backend-1  | "
-_CONTAINER = re.compile(r"^(?P<name>[A-Za-z0-9][\w.-]*-\d+|[A-Za-z0-9][\w.-]*_\d+)\s+\| ?")
-# log shippers / kubectl --timestamps / GitHub Actions: "2024-06-28T06:11:52.685300953Z ", "[2025-11-06T02:09:46.576Z] "
-_SHIP_TS = re.compile(r"^\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]? ")
+_JOURNAL_UNIX = re.compile(r"^\d{9,10}\.\d+ (?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?")
+# docker compose: "sglang-1  | ", "deepseek-v4-1-1  |", "tensorrtllm_backend-1  | "; a named container
+# or another compose tool: "qanything-container-local  | ", "[sglang]     | " (the name padded to one width)
+_CONTAINER = re.compile(r"^(?P<name>[A-Za-z0-9][\w.-]*-\d+|[A-Za-z0-9][\w.-]*_\d+)\s+\| ?"
+                        r"|^(?:\[(?P<bracketed>[A-Za-z0-9][\w.-]*)\]\s+|(?P<named>[A-Za-z0-9][\w.-]*) {2,})\| ")
+# a library's own Python logging record, "<time> - LEVEL - name: message" (FlashInfer's
+# "2025-02-25 08:37:29,910 - WARNING - flashinfer.jit: ..."): its level is the record's
+_PYLOG = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
+                    r"(?=[\w.]+: )")
+# a program that relays the server's output through its own logger: Python logging's
+# "2025-03-07 23:50:27,531 - __main__ - INFO - " (olmocr), TorchServe's
+# "2024-09-13T22:25:37,532 [WARN ] W-9000-model_1.0-stderr MODEL_LOG - ". Peeled, but its level is not
+# the record's: relays log a subprocess's stderr (its tracebacks too) at INFO or WARN.
+_RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ (?:- (?:[\w.<>-]+ - )?"
+                    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:[\w.<>-]+ - )?|\[(?:DEBUG|INFO|WARN|ERROR) ?\] \S+ MODEL_LOG - )")
+# a CI log's gutter before its timestamp (Buildkite): "  | [2025-03-10T15:07:20Z] "
+_GUTTER = re.compile(r"^ *\| (?=\[\d{4}-\d\d-\d\dT)")
+# a paste quoted in Markdown: "> " before every line (not Python's ">>>" prompt)
+_QUOTE = re.compile(r"^>(?: |$)")
+# a terminal UI's log pane (k9s, lazydocker): every line framed by box-drawing bars
+_PANE = re.compile(r"^│ ?")
+_PANE_END = re.compile(r"\s*│\s*$")
+# pytest's report of an error: "E       RuntimeError: ..." (the E, then the code's indentation)
+_PYTEST_E = re.compile(r"^E(?= {3}|\t)")
+# log shippers / kubectl --timestamps / GitHub Actions: "2024-06-28T06:11:52.685300953Z ", "[2025-11-06T02:09:46.576Z] ";
+# a Kubernetes node's container log (CRI format) adds the stream and a full/partial flag: "... stdout F "
+_SHIP_TS = re.compile(r"^\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]? "
+                      r"(?:(?:stdout|stderr) [FP] )?")
 # vLLM / Ray process prefix: "(Worker_TP4 pid=1234) ", "(VllmWorker rank=3 pid=99) ", "(EngineCore_DP0 pid=5) ",
 # "(LLMRayActor pid=20770) ", "(ServeReplica:app:Deployment pid=12249, ip=10.0.155.99) "
 _PROC = re.compile(r"^\((?P<who>[^()\s]+(?: rank=\d+)?) pid=(?P<pid>\d+)(?:, ip=[\d.:a-f]+)?\)\s?")
@@ -110,12 +139,23 @@ def strip_prefixes(raw: str) -> tuple[str, dict]:
         parts = [p for p in text.split("\r") if p.strip()]
         text = parts[-1] if parts else ""
     info: dict = {}
+    if text.startswith("│"):
+        text = _PANE_END.sub("", text)
     for _ in range(6):  # transports nest in either order; each pass peels one layer
         m = _peel(text, info)
         if m is None:
             break
         text = text[m.end():]
+    if "\t" in text:  # a paste that turned indentation into tabs: tracebacks are read by their indentation
+        text = text.expandtabs(4)
     return text.rstrip("\n"), info
+
+
+def _journal_iso(text: str) -> re.Match | None:
+    m = _JOURNAL_ISO.match(text)
+    if m and not m["pid"] and m["tz"] in (None, "Z"):
+        return None
+    return m
 
 
 def _peel(text: str, info: dict) -> re.Match | None:
@@ -130,11 +170,15 @@ def _peel(text: str, info: dict) -> re.Match | None:
         if m:
             info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
     if m is None and c.isdigit():
-        m = _JOURNAL_ISO.match(text) or _JOURNAL_UNIX.match(text) or _JOURNAL_FULL.match(text)
+        m = _journal_iso(text) or _JOURNAL_UNIX.match(text) or _JOURNAL_FULL.match(text)
         if m:
             info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
         else:
-            m = _SHIP_TS.match(text)
+            m = _PYLOG.match(text)
+            if m:
+                info.setdefault("level", m["level"])
+            else:
+                m = _RELAY.match(text) or _SHIP_TS.match(text)
     if m is None and c == "(":
         m = _PROC.match(text)
         if m:
@@ -145,10 +189,18 @@ def _peel(text: str, info: dict) -> re.Match | None:
         m = _logger_bracket(text, info)
     if m is None and c in "DIWECF":
         m = _logger_level(text, c, info)
-    if m is None and " |" in text[:64]:
+    if m is None and c == ">":
+        m = _QUOTE.match(text)
+    if m is None and c == "E":
+        m = _PYTEST_E.match(text)
+    if m is None and c == "│":
+        m = _PANE.match(text)
+    if m is None and "|" in text[:64]:
         m = _CONTAINER.match(text)
         if m:
-            info.setdefault("source", m["name"])
+            info.setdefault("source", m["name"] or m["named"] or m["bracketed"])
+        else:
+            m = _GUTTER.match(text)
     return m
 
 
@@ -239,10 +291,31 @@ class _Block:
         self.rank, self.mode, self.after_blank, self.time, self.level = rank, mode, False, time, level
 
 
+_HTML_ENTITY = re.compile(r"&(quot|#39|#x27|gt|lt|amp);")
+
+
+def _undecorated(text: str) -> list[str]:
+    """The paste's lines without what a web page or an editor added to the whole of it: HTML
+    escapes (``File &quot;/x.py&quot;``) and an indentation every line shares (a block indented
+    to quote it). Relative indentation, which tracebacks are read by, is kept."""
+    if "&" in text and _HTML_ENTITY.search(text):
+        text = html.unescape(text)
+    lines = text.splitlines()
+    margin = None  # the leading whitespace every non-blank line starts with
+    for x in lines:
+        if x.strip():
+            lead = x[:len(x) - len(x.lstrip(" \t"))]
+            margin = lead if margin is None else margin[:next((k for k, (a, b) in enumerate(zip(margin, lead))
+                                                                if a != b), min(len(margin), len(lead)))]
+            if not margin:
+                return lines
+    return [x[len(margin):] for x in lines] if margin else lines
+
+
 def normalize(text: str) -> list[Line]:
     """Split, clean and attribute every line of a log. Empty lines are kept (they delimit
     tracebacks) as Line(text="")."""
-    raw_lines = text.splitlines()
+    raw_lines = _undecorated(text)
     blocks: dict[str | None, _Block | None] = {}
     out: list[Line] = []
     for no, raw in _rejoin(raw_lines):
@@ -293,3 +366,23 @@ def normalize(text: str) -> list[Line]:
         out.append(Line(no, msg, rank if rank is not None else info.get("rank"), source,
                         block.time if inherited else None, False, block.level if inherited else info.get("level")))
     return out
+
+
+_NEW_RECORD = re.compile(r'^\s*(File "|Traceback \(most recent call last\)|During handling of|The above exception)')
+
+
+def with_continuation(lines: list[Line], i: int) -> tuple[str, str | None]:
+    """Line ``i`` joined with the next line when that one continues it, and the next line's text
+    (None when it does not): a message a paste or a logger wrapped at a word ("...failed to bind
+    to [::]:29600 (errno: 98 - Address" / "already in use)"), a multi-line exception message. The
+    next line continues it when it has no logger prefix of its own, comes from the same rank (or
+    names none) and does not open a record (a frame, a traceback, an exception line). Callers
+    count only what the joined text shows and the next line alone does not: the wrapped part."""
+    text = lines[i].text
+    if i + 1 >= len(lines) or not text.strip():
+        return text, None
+    nxt = lines[i + 1]
+    if (not nxt.text.strip() or nxt.prefixed or nxt.rank not in (None, lines[i].rank) or _NEW_RECORD.match(nxt.text)
+            or _EXC_LINE.match(nxt.text.lstrip())):
+        return text, None
+    return f"{text.rstrip()} {nxt.text.strip()}", nxt.text

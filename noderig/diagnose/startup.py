@@ -6,24 +6,27 @@ from __future__ import annotations
 import re
 
 from .catalog import Catalog
-from .normalize import Line
+from .normalize import QUIET_LEVELS, Line, with_continuation
 
 __all__ = ["DEATH", "FAILURE", "first_failure", "ready_index", "stage"]
 
 # A failure the catalog may not know: an exception line, a traceback, a fatal compiler/runtime
 # message, a process that died or exited non-zero. Benign lines and INFO/WARNING records never count.
 FAILURE = re.compile(
-    r"^\s*[\w.]*(Error|Exception|Exit|Interrupt)\w*:|^\s*Traceback \(most recent call last\)|"
+    r"^\s*[\w.]*(Error|Exception|Exit|Interrupt)\w*(:|\s*$)|^\s*Traceback \(most recent call last\)|"
     r"\b(fatal error|FATAL|Segmentation fault|core dumped|Killed|Aborted|returned non-zero exit status|"
     r"Scheduler hit an exception|Received sigquit|is dead\b|code=(killed|dumped)|status=[1-9]\d*/|"
-    r"Failed with result|exit(ed)? with (code|status) [1-9])|^\[?(ERROR|CRITICAL)\b|\berror:", re.IGNORECASE)
+    r"Failed with result|exit(ed)? with (code|status) [1-9])|^\[?(ERROR|CRITICAL)\b|\berror:|"
+    r"^\[E\d{3,4} [\d:.]+ ", re.IGNORECASE)  # the last: torch/c10's error records ("[E530 13:41:17.1 x.cpp:6] ")
 # After the ready line only a dead process is a failure (a request's traceback is not).
 DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|Aborted|Received sigquit|is dead\b|"
                    r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)", re.IGNORECASE)
+# A warning, by its own header: Python's ("x.py:12: UserWarning: ..."), torch/c10's ("[W socket.cpp:663] ..."),
+# a plain "Warning: ..." line. What it says ("error: ..." in a fallback note) is not a failure.
+_WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\d:.]+)?[ \]\w]")
 # Words one of the patterns above needs (lowercased): a line without any is skipped cheaply.
-_FAILURE_HINT = re.compile(r"error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|aborted|"
+_FAILURE_HINT = re.compile(r"^\[e\d|error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|aborted|"
                            r"non-zero|sigquit|dead|code=|status=|failed with|critical")
-_QUIET_LEVELS = {"DEBUG", "INFO", "WARNING"}
 
 
 def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 0,
@@ -31,10 +34,11 @@ def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 
     """Index of the first line (from `start`) that says something failed, or None."""
     for i in range(start, len(lines)):
         ln = lines[i]
-        if i in code or ln.level in _QUIET_LEVELS or not ln.text.strip():
+        if i in code or ln.level in QUIET_LEVELS or not ln.text.strip() or _WARNING_LINE.match(ln.text):
             continue
         loud = pattern is FAILURE and ln.level in ("ERROR", "CRITICAL")  # the logger said so
-        if (loud or (_FAILURE_HINT.search(ln.text.lower()) and pattern.search(ln.text))) and not cat.is_benign(ln.text):
+        if ((loud or (_FAILURE_HINT.search(ln.text.lower()) and pattern.search(ln.text)))
+                and not cat.is_benign(ln.text, with_continuation(lines, i))):
             return i
     return None
 

@@ -156,6 +156,9 @@ class _RankParser:
     def finish(self) -> None:
         if self.tb is not None:
             self.result.append(self.tb)
+        for tb in self.result:
+            if tb.rank == self.rank:
+                _raise_stands_for_cut_exception(tb, self.lines)
 
     def _open(self, i: int, base: int) -> None:
         self.base = base
@@ -213,6 +216,29 @@ class _RankParser:
             self.tb.end_index = i
         else:
             self._close()
+
+
+_RAISE = re.compile(r"^\s*raise (?P<type>[A-Za-z_][\w.]*)\((?P<rest>.*)$")
+_STRING = re.compile(r"""f?(["'])(?P<s>(?:(?!\1).)*)\1""")
+
+
+def _raise_stands_for_cut_exception(tb: Traceback, lines: list[Line]) -> None:
+    """A traceback cut before its exception line (an excerpt, a paste that stopped early) whose
+    last echoed source line is a ``raise Error("message" ...)``: that statement is the exception.
+    Its line stops being an echoed source line, and its string literals (the statement may span
+    the next echoed lines) become the section's message."""
+    sec = tb.final
+    if sec.exc_index is not None or not sec.frames or not tb.code_lines:
+        return
+    raises = [j for j in sorted(tb.code_lines) if j >= sec.start_index and _RAISE.match(lines[j].text)]
+    if not raises:
+        return
+    last = raises[-1]
+    m = _RAISE.match(lines[last].text)
+    parts = [m["rest"]] + [lines[j].text for j in range(last + 1, tb.end_index + 1) if j in tb.code_lines]
+    sec.exc_type, sec.exc_index = m["type"].rsplit(".", 1)[-1], last
+    sec.message = "".join(x["s"] for part in parts for x in _STRING.finditer(part)).strip()
+    tb.code_lines.discard(last)
 
 
 def _indent(text: str) -> int:
