@@ -170,17 +170,14 @@ def has_control(text: str) -> bool:
     return any(unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") for ch in text)
 
 
-def _token(p: SettingProblems, s: ServerSettings, name: str, optional: bool = False, max_len: int = 256) -> bool:
+def _token(p: SettingProblems, s: ServerSettings, name: str, optional: bool = False, max_len: int = 256) -> None:
     value = getattr(s, name)
     if value is None and optional:
-        return True
+        return
     if not isinstance(value, str) or not value:
         p.add(name, value, "must be a non-empty string")
     elif len(value) > max_len or not SAFE_TOKEN.match(value):
         p.add(name, value, f"is not allowed: use at most {max_len} letters, digits and ._/:@+=,- only")
-    else:
-        return True
-    return False
 
 
 def _path(p: SettingProblems, s: ServerSettings, name: str, optional: bool = False) -> None:
@@ -302,7 +299,8 @@ def _server_field_problems(p: SettingProblems, s: ServerSettings) -> None:
 
 def _unit_field_problems(p: SettingProblems, s: ServerSettings) -> None:
     """The fields of the unit around the server: its name, user, files, timeouts and restarts."""
-    if _token(p, s, "service_name", max_len=200) and not _UNIT_NAME.match(s.service_name):
+    _token(p, s, "service_name", max_len=200)
+    if "service_name" not in p.bad and not _UNIT_NAME.match(s.service_name):
         p.add("service_name", s.service_name, "must be a unit name of letters, digits and ._- only")
     if not isinstance(s.user, str) or not _USER_NAME.match(s.user):
         p.add("user", s.user, "must be a system user name (lowercase letters, digits, _ and -, at most 31)")
@@ -441,7 +439,7 @@ def _extra_flag_problems(s: ServerSettings) -> list[str]:
     table = _flag_settings()
     problems = []
     for i, word in enumerate(s.extra_flags):
-        name = word.split("=", 1)[0]
+        name = word.partition("=")[0]
         label = f"inventory value extra_flags[{i}]={word!r}"
         if has_control(word):
             problems.append(f"{label} contains a line break or control character")

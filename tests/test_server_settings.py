@@ -226,3 +226,124 @@ def test_one_problem_is_raised_as_itself_and_several_as_a_list():
     with pytest.raises(NoderigError) as two:
         raise_problems(["first", "second"])
     assert str(two.value) == "the inventory has 2 problems:\n  - first\n  - second"
+
+
+def test_the_unit_runs_as_a_plain_system_user_never_root():
+    for good in ("sglang", "_svc", "a-b_1", "a" * 31):
+        assert own_problems("service_user", user=good) == [], good
+    for bad in ("Sglang", "1abc", "a" * 32, "a b", 7):
+        assert own_problems("service_user", user=bad) == [
+            f"inventory value service_user={bad!r} must be a system user name (lowercase letters, digits, _ and -, "
+            "at most 31)"], bad
+    assert own_problems("service_user", user="root") == [
+        "inventory value service_user='root' is refused: the server must not run as root; use a dedicated system "
+        "user such as 'sglang' (the deploy creates it)"]
+
+
+def test_the_restart_policy_is_one_of_three():
+    for good in ("no", "on-failure", "on-abnormal"):
+        assert own_problems("restart", restart=good) == [], good
+    assert own_problems("restart", restart="always") == [
+        "inventory value restart='always' must be one of no, on-failure, on-abnormal"]
+
+
+def test_a_bracketed_ipv6_head_address_is_read_whole():
+    assert own_problems("dist_init_addr", dist_init_addr="[1:2:3:4:5:6:7:8]:25000") == []
+
+
+def test_an_extra_flag_is_named_by_what_comes_before_its_first_equals_sign():
+    assert validate(settings(extra_flags=["--model-path=/m=1"])) == [
+        "inventory value extra_flags[0]='--model-path=/m=1' is rendered from the inventory setting model_dir: set "
+        "that instead, so the flag is spelled right for the installed SGLang"]
+
+
+DDTREE = {"speculative": "ddtree", "draft_dir": "/models/draft", "attention_backend": "flashinfer"}
+
+
+def cross_problems(**fields) -> list[str]:
+    """The problems that are not one setting's own (the rules across settings)."""
+    return [p for p in validate(settings(**fields)) if not p.startswith("inventory value ")]
+
+
+def test_the_ddtree_rules_in_the_words_the_user_reads():
+    assert cross_problems(**DDTREE) == []
+    assert cross_problems(**{**DDTREE, "page_size": 16}) == [
+        "DDTree (speculative=ddtree) needs page_size 1, the inventory has page_size=16"]
+    assert cross_problems(**{**DDTREE, "attention_backend": None}) == [
+        "DDTree (speculative=ddtree) needs page size 1, which attention_backend=None does not allow (unset means "
+        "trtllm_mla on Blackwell); set attention_backend to flashinfer or triton"]
+    assert cross_problems(**{**DDTREE, "disable_overlap_schedule": False}) == [
+        "DDTree (speculative=ddtree) runs only with the overlap scheduler disabled; set disable_overlap_schedule to "
+        "true or leave it unset"]
+    assert cross_problems(**{**DDTREE, "pp_size": 2}) == [
+        "speculative=ddtree (DFLASH-based) needs pp_size 1, the inventory has pp_size=2"]
+    assert cross_problems(**{**DDTREE, "speculative_num_steps": 2}) == [
+        "speculative=ddtree forces speculative_num_steps to 1 (DFLASH drafts one block per step), the inventory "
+        "has 2; leave it unset"]
+    assert cross_problems(**{**DDTREE, "speculative_eagle_topk": 1, "speculative_num_steps": 1}) == []
+
+
+def test_speculative_none_takes_no_draft_settings():
+    unused = "speculative=none does not use draft_attention_backend or speculative_num_draft_tokens; unset them"
+    assert cross_problems(draft_attention_backend="triton") == [unused]
+    assert cross_problems(speculative_num_draft_tokens=8) == [unused]
+    assert cross_problems() == []
+
+
+@pytest.mark.parametrize("fields,own", [
+    # a setting that failed its own check is reported once, not again by a rule that reads it
+    ({"speculative": "medusa"}, "speculative"),
+    ({**DDTREE, "page_size": 0}, "page_size"),
+    ({**DDTREE, "attention_backend": "a b"}, "attention_backend"),
+    ({**DDTREE, "pp_size": 0}, "pp_size"),
+    ({**DDTREE, "speculative_num_steps": 0}, "speculative_num_steps"),
+    ({"speculative": "eagle3", "draft_dir": "/d", "ddtree_budget": 0}, "ddtree_budget"),
+    ({"tp_size": 6, "ep_size": 4}, "tp_size"),
+    ({"tp_size": 8, "ep_size": 3}, "ep_size"),
+])
+def test_a_rule_across_settings_skips_a_setting_that_already_failed(fields, own):
+    problems = validate(settings(**fields))
+    assert [p for p in problems if p.startswith(f"inventory value {own}=")], problems
+    assert cross_problems(**fields) == [], problems
+
+
+def test_tp_must_divide_by_ep():
+    assert cross_problems(tp_size=8, ep_size=16) == ["tp_size=8 must be divisible by ep_size=16"]
+
+
+def test_the_environment_is_a_mapping_of_names_to_one_line_values():
+    label = "inventory value server_environment"
+    assert own_problems("server_environment", environment=["A=1"]) == [
+        "inventory value server_environment=['A=1'] must be a mapping of variable names to values"]
+    assert validate(settings(environment={"NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": 8, "RATIO": 0.5})) == []
+    assert validate(settings(environment={"HF_TOKEN": "x"})) == [
+        f"{label}['HF_TOKEN'] is reserved: the API key and Hub token are secrets (render_env's secrets), never "
+        "inventory values"]
+    for bad in (True, None, ["a"]):
+        assert validate(settings(environment={"A": bad})) == [f"{label}['A']={bad!r} must be a string or a number"]
+    # a line break, a control character, a lone surrogate, Unicode's line and paragraph separators
+    for bad in ("a\nb", "a\x00b", "a\ud800b", "a\u2028b", "a\u2029b", "a\x85b"):
+        assert validate(settings(environment={"A": bad})) == [
+            f"{label}['A']={bad!r} contains a line break or control character"], repr(bad)
+    assert validate(settings(environment={"1A": "x"})) == [
+        f"{label}['1A'] has an invalid variable name: use letters, digits and _, not starting with a digit"]
+
+
+def test_a_host_that_is_not_a_string_is_not_a_host():
+    assert own_problems("server_host", host=5) == ["inventory value server_host=5 must be an IP address or a host name"]
+
+
+def test_the_api_key_never_goes_in_argv_as_an_extra_flag():
+    for flag in ("--api-key", "--api-key=sk-123456", "--api-k"):
+        assert validate(settings(extra_flags=[flag])) == [
+            f"inventory value extra_flags[0]={flag!r} would put the API key in argv: give it as the api_key secret "
+            "(it goes to the 0600 environment file)"], flag
+
+
+def test_the_nodes_installed_sglang_picks_the_spellings_when_the_inventory_does_not():
+    assert validate(settings(), installed_version=None) == []
+    assert validate(settings(), installed_version="0.5.9") == []
+    assert validate(settings(), installed_version="0.1.0") == [
+        "the node's SGLang 0.1.0 is older than 0.5.9, the oldest release noderig knows the flags of"]
+    # the inventory's own sglang_version wins: the node's release is not asked about
+    assert validate(settings(sglang_version="0.5.9"), installed_version="0.1.0") == []
