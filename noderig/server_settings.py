@@ -377,8 +377,8 @@ def _constraint_problems(s: ServerSettings, bad: set[str] = frozenset()) -> list
             p.append(f"{what} needs page_size 1, the inventory has page_size={s.page_size}")
         # Left unset, SGLang picks trtllm_mla for Kimi/DeepSeek on Blackwell, which forces page
         # size 32/64, and the server refuses DDTree at startup.
-        if "attention_backend" not in bad and (s.attention_backend is None
-                                               or s.attention_backend in PAGED_ONLY_BACKENDS):
+        # (a backend that failed its own check is neither None nor one of these names)
+        if s.attention_backend is None or s.attention_backend in PAGED_ONLY_BACKENDS:
             p.append(f"{what} needs page size 1, which attention_backend={s.attention_backend!r} does not allow "
                      "(unset means trtllm_mla on Blackwell); set attention_backend to flashinfer or triton")
         if s.draft_attention_backend in PAGED_ONLY_BACKENDS:
