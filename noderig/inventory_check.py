@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from .exposure import ALLOW_SETTING
 from .firewall import FirewallSettings
 from .firewall import problems as firewall_problems
+from .rollout import ROLLOUT_SETTING, max_fail_problem, parse_rollout
 from .unit import ServerSettings, _has_control, _is_host, _is_int, validate
 
 VENV_TRANSFERS = ("auto", "direct", "relay")
@@ -200,7 +201,19 @@ def _other_problems(data) -> list[str]:
         found += [_say(key, p, "is not a Debian package name (lowercase letters, digits and +.- only, "
                                "optionally :arch); give names, not apt options")
                   for p in value if not isinstance(p, str) or not DEBIAN_PACKAGE.match(p)]
+    found += _rollout_problems(data)
     return found
+
+
+def _rollout_problems(data) -> list[str]:
+    """``rollout`` (Ansible's serial: sizes, percentages, a comma list) and ``max_fail_percentage``."""
+    found = []
+    try:
+        parse_rollout(_get(data, ROLLOUT_SETTING, "1,25%,100%"))
+    except ValueError as e:
+        found.append(str(e))
+    problem = max_fail_problem(_get(data, "max_fail_percentage", 0))
+    return found + ([problem] if problem else [])
 
 
 def address_problems(data, name: str) -> list[str]:
