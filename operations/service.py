@@ -19,6 +19,7 @@ from noderig.node import script_path
 from noderig.service_plan import marker, plan_service
 from noderig.unit import ServerSettings, check_against_server, help_command, render_env, render_unit, validate
 
+from . import rollout
 from .facts import (DistributionsDigest, FileMode, FileText, Mtimes, ServerVersion, Sha256, SystemUser, UnitStatus,
                     Unreadable)
 from .util import atomic_write, fail, first_pass, operation, refused
@@ -209,12 +210,14 @@ def _changes(op) -> bool:
     return op.did_change() if op.is_complete() else op.will_change
 
 
-def install(settings: ServerSettings, api_key_file: str | None, reference, venv=None, checkpoints=()):
+def install(settings: ServerSettings, api_key_file: str | None, reference, venv=None, checkpoints=(), ready=None):
     """Validate, then install the launcher, the environment file and the unit, and keep the
-    service running what they say (see ``running``) and enabled.
+    service running what they say (see ``running``) and enabled. A node that serves and must
+    restart does its writes and restart in its rollout batch (``operations/rollout.py``).
 
     + venv: this deploy's venv operation, if it runs
     + checkpoints: this deploy's checkpoint operations
+    + ready: the readiness check's arguments (a batch ends with it); None: no rollout
     """
     secrets = {}
     try:
@@ -229,6 +232,7 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
                 reference=reference, api_key=bool(secrets.get("api_key")))
     if unit_text is None:
         refused(name="Server settings", message=f"server settings for {host.name}: {problem}")
+        rollout.join(None)
         return None
     # (A host whose flags fail stops there: pyinfra runs nothing more on it.)
     system_user(name=f"System user {settings.user} (the server never runs as root)", user=settings.user,
@@ -236,15 +240,40 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
     readable(name="Venv and checkpoints readable by the server's user",
              paths=[p for p in (settings.venv, settings.model_dir, settings.draft_dir) if p],
              changing=[venv, *checkpoints])
-    launcher = text_file(name="Server launcher (keeps secrets out of argv and logs)", path=LAUNCHER,
-                         text=script_path("launch.py").read_text(), mode="755")
-    env = text_file(name="Server environment file (0600)", path=settings.env_path, text=env_text, mode="600",
-                    secret=True)
-    unit = text_file(name=f"{settings.service_name}.service", path=unit_path(settings.service_name), text=unit_text)
+    texts = {"launcher": (LAUNCHER, script_path("launch.py").read_text(), "755"),
+             "environment": (settings.env_path, env_text, "600"),
+             "unit": (unit_path(settings.service_name), unit_text, "644")}
+    position = rollout.join(_rollout_entry(settings, texts, venv, checkpoints, ready))
+    unit = None
+    for tag in rollout.positions(position):
+        unit = _write_and_run(settings, texts, venv, checkpoints, tag)
+    return unit
+
+
+def _rollout_entry(settings: ServerSettings, texts: dict, venv, checkpoints, ready) -> rollout.Entry | None:
+    """What this node tells the rollout: whether it serves and must restart (None without a
+    readiness check to gate on)."""
+    if ready is None:
+        return None
+    entry = rollout.restart_reason(settings, texts, {"venv": [venv], "checkpoint": list(checkpoints)})
+    entry.ready = ready
+    entry.snapshot = {"service": settings.service_name, "port": settings.port,
+                      "files": {label: path for label, (path, _, _) in texts.items()}}
+    return entry
+
+
+def _write_and_run(settings: ServerSettings, texts: dict, venv, checkpoints, tag: str = ""):
+    """The launcher, the environment file and the unit, then the service running them."""
+    launcher = text_file(name=f"Server launcher (keeps secrets out of argv and logs){tag}", path=LAUNCHER,
+                         text=texts["launcher"][1], mode="755")
+    env = text_file(name=f"Server environment file (0600){tag}", path=settings.env_path,
+                    text=texts["environment"][1], mode="600", secret=True)
+    unit = text_file(name=f"{settings.service_name}.service{tag}", path=unit_path(settings.service_name),
+                     text=texts["unit"][1])
     inputs = {"unit": unit_path(settings.service_name), "environment": settings.env_path, "launcher": LAUNCHER,
               "venv": marker("venv"), "checkpoint": marker("checkpoint")}
     changing = {"unit": [unit], "environment": [env], "launcher": [launcher], "venv": [venv],
                 "checkpoint": list(checkpoints)}
-    running(name=f"{settings.service_name} running and enabled",
+    running(name=f"{settings.service_name} running and enabled{tag}",
             service=settings.service_name, inputs=inputs, changing=changing)
     return unit
