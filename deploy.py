@@ -28,6 +28,11 @@ if unknown:
 # Every host's commands are counted for the summary printed at the end of the run.
 summary.track(host)
 
+# Repairs applied by an earlier run (recorded on the node) stay applied: a rerun after a
+# repair renders the same unit instead of undoing the fix.
+repairs = host.get_fact(JsonFile, path=REPAIRS_FILE) if "targets" in host.groups else None
+settings = replace(ServerSettings.from_inventory(data), **recorded_settings(repairs))
+
 if "targets" in host.groups:
     reference = inventory.get_host(data.reference_host)
     # A refused inventory gets preflight alone, which says why: no later step is planned, so
@@ -58,12 +63,15 @@ if "targets" in host.groups:
         packages.present(name="Prerequisites", packages=[*data.packages, *data.cuda_packages,
                                                          *(["nftables"] if data.firewall else [])])
 
-    # 3. Environment: the reference's venv, host to host.
-    venv = None
+    # 3. Environment: the reference's venv, host to host; beside the live one while a server
+    # runs from it (it becomes live at the node's restart, in its rollout batch).
+    venv = venv_next = None
     if "environment" in steps:
+        beside = rollout.serving(settings)
         venv = environment.venv(name=f"Venv {data.venv_path} from {reference.name}",
                                 path=data.venv_path, reference=reference, transfer=data.venv_transfer,
-                                import_check=data.venv_import_check)
+                                import_check=data.venv_import_check, beside=beside)
+        venv_next = environment.next_generation(data.venv_path, reference) if beside else None
 
     # 4. Checkpoint (and the speculative draft): pinned, downloaded on the node, verified.
     fetched = []
@@ -73,11 +81,6 @@ if "targets" in host.groups:
                              connections=data.aria2_connections, jobs=data.aria2_jobs)
             for pin, token_file, dest in checkpoints
         ]
-
-# Repairs applied by an earlier run (recorded on the node) stay applied: a rerun after a
-# repair renders the same unit instead of undoing the fix.
-repairs = host.get_fact(JsonFile, path=REPAIRS_FILE) if "targets" in host.groups else None
-settings = replace(ServerSettings.from_inventory(data), **recorded_settings(repairs))
 
 # The readiness check: health, one smoke request, and the failed invocation's journal if it
 # crashed. A node that serves and must restart runs it at the end of its rollout batch.
@@ -95,7 +98,7 @@ if "targets" in host.groups and "service" in steps:
     ready["firewall"] = fw
     firewall.install(fw)
     service.install(settings, api_key_file=data.api_key_file, reference=reference, venv=venv,
-                    checkpoints=fetched, ready=ready if "readiness" in steps else None)
+                    checkpoints=fetched, ready=ready if "readiness" in steps else None, venv_next=venv_next)
 elif "targets" in host.groups:
     rollout.join(None)  # every target tells the rollout, taking part or not
 

@@ -18,6 +18,8 @@ others, all at once (there is nothing to keep up).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 
 ROLLOUT_SETTING = "rollout"
@@ -103,3 +105,17 @@ def should_stop(failed: int, size: int, max_fail_percentage: int) -> str | None:
     if failed >= size:  # Ansible stops on a batch that failed whole, whatever the percentage
         return f"every node of the batch failed ({failed} of {size})"
     return None
+
+
+def venv_generation(venv: str, listing: dict) -> str:
+    """Where a venv with the reference's ``listing`` (the TreeListing fact) is prepared beside
+    the live one: ``<venv>.noderig/<digest of the listing>``. Named by content, so a rerun
+    finds what a killed one began, and a rollback target is the directory it came from."""
+    digest = hashlib.sha256(json.dumps(sorted(listing.items()), default=list).encode()).hexdigest()[:16]
+    return f"{venv_generations(venv)}/{digest}"
+
+
+def venv_generations(venv: str) -> str:
+    """The directory of a venv's generations (beside it: the venv path itself is a symlink to
+    one, switched at the node's restart; scripts keep their absolute shebangs)."""
+    return f"{venv}.noderig"

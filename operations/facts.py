@@ -426,7 +426,7 @@ class Unreadable(FactBase):
         script = ('for p in "$@"; do [ -e "$p" ] || continue; d=$(dirname "$p"); '
                   'while [ "$d" != / ]; do [ -n "$(find "$d" -maxdepth 0 ! -perm -o+x)" ] && echo "$d"; '
                   'd=$(dirname "$d"); done; '
-                  'find "$p" \\( \\( -type d ! -perm -o+rx \\) -o \\( -type f ! -perm -o+r \\) \\) -print; '
+                  'find -H "$p" \\( \\( -type d ! -perm -o+rx \\) -o \\( -type f ! -perm -o+r \\) \\) -print; '
                   'done | head -n 20')
         return StringCommand("sh", "-c", QuoteString(script), "noderig-facts", *(QuoteString(p) for p in paths))
 
@@ -468,3 +468,18 @@ class SshdPorts(FactBase):
             if '"sshd"' in line and len(fields) >= 4 and fields[3].rsplit(":", 1)[-1].isdigit():
                 ports.add(int(fields[3].rsplit(":", 1)[-1]))
         return sorted(ports)
+
+
+class LinkTarget(FactBase):
+    """
+    Where a symbolic link finally points (``readlink -f``), or ``None`` when ``path`` is not
+    a symbolic link (a directory, a file, or nothing).
+    """
+
+    def command(self, path: str) -> StringCommand:
+        return StringCommand("if", "[", "-L", QuoteString(path), "];", "then", "readlink", "-f", QuoteString(path),
+                             ";", "fi")
+
+    def process(self, output):
+        lines = [line for line in output if line.strip()]
+        return lines[0] if lines else None

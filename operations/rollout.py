@@ -30,7 +30,7 @@ from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 from noderig.rollout import MAX_FAIL_SETTING, ROLLOUT_SETTING, parse_rollout, plan_batches, should_stop
 from noderig.service_plan import RUNNING, marker, plan_service
 
-from .facts import FileMode, HttpStatus, Mtimes, Sha256, UnitStatus
+from .facts import FileMode, HttpStatus, LinkTarget, Mtimes, Sha256, UnitStatus
 from .util import fail, first_pass, operation
 
 # The node's last known good server: the files it ran and the venv it ran from, kept when
@@ -47,7 +47,9 @@ if [ "$code" != 200 ]; then echo "not serving (health $code): the last known goo
 rm -rf "$d.new" && install -d -m 700 "$d.new" || exit 1
 for pair; do
   label=${pair%%=*}; path=${pair#*=}
-  if [ "$label" = venv ]; then [ -L "$path" ] && readlink -f "$path" > "$d.new/venv"
+  if [ "$label" = venv ]; then
+    # a venv that is still a directory becomes <venv>.noderig/adopted at its first switch
+    if [ -L "$path" ]; then readlink -f "$path"; else echo "$path.noderig/adopted"; fi > "$d.new/venv"
   else cp -p "$path" "$d.new/$label" || exit 1; fi
   echo "$pair" >> "$d.new/paths"
 done
@@ -64,10 +66,29 @@ d="$1"; unit="$2"
 while IFS= read -r pair; do
   label=${pair%%=*}; path=${pair#*=}
   if [ "$label" = venv ]; then
-    if [ -L "$path" ] && [ -s "$d/venv" ]; then ln -sfn "$(cat "$d/venv")" "$path.noderig-tmp" && mv -T "$path.noderig-tmp" "$path" || exit 1; fi
+    if [ -L "$path" ] && [ -d "$(cat "$d/venv")" ]; then ln -sfn "$(cat "$d/venv")" "$path.noderig-tmp" && mv -T "$path.noderig-tmp" "$path" || exit 1; fi
   else cp -p "$d/$label" "$path.noderig-tmp" && mv -f "$path.noderig-tmp" "$path" || exit 1; fi
 done < "$d/paths"
 systemctl daemon-reload && systemctl reset-failed "$unit" 2>/dev/null; systemctl restart "$unit"
+"""
+
+
+# Runs on the node, in the node's batch: stop the server, make the prepared venv generation
+# live (the venv path is a symlink to it, replaced with rename(2); a venv that is still a
+# directory moves to <venv>.noderig/adopted first), and keep only it and the one it replaces
+# (the rollback target). The server starts again from the next operation.
+SWITCH_SCRIPT = r"""
+live="$1"; new="$2"; unit="$3"; root=$(dirname "$new")
+[ -x "$new/bin/python" ] || { echo "the new venv $new is not complete"; exit 1; }
+systemctl stop "$unit" || exit 1
+prev=$(readlink -f "$live")
+if [ ! -L "$live" ] && [ -d "$live" ]; then
+  rm -rf "$root/adopted" && mv -T "$live" "$root/adopted" || exit 1; prev="$root/adopted"
+fi
+ln -sfn "$new" "$live.noderig-tmp" && mv -T "$live.noderig-tmp" "$live" || exit 1
+for g in "$root"/* "$root"/.[!.]*; do
+  [ -e "$g" ] || continue; [ "$g" = "$new" ] || [ "$g" = "$prev" ] || rm -rf "$g"
+done
 """
 
 
@@ -79,6 +100,7 @@ class Entry:
     current: bool = True  # the running server started after its files were last written
     ready: dict | None = None  # the arguments of its readiness check (``operations.diagnosis.ready``'s)
     snapshot: dict | None = None  # the arguments of its ``snapshot``
+    venv_next: str | None = None  # a venv generation prepared beside the live one, to switch to
 
 
 @dataclass
@@ -164,6 +186,32 @@ def _inventory_order(name: str) -> int:
     return names.index(name) if name in names else len(names)
 
 
+def serving(settings) -> bool:
+    """Whether this node's server serves now: its unit running and ``/health`` answering."""
+    status = host.get_fact(UnitStatus, unit=f"{settings.service_name}.service")
+    return (status.get("active") in RUNNING
+            and host.get_fact(HttpStatus, url=f"http://127.0.0.1:{settings.port}/health") == 200)
+
+
+@operation(is_idempotent=True)
+def venv_switch(service: str, live: str, generation: str):
+    """
+    Make the venv generation prepared beside the live venv the live one, with the server
+    stopped: the venv path is a symbolic link replaced atomically (rename(2)), so the path
+    scripts and the unit name stays the same; the generation it replaces is kept as the
+    rollback target, older ones are removed. The next operation starts the server.
+
+    + service: the systemd service name
+    + live: the venv path (the inventory's ``venv_path``)
+    + generation: the prepared directory (``noderig.rollout.venv_generation``)
+    """
+    if host.get_fact(LinkTarget, path=live) == generation:
+        host.noop(f"{live} is {generation} already")
+        return
+    yield StringCommand("sh", "-c", QuoteString(SWITCH_SCRIPT), "noderig-venv-switch", QuoteString(live),
+                        QuoteString(generation), QuoteString(f"{service}.service"))
+
+
 def restart_reason(settings, texts: dict[str, tuple[str, str, str]], changing: dict) -> Entry:
     """Whether this node's server serves now, and why it must restart (None: it need not).
 
@@ -172,8 +220,6 @@ def restart_reason(settings, texts: dict[str, tuple[str, str, str]], changing: d
     + changing: label -> this deploy's operations that change the rest (venv, checkpoint)
     """
     status = host.get_fact(UnitStatus, unit=f"{settings.service_name}.service")
-    serving = (status.get("active") in RUNNING
-               and host.get_fact(HttpStatus, url=f"http://127.0.0.1:{settings.port}/health") == 200)
     inputs = {label: path for label, (path, _, _) in texts.items()}
     inputs.update({"venv": marker("venv"), "checkpoint": marker("checkpoint")})
     now = [label for label, (path, text, mode) in texts.items()
@@ -182,8 +228,12 @@ def restart_reason(settings, texts: dict[str, tuple[str, str, str]], changing: d
     now += [label for label, ops in changing.items() if any(op is not None and _changes(op) for op in ops)]
     mtimes = host.get_fact(Mtimes, paths=tuple(inputs.values()))
     plan = plan_service(status, mtimes, inputs, now)
-    current = status.get("started") is not None and all(t <= status["started"] for t in mtimes.values())
-    return Entry(serving=serving, restart=plan.reason if plan.action != "none" else None, current=current)
+    # (the files the snapshot copies; the change markers are touched before any batch, by the
+    # venv and checkpoint steps, and the venv the server runs is what its link points at)
+    current = status.get("started") is not None and all(mtimes.get(path, 0.0) <= status["started"]
+                                                        for path, _, _ in texts.values())
+    return Entry(serving=serving(settings), restart=plan.reason if plan.action != "none" else None,
+                 current=current)
 
 
 def _changes(op) -> bool:

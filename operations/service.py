@@ -16,6 +16,7 @@ from noderig.errors import NoderigError
 from noderig.flags import ServerFlags, parse_help
 from noderig.manifest import read_private
 from noderig.node import script_path
+from noderig.rollout import venv_generations
 from noderig.service_plan import marker, plan_service
 from noderig.unit import ServerSettings, check_against_server, help_command, render_env, render_unit, validate
 
@@ -181,7 +182,7 @@ READABLE_SCRIPT = r"""
 for p in "$@"; do
   [ -e "$p" ] || continue
   d=$(dirname "$p"); while [ "$d" != / ]; do chmod o+x "$d"; d=$(dirname "$d"); done
-  find "$p" \( \( -type d ! -perm -o+rx \) -o \( -type f ! -perm -o+r \) \) -exec chmod o+rX {} +
+  find -H "$p" \( \( -type d ! -perm -o+rx \) -o \( -type f ! -perm -o+r \) \) -exec chmod o+rX {} +
 done
 """
 
@@ -210,7 +211,8 @@ def _changes(op) -> bool:
     return op.did_change() if op.is_complete() else op.will_change
 
 
-def install(settings: ServerSettings, api_key_file: str | None, reference, venv=None, checkpoints=(), ready=None):
+def install(settings: ServerSettings, api_key_file: str | None, reference, venv=None, checkpoints=(), ready=None,
+            venv_next: str | None = None):
     """Validate, then install the launcher, the environment file and the unit, and keep the
     service running what they say (see ``running``) and enabled. A node that serves and must
     restart does its writes and restart in its rollout batch (``operations/rollout.py``).
@@ -218,6 +220,7 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
     + venv: this deploy's venv operation, if it runs
     + checkpoints: this deploy's checkpoint operations
     + ready: the readiness check's arguments (a batch ends with it); None: no rollout
+    + venv_next: the venv generation prepared beside the live venv, made live in the node's batch
     """
     secrets = {}
     try:
@@ -238,26 +241,33 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
     system_user(name=f"System user {settings.user} (the server never runs as root)", user=settings.user,
                 home=settings.state_dir)
     readable(name="Venv and checkpoints readable by the server's user",
-             paths=[p for p in (settings.venv, settings.model_dir, settings.draft_dir) if p],
+             paths=[p for p in (settings.venv, venv_generations(settings.venv), settings.model_dir, settings.draft_dir)
+                    if p],
              changing=[venv, *checkpoints])
     texts = {"launcher": (LAUNCHER, script_path("launch.py").read_text(), "755"),
              "environment": (settings.env_path, env_text, "600"),
              "unit": (unit_path(settings.service_name), unit_text, "644")}
-    position = rollout.join(_rollout_entry(settings, texts, venv, checkpoints, ready))
+    position = rollout.join(_rollout_entry(settings, texts, venv, checkpoints, ready, venv_next))
     unit = None
     for tag in rollout.positions(position):
+        if venv_next:  # the server stops here, and starts again with the rest
+            rollout.venv_switch(name=f"Venv {settings.venv} switched to its new generation{tag}",
+                                service=settings.service_name, live=settings.venv, generation=venv_next)
         unit = _write_and_run(settings, texts, venv, checkpoints, tag)
     return unit
 
 
-def _rollout_entry(settings: ServerSettings, texts: dict, venv, checkpoints, ready) -> rollout.Entry | None:
+def _rollout_entry(settings: ServerSettings, texts: dict, venv, checkpoints, ready,
+                   venv_next: str | None = None) -> rollout.Entry | None:
     """What this node tells the rollout: whether it serves and must restart (None without a
     readiness check to gate on)."""
     if ready is None:
         return None
     entry = rollout.restart_reason(settings, texts, {"venv": [venv], "checkpoint": list(checkpoints)})
-    entry.ready = ready
-    entry.snapshot = {"service": settings.service_name, "port": settings.port,
+    if venv_next and entry.restart is None:
+        entry.restart = "a new venv is prepared beside the live one"
+    entry.ready, entry.venv_next = ready, venv_next
+    entry.snapshot = {"service": settings.service_name, "port": settings.port, "venv": settings.venv,
                       "files": {label: path for label, (path, _, _) in texts.items()}}
     return entry
 

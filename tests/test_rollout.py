@@ -201,3 +201,41 @@ def test_a_controller_killed_between_batches_is_finished_by_the_rerun(lab):
         unit_mtime = float(lab.run(name, f"stat -c %.9Y {UNIT}").stdout)
         start = lab.run(name, "systemctl show -p ExecMainStartTimestamp --timestamp=unix sglang").stdout
         assert float(start.strip().split("@")[-1]) >= int(unit_mtime), (name, start, unit_mtime)
+
+
+VENV = "/opt/sglang/venv"
+
+
+def listing(lab, name: str, root: str) -> str:
+    """A digest of every entry under ``root`` (type, size, mtime, mode, name), bytecode left out."""
+    return lab.run(name, f"cd {root}/ && find . -name __pycache__ -prune -o -printf '%y %s %T@ %m %P\\n' | sort | "
+                         "sha256sum").stdout.split()[0]
+
+
+def test_a_venv_update_rolls_out_the_same_way_and_the_old_venv_stays_untouched(lab):
+    converge(lab)
+    before = {}
+    for name in TARGETS:
+        live = lab.run(name, f"readlink -f {VENV}").stdout.strip()
+        # What the old venv will be once switched away from: itself, or (still a directory) adopted.
+        old = live if live != VENV else f"{VENV}.noderig/adopted"
+        before[name] = (old, listing(lab, name, VENV))
+    version = lab.run("ct200", f"{VENV}/bin/python -c 'import sglang.version as v; print(v.__file__)'").stdout.strip()
+    lab.run("ct200", f"sed -i 's/^__version__ = .*/__version__ = \"0.5.9.post16\"/' {version}")
+
+    with Prober(lab) as prober:
+        res, out = fleet(lab, "rollout=1")
+        time.sleep(0.5)
+    assert res.returncode == 0, out[-4000:]
+    assert "beside the live one" in out, out[-4000:]
+    everyone = sorted((a, b, name) for name in TARGETS for a, b in prober.down_spans(name))
+    assert [name for _, _, name in everyone] == list(TARGETS), everyone
+    for (a1, b1, n1), (a2, b2, n2) in zip(everyone, everyone[1:]):
+        assert a2 > b1, f"{n1} and {n2} were down at the same time: {everyone}"
+    for name in TARGETS:
+        assert server_info(lab, name)["version"] == "0.5.9.post16"
+        live = lab.run(name, f"readlink -f {VENV}").stdout.strip()
+        assert live.startswith(f"{VENV}.noderig/") and live != before[name][0], live
+        # The old venv, never written to: kept whole as the rollback target.
+        old, digest = before[name]
+        assert listing(lab, name, old) == digest, (name, old)
