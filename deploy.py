@@ -71,7 +71,7 @@ if "targets" in host.groups:
         venv = environment.venv(name=f"Venv {data.venv_path} from {reference.name}",
                                 path=data.venv_path, reference=reference, transfer=data.venv_transfer,
                                 import_check=data.venv_import_check, beside=beside)
-        venv_next = environment.next_generation(data.venv_path, reference) if beside else None
+        venv_next = environment.next_generation(venv, data.venv_path, reference) if beside else None
 
     # 4. Checkpoint (and the speculative draft): pinned, downloaded on the node, verified.
     fetched = []

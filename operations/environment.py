@@ -29,6 +29,9 @@ from .util import fail, first_pass, mark_changing, one_at_a_time, operation
 # (see TreeListing), so running the server never counts as drift.
 RSYNC_FLAGS = ["-aH", "--delete", "--numeric-ids", "--mkpath", "--stats", "--exclude=__pycache__/"]
 TRANSIENT_TAG = "noderig-transient-"
+# host name -> (the reference's listing, whether the node's live venv differs), as the venv
+# operation last compared them.
+_compared: dict[str, tuple[dict, bool]] = {}
 
 
 @operation(is_idempotent=True)
@@ -56,6 +59,7 @@ def venv(path: str, reference, transfer: str = "auto", import_check: str = "sgla
         return
     have = host.get_fact(TreeListing, root=path)
     diff = diff_listings(want, have)
+    _compared[host.name] = (want, bool(diff))  # (for next_generation: no second listing of either venv)
     if not diff:
         # The copy removes its key from both hosts; a killed run leaves it, authorised.
         leftovers = host.get_fact(CopyKeys, prefix=TRANSIENT_TAG) + \
@@ -85,13 +89,14 @@ def venv(path: str, reference, transfer: str = "auto", import_check: str = "sgla
     yield StringCommand(QuoteString(f"{dest}/bin/python"), "-c", QuoteString(f"import {import_check}"))
 
 
-def next_generation(path: str, reference) -> str | None:
+def next_generation(venv_op, path: str, reference) -> str | None:
     """The venv generation to make live at this node's restart: where the reference's venv is
-    prepared beside the live one, when the live one differs from it; else None."""
-    want = reference.get_fact(TreeListing, root=path)
-    if not want or not diff_listings(want, host.get_fact(TreeListing, root=path)):
-        return None
-    return venv_generation(path, want)
+    prepared beside the live one, when the live one differs from it; else None. Read from
+    what ``venv_op`` (this node's ``venv`` operation) compared, so neither tree is listed twice.
+    """
+    venv_op.will_change  # noqa: B018 - runs its body now if pyinfra has not (-y skips change detection)
+    want, differs = _compared.get(host.name, (None, False))
+    return venv_generation(path, want) if want and differs else None
 
 
 def seed_command(live: str, dest: str) -> StringCommand:

@@ -483,3 +483,26 @@ class LinkTarget(FactBase):
     def process(self, output):
         lines = [line for line in output if line.strip()]
         return lines[0] if lines else None
+
+
+class FileStates(FactBase):
+    """
+    The sha256 and permission bits of (small) files that exist, in one command:
+    ``{"/etc/systemd/system/sglang.service": ("ab12...", "644")}``. A file that exists but
+    cannot be read fails the fact. Never for checkpoints.
+    """
+
+    default = dict
+
+    def command(self, paths: tuple) -> StringCommand:
+        script = ('for p; do [ -e "$p" ] || continue; h=$(sha256sum < "$p") || exit 1; m=$(stat -c %a "$p") || exit 1; '
+                  'printf "%s %s %s\\n" "${h%% *}" "$m" "$p"; done')
+        return StringCommand("sh", "-c", QuoteString(script), "noderig-files", *(QuoteString(p) for p in paths))
+
+    def process(self, output):
+        found = {}
+        for line in output:
+            digest, mode, path = (line.split(" ", 2) + ["", ""])[:3]
+            if path:
+                found[path] = (digest, mode)
+        return found

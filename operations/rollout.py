@@ -30,7 +30,7 @@ from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 from noderig.rollout import MAX_FAIL_SETTING, ROLLOUT_SETTING, parse_rollout, plan_batches, should_stop
 from noderig.service_plan import RUNNING, marker, plan_service
 
-from .facts import FileMode, HttpStatus, LinkTarget, Mtimes, Sha256, UnitStatus
+from .facts import FileStates, HttpStatus, LinkTarget, Mtimes, UnitStatus
 from .util import fail, first_pass, operation
 
 # The node's last known good server: the files it ran and the venv it ran from, kept when
@@ -187,10 +187,17 @@ def _inventory_order(name: str) -> int:
 
 
 def serving(settings) -> bool:
-    """Whether this node's server serves now: its unit running and ``/health`` answering."""
-    status = host.get_fact(UnitStatus, unit=f"{settings.service_name}.service")
-    return (status.get("active") in RUNNING
-            and host.get_fact(HttpStatus, url=f"http://127.0.0.1:{settings.port}/health") == 200)
+    """Whether this node's server serves now: its unit running and ``/health`` answering
+    (asked once per run: the deploy file asks at the venv step and at the service step)."""
+    key = (host.name, settings.service_name, settings.port)
+    if key not in _serving:
+        status = host.get_fact(UnitStatus, unit=f"{settings.service_name}.service")
+        _serving[key] = (status.get("active") in RUNNING
+                         and host.get_fact(HttpStatus, url=f"http://127.0.0.1:{settings.port}/health") == 200)
+    return _serving[key]
+
+
+_serving: dict[tuple, bool] = {}
 
 
 @operation(is_idempotent=True)
@@ -222,9 +229,9 @@ def restart_reason(settings, texts: dict[str, tuple[str, str, str]], changing: d
     status = host.get_fact(UnitStatus, unit=f"{settings.service_name}.service")
     inputs = {label: path for label, (path, _, _) in texts.items()}
     inputs.update({"venv": marker("venv"), "checkpoint": marker("checkpoint")})
+    files = host.get_fact(FileStates, paths=tuple(path for path, _, _ in texts.values()))
     now = [label for label, (path, text, mode) in texts.items()
-           if host.get_fact(Sha256, path=path) != hashlib.sha256(text.encode()).hexdigest()
-           or host.get_fact(FileMode, path=path) != mode]
+           if files.get(path) != (hashlib.sha256(text.encode()).hexdigest(), mode)]
     now += [label for label, ops in changing.items() if any(op is not None and _changes(op) for op in ops)]
     mtimes = host.get_fact(Mtimes, paths=tuple(inputs.values()))
     plan = plan_service(status, mtimes, inputs, now)

@@ -253,7 +253,7 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
         if venv_next:  # the server stops here, and starts again with the rest
             rollout.venv_switch(name=f"Venv {settings.venv} switched to its new generation{tag}",
                                 service=settings.service_name, live=settings.venv, generation=venv_next)
-        unit = _write_and_run(settings, texts, venv, checkpoints, tag)
+        unit = _write_and_run(settings, texts, venv, checkpoints)
     return unit
 
 
@@ -272,18 +272,19 @@ def _rollout_entry(settings: ServerSettings, texts: dict, venv, checkpoints, rea
     return entry
 
 
-def _write_and_run(settings: ServerSettings, texts: dict, venv, checkpoints, tag: str = ""):
-    """The launcher, the environment file and the unit, then the service running them."""
-    launcher = text_file(name=f"Server launcher (keeps secrets out of argv and logs){tag}", path=LAUNCHER,
+def _write_and_run(settings: ServerSettings, texts: dict, venv, checkpoints):
+    """The launcher, the environment file and the unit, then the service running them (named
+    as outside a rollout: the batch shows in the gates and in the operations around them)."""
+    launcher = text_file(name=f"Server launcher (keeps secrets out of argv and logs)", path=LAUNCHER,
                          text=texts["launcher"][1], mode="755")
-    env = text_file(name=f"Server environment file (0600){tag}", path=settings.env_path,
+    env = text_file(name=f"Server environment file (0600)", path=settings.env_path,
                     text=texts["environment"][1], mode="600", secret=True)
-    unit = text_file(name=f"{settings.service_name}.service{tag}", path=unit_path(settings.service_name),
+    unit = text_file(name=f"{settings.service_name}.service", path=unit_path(settings.service_name),
                      text=texts["unit"][1])
     inputs = {"unit": unit_path(settings.service_name), "environment": settings.env_path, "launcher": LAUNCHER,
               "venv": marker("venv"), "checkpoint": marker("checkpoint")}
     changing = {"unit": [unit], "environment": [env], "launcher": [launcher], "venv": [venv],
                 "checkpoint": list(checkpoints)}
-    running(name=f"{settings.service_name} running and enabled{tag}",
+    running(name=f"{settings.service_name} running and enabled",
             service=settings.service_name, inputs=inputs, changing=changing)
     return unit

@@ -43,7 +43,8 @@ def summary_lines(tallies: dict[str, HostTally], failed: set[str], executed: boo
                   planned: dict[str, list[str]] | None = None, outcomes: dict[str, str] | None = None) -> list[str]:
     """The summary, one line per host (pure: what ``RunSummary`` prints). ``outcomes``: a
     node's part in a rollout ("changed in rollout batch 1 of 3", "ROLLED BACK ...",
-    "NOT REACHED ...", "untouched ..."), named first on its line."""
+    "NOT REACHED ...", "untouched ..."): first on a failed node's line, after what changed on
+    another's."""
     outcomes = outcomes or {}
     bad = sorted(failed)
     head = (f"--> noderig: {len(tallies)} host(s), {len(bad)} failed{' (' + ', '.join(bad) + ')' if bad else ''}, "
@@ -62,8 +63,8 @@ def summary_lines(tallies: dict[str, HostTally], failed: set[str], executed: boo
                 what = f"changed {len(t.changed)} of {len(t.changed) + t.unchanged} operations: {', '.join(t.changed)}"
             else:
                 what = f"no changes ({t.unchanged} operations)" if t.unchanged else "no operations of its own"
-            part = f"{outcomes[name]}, " if name in outcomes else ""
-            lines.append(f"{name:<{width}}  ok, {part}{what}; {cost}")
+            part = f"; {outcomes[name]}" if name in outcomes else ""
+            lines.append(f"{name:<{width}}  ok, {what}{part}; {cost}")
         elif t.errors:
             lines.append(f"{name:<{width}}  would FAIL: {t.reason()}; {cost}")
         else:

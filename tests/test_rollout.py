@@ -139,7 +139,8 @@ def test_a_flag_change_rolls_one_node_at_a_time_and_all_serve_it(lab):
     assert [name for _, _, name in everyone] == list(TARGETS), everyone
     lines = summary(out)
     for k, name in enumerate(TARGETS, 1):
-        assert lines[name].startswith(f"ok, changed in rollout batch {k} of 3"), lines[name]
+        assert lines[name].startswith("ok, changed") and f"; changed in rollout batch {k} of 3;" in lines[name], \
+            lines[name]
         assert server_info(lab, name)["mem_fraction_static"] == 0.7
 
 

@@ -49,4 +49,4 @@ def test_a_rollout_names_each_nodes_part_and_never_says_ok_for_a_rolled_back_nod
     assert head.startswith("--> noderig: 3 host(s), 2 failed (b300, b300-2)")
     assert a.split(None, 1)[1].startswith("ROLLED BACK in rollout batch 1 of 2") and " ok" not in a
     assert b.split(None, 1)[1].startswith("NOT REACHED (batch 2 of 2): not reached: the rollout stopped after batch 1")
-    assert c.split(None, 1)[1].startswith("ok, untouched (serving, nothing to restart), no changes (16 operations)")
+    assert c.split(None, 1)[1].startswith("ok, no changes (16 operations); untouched (serving, nothing to restart); ")
