@@ -15,7 +15,7 @@ from noderig.exposure import decide as exposure
 from noderig.manifest import RepoPin
 from noderig.repair import REPAIRS_FILE, recorded_settings
 from noderig.server_settings import ServerSettings
-from operations import checkpoint, diagnosis, environment, firewall, packages, preflight, service, summary
+from operations import checkpoint, diagnosis, environment, firewall, packages, preflight, rollout, service, summary
 from operations.facts import JsonFile
 
 data = host.data
@@ -27,6 +27,11 @@ if unknown:
 
 # Every host's commands are counted for the summary printed at the end of the run.
 summary.track(host)
+
+# Repairs applied by an earlier run (recorded on the node) stay applied: a rerun after a
+# repair renders the same unit instead of undoing the fix.
+repairs = host.get_fact(JsonFile, path=REPAIRS_FILE) if "targets" in host.groups else None
+settings = replace(ServerSettings.from_inventory(data), **recorded_settings(repairs))
 
 if "targets" in host.groups:
     reference = inventory.get_host(data.reference_host)
@@ -58,12 +63,15 @@ if "targets" in host.groups:
         packages.present(name="Prerequisites", packages=[*data.packages, *data.cuda_packages,
                                                          *(["nftables"] if data.firewall else [])])
 
-    # 3. Environment: the reference's venv, host to host.
-    venv = None
+    # 3. Environment: the reference's venv, host to host; beside the live one while a server
+    # runs from it (it becomes live at the node's restart, in its rollout batch).
+    venv = venv_next = None
     if "environment" in steps:
+        beside = rollout.serving(settings)
         venv = environment.venv(name=f"Venv {data.venv_path} from {reference.name}",
                                 path=data.venv_path, reference=reference, transfer=data.venv_transfer,
-                                import_check=data.venv_import_check)
+                                import_check=data.venv_import_check, beside=beside)
+        venv_next = environment.next_generation(venv, data.venv_path, reference) if beside else None
 
     # 4. Checkpoint (and the speculative draft): pinned, downloaded on the node, verified.
     fetched = []
@@ -74,24 +82,26 @@ if "targets" in host.groups:
             for pin, token_file, dest in checkpoints
         ]
 
-# Repairs applied by an earlier run (recorded on the node) stay applied: a rerun after a
-# repair renders the same unit instead of undoing the fix.
-repairs = host.get_fact(JsonFile, path=REPAIRS_FILE) if "targets" in host.groups else None
-settings = replace(ServerSettings.from_inventory(data), **recorded_settings(repairs))
+# The readiness check: health, one smoke request, and the failed invocation's journal if it
+# crashed. A node that serves and must restart runs it at the end of its rollout batch.
+ready = dict(service=data.service_name, port=settings.port, served_model_name=data.served_model_name,
+             timeout=data.ready_timeout, api_key_file=data.api_key_file, settings=settings, repair=data.repair,
+             max_repairs=data.max_repairs, firewall=fw if "targets" in host.groups else None)
 
 if "targets" in host.groups and "service" in steps:
     # 5. Service: flags checked against the installed SGLang, then the launcher, the 0600
     # environment file (secrets) and the unit; restarted only when something it runs changed
     # (in this run, or since it started: a killed deploy leaves that). The firewall first: the
-    # server may listen beyond loopback once it starts.
+    # server may listen beyond loopback once it starts. Nodes that serve and must restart do
+    # so in rollout batches (rollout, max_fail_percentage), each gated on readiness.
     fw = replace(fw, api_port=settings.port) if fw else None
+    ready["firewall"] = fw
     firewall.install(fw)
     service.install(settings, api_key_file=data.api_key_file, reference=reference, venv=venv,
-                    checkpoints=fetched)
+                    checkpoints=fetched, ready=ready if "readiness" in steps else None, venv_next=venv_next)
+elif "targets" in host.groups:
+    rollout.join(None)  # every target tells the rollout, taking part or not
 
 if "targets" in host.groups and "readiness" in steps:
-    # 6. Readiness: health, one smoke request, and the failed invocation's journal if it crashed.
-    diagnosis.wait_until_serving(name=f"{data.service_name} ready", service=data.service_name, port=settings.port,
-                                 served_model_name=data.served_model_name, timeout=data.ready_timeout,
-                                 api_key_file=data.api_key_file, settings=settings, repair=data.repair,
-                                 max_repairs=data.max_repairs, firewall=fw)
+    # 6. Readiness (already checked, for a node of a rollout batch).
+    diagnosis.wait_until_serving(name=f"{data.service_name} ready", **ready)

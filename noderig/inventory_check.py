@@ -23,6 +23,7 @@ from .firewall import FirewallSettings
 from .firewall import problems as firewall_problems
 from .server_settings import ServerSettings, has_control, is_host, is_int, validate
 from .unit import LAUNCHER_PATH
+from .rollout import ROLLOUT_SETTING, max_fail_problem, parse_rollout
 
 VENV_TRANSFERS = ("auto", "direct", "relay")
 # The first line of every unit noderig renders (templates/sglang.service.j2): a unit file
@@ -207,7 +208,19 @@ def _other_problems(data) -> list[str]:
         found += [_say(key, p, "is not a Debian package name (lowercase letters, digits and +.- only, "
                                "optionally :arch); give names, not apt options")
                   for p in value if not isinstance(p, str) or not DEBIAN_PACKAGE.match(p)]
+    found += _rollout_problems(data)
     return found
+
+
+def _rollout_problems(data) -> list[str]:
+    """``rollout`` (Ansible's serial: sizes, percentages, a comma list) and ``max_fail_percentage``."""
+    found = []
+    try:
+        parse_rollout(_get(data, ROLLOUT_SETTING, "1,25%,100%"))
+    except ValueError as e:
+        found.append(str(e))
+    problem = max_fail_problem(_get(data, "max_fail_percentage", 0))
+    return found + ([problem] if problem else [])
 
 
 def address_problems(data, name: str) -> list[str]:

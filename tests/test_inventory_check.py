@@ -124,6 +124,7 @@ BAD = {
     "sglang_version": 1, "repair": 1, "max_repairs": -1, "start_timeout": 0, "ready_timeout": 0,
     "service_user": "root", "allow_unauthenticated_network_access": "yes", "firewall": "on",
     "firewall_api_allow": ["0.0.0.0/0"], "firewall_peers": ["b300-2"], "firewall_peer_ports": [70000],
+    "rollout": "0", "max_fail_percentage": 101,
 }
 
 

@@ -73,5 +73,12 @@ steps = "all"
 # /etc/noderig/repairs.json so later runs keep it), at most max_repairs times per run.
 repair = False
 max_repairs = 2
+# Changing a fleet that serves: the nodes whose server must restart go in batches (Ansible's
+# serial: a number, a percentage of those nodes, or a comma list whose last size repeats);
+# each batch is written, restarted and checked ready before the next; a node that fails is
+# rolled back to its last known good state. The rollout stops when more than
+# max_fail_percentage percent of a batch failed (0: at the first failure).
+rollout = "1,25%,100%"
+max_fail_percentage = 0
 start_timeout = 1800  # load + CUDA graph capture of ~590 GB takes minutes
 ready_timeout = 1800
