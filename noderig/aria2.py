@@ -1,6 +1,15 @@
-"""aria2c facts the deploy relies on (aria2c(1), "EXIT STATUS"), in one place."""
+"""aria2 as the deploy drives it: the daemon's config, per-file options, exit codes
+(aria2c(1), "EXIT STATUS"), progress, and ``Session``, the controller's hold on a running
+daemon over JSON-RPC (aria2p). No host I/O here: what must run on the node (deleting a file,
+resolving a URL again) comes in as functions from the operation."""
 
 from __future__ import annotations
+
+import time
+from typing import Callable
+
+from .errors import redact
+from .manifest import resolve_url
 
 EXIT_CODES = {
     0: "all downloads finished", 1: "unknown error", 2: "timeout", 3: "resource not found",
@@ -71,6 +80,23 @@ def download_options(dest: str, path: str, connections: int, allocation: str) ->
     }
 
 
+def file_options(manifest: dict, dest: str, path: str, url: str, token: str | None, connections: int,
+                 allocation: str) -> dict:
+    """``download_options`` for one file of ``manifest``, with the token on that one request
+    only when a gated file is served by the Hub (or mirror) itself: its /resolve/ URL did not
+    redirect when resolved on the controller. It reaches aria2 over the RPC tunnel (never
+    argv, a file or a log); a redirect to a CDN was resolved on the controller instead, so
+    the token never follows one.
+
+    + url: where aria2 fetches the file (``manifest.download_url``)
+    + token: the Hub token, or None
+    """
+    opts = download_options(dest, path, connections, allocation)
+    if token and manifest.get("gated") and url == resolve_url(manifest, path):
+        opts["header"] = [f"Authorization: Bearer {token}"]
+    return opts
+
+
 def summarize_progress(downloads: list[dict]) -> dict:
     """Totals over aria2 download snapshots ({status, total, done, speed})."""
     total = sum(d["total"] for d in downloads)
@@ -86,3 +112,150 @@ def progress_line(label: str, p: dict) -> str:
     eta = "--:--" if p["eta"] is None else f"{int(p['eta']) // 60:02d}:{int(p['eta']) % 60:02d}"
     return (f"{label}: {p['files_done']}/{p['files']} files, {p['bytes_done'] / 2**20:.1f}/"
             f"{p['bytes_total'] / 2**20:.1f} MiB, {p['speed'] / 2**20:.1f} MiB/s, ETA {eta}")
+
+
+class DownloadError(Exception):
+    """A download that cannot finish; the message names the file, never a signed URL's query."""
+
+
+# The fields of aria2.tellStatus a poll reads.
+STATUS_KEYS = ["gid", "status", "totalLength", "completedLength", "downloadSpeed", "errorCode", "errorMessage"]
+# Re-resolutions of one file's URL in one session (an expired signature, then a fresh one).
+RESOLVE_ATTEMPTS = 3
+# A download aria2 still holds: re-attach to it rather than add the file again.
+LIVE = ("active", "waiting", "paused", "complete")
+
+
+def connect(port: int, secret: str, wait: float = 15.0, where: str = "the node"):
+    """An ``aria2p.API`` on the daemon's RPC at 127.0.0.1:``port``, once it answers (a daemon
+    just started needs a moment); DownloadError after ``wait`` seconds."""
+    import aria2p
+
+    api = aria2p.API(aria2p.Client(host="http://127.0.0.1", port=port, secret=secret, timeout=30))
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            api.client.get_version()
+            return api
+        except Exception as e:
+            if time.monotonic() > deadline:
+                raise DownloadError(f"aria2's RPC on {where} did not answer: {e}")
+            time.sleep(0.05)
+
+
+class Session:
+    """The controller's hold on one aria2 daemon over JSON-RPC: re-attach to the downloads of
+    ``dest`` an earlier (maybe killed) run left, add the rest in one round trip, poll them all
+    in one round trip, start a file over or resolve its URL again when aria2 gives up on it,
+    and report progress until every file is complete.
+
+    + api: an ``aria2p.API`` on the daemon (``connect`` makes one)
+    + dest: the checkpoint directory on the node (aria2's ``dir``)
+    + resolve: a file's URL, resolved again (a signed URL expires); raises DownloadError
+    + options: aria2's options for a file and its URL (``file_options``)
+    + discard: delete a file and its ``.aria2`` control file on the node
+    + say: where progress and retries are told (a logger's ``info``)
+    + label: what the lines start with (``[b300] org/model``)
+    """
+
+    def __init__(self, api, dest: str, *, resolve: Callable[[str], str], options: Callable[[str, str], dict],
+                 discard: Callable[[str], None], say: Callable[[str], None] = print, label: str = "aria2"):
+        self.api, self.dest, self.label = api, dest, label
+        self.resolve, self.options, self.discard, self.say = resolve, options, discard, say
+        self.gids: dict[str, str] = {}  # path -> gid of its current download
+        self.attempts: dict[str, int] = {}  # path -> failed downloads seen
+
+    def _multicall(self, method: str, params: list[list]) -> list:
+        """``method`` once per params, in one RPC round trip (each crosses the SSH tunnel);
+        each result is ``[value]``, or a fault (a dict) for a call aria2 refused."""
+        calls = [{"methodName": method, "params": [f"token:{self.api.client.secret}", *p]} for p in params]
+        return self.api.client.call("system.multicall", [calls], insert_secret=False) if calls else []
+
+    def attach(self, entries: list[tuple[str, str]], jobs: int) -> int:
+        """Track every ``(url, path)``: a download aria2 still holds for that file is taken
+        over (resumed if paused), the others are added. Returns how many were taken over."""
+        self.api.set_global_options({"max-concurrent-downloads": str(jobs)})
+        held = {str(d.files[0].path): d for d in self.api.get_downloads() if d.files}
+        to_add = []
+        for url, path in entries:
+            d = held.get(f"{self.dest}/{path}")
+            if d is not None and d.status in LIVE:
+                self.gids[path] = d.gid
+                if d.status == "paused":
+                    self.api.resume([d])
+            else:
+                to_add.append((url, path))
+        results = self._multicall("aria2.addUri", [[[url], self.options(path, url)] for url, path in to_add])
+        for (url, path), result in zip(to_add, results):
+            if not isinstance(result, list):
+                raise DownloadError(f"aria2 refused {self.dest}/{path}: {redact(str(result))}")
+            self.gids[path] = result[0]
+        taken_over = len(entries) - len(to_add)
+        if taken_over:
+            self.say(f"{self.label}: re-attached to {taken_over} download(s) already running on the node")
+        return taken_over
+
+    def snapshot(self) -> dict[str, dict]:
+        """Every tracked file's download: ``{status, total, done, speed, error, message, gid}``;
+        a download aria2 no longer knows is ``removed``."""
+        snap = {}
+        results = self._multicall("aria2.tellStatus", [[gid, STATUS_KEYS] for gid in self.gids.values()])
+        for (path, gid), result in zip(self.gids.items(), results):
+            d = result[0] if isinstance(result, list) else {"status": "removed", "errorMessage": str(result)}
+            snap[path] = {"status": d.get("status"), "total": int(d.get("totalLength", 0)),
+                          "done": int(d.get("completedLength", 0)), "speed": int(d.get("downloadSpeed", 0)),
+                          "error": d.get("errorCode"), "message": d.get("errorMessage"), "gid": gid}
+        return snap
+
+    def recover(self, path: str, d: dict) -> None:
+        """A download aria2 gave up on: start the file over once when its control file is
+        unusable, resolve its URL again (up to RESOLVE_ATTEMPTS times) when the server
+        refused it (a signed URL expired); otherwise DownloadError naming the file."""
+        self.attempts[path] = tries = self.attempts.get(path, 0) + 1
+        if d["error"] == UNUSABLE_CONTROL_FILE and tries <= 1:
+            # A stale or damaged leftover: the bytes it describes are unknown, so the file starts over.
+            self.discard(path)
+            self._restart(path, d["gid"])
+            self.say(f"{self.label}: {path}: unusable aria2 control file; starting that file over")
+        elif d["error"] in RETRY_AFTER_RESOLVE and tries <= RESOLVE_ATTEMPTS:
+            self._restart(path, d["gid"])
+            self.say(f"{self.label}: {path}: {redact(d['message'] or 'refused')}; URL re-resolved, resuming")
+        else:
+            raise DownloadError(f"downloading {self.dest}/{path} failed: {explain_exit(int(d['error'] or 1))}"
+                                + (f" ({redact(d['message'])})" if d["message"] else ""))
+
+    def _restart(self, path: str, gid: str) -> None:
+        url = self.resolve(path)
+        self.api.client.remove_download_result(gid)
+        self.gids[path] = self.api.add_uris([url], options=self.options(path, url)).gid
+
+    def follow(self, sizes: dict[str, int], on_file_done: Callable[[], None] = lambda: None,
+               interval: float = 0.2, print_every: float = 2.0) -> None:
+        """Poll until every tracked file is complete, recovering failed downloads, telling
+        progress every ``print_every`` seconds and at the end, and calling ``on_file_done``
+        whenever more files are complete than at the last poll.
+
+        + sizes: each file's size from the manifest (aria2 knows one only once the server answered)
+        """
+        last_told, finished = 0.0, 0
+        while True:
+            snap = self.snapshot()
+            for path, d in snap.items():
+                if d["status"] in ("error", "removed"):
+                    self.recover(path, d)
+                d["total"] = max(d["total"], sizes.get(path, 0))
+            progress = summarize_progress(list(snap.values()))
+            done = progress["files_done"] == progress["files"]
+            if done or time.monotonic() - last_told >= print_every:
+                self.say(progress_line(self.label, progress))
+                last_told = time.monotonic()
+            if progress["files_done"] > finished:
+                finished = progress["files_done"]
+                on_file_done()
+            if done:
+                return
+            time.sleep(interval)
+
+    def close(self) -> None:
+        """Forget the finished downloads' results (the daemon keeps them for a later run otherwise)."""
+        self.api.client.purge_download_result()

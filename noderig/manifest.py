@@ -266,3 +266,14 @@ def signed_location(manifest: dict, path: str, token: str | None) -> str:
 
     meta = get_hf_file_metadata(resolve_url(manifest, path), token=token or False, endpoint=manifest["endpoint"])
     return meta.location
+
+
+def download_url(manifest: dict, path: str, token: str | None) -> str:
+    """Where aria2 fetches ``path`` from: with a token, an LFS file's signed CDN location,
+    resolved here so the token never reaches aria2 or the node; otherwise its /resolve/ URL.
+    Asked again when a signed URL expired.
+
+    + token: the Hub token, or None
+    """
+    lfs = any(f["path"] == path and "sha256" in f for f in manifest["files"])
+    return signed_location(manifest, path, token) if lfs and token else resolve_url(manifest, path)

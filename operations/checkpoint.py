@@ -7,20 +7,18 @@ import json
 import secrets
 import tempfile
 import threading
-import time
 
 from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 from pyinfra.operations import files
 
-from noderig import checkpoint_plan
-from noderig import aria2
+from noderig import aria2, checkpoint_plan
 from noderig.errors import NoderigError, redact
-from noderig.manifest import RepoPin, build_manifest, manifest_problem, resolve_url, signed_location
-from noderig.secret_files import read_token
+from noderig.manifest import RepoPin, build_manifest, download_url, manifest_problem
 from noderig.node import script_path, verify_files
-from noderig.sizes import human_size
 from noderig.node.hubpath import describe
+from noderig.secret_files import read_token
+from noderig.sizes import human_size
 
 from .facts import FileStats, FsType, JsonFile, UnitStatus
 from .tunnel import LoopbackForward
@@ -95,14 +93,7 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
         logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: {checkpoint_plan.describe(todo)}; "
                     f"{checkpoint_plan.bytes_to_fetch(manifest, states, stats) / 2**20:.1f} MiB to fetch")
     manifest_path = f"{dest}/{checkpoint_plan.MANIFEST_FILE}"
-    # the path check first: the verifier loads it from beside itself
-    yield from files.put._inner(src=str(script_path("hubpath.py")), dest=HUBPATH_SCRIPT, mode="644")
-    yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
-    # The node checks what the controller checked, and what only it can see (symlinks), before
-    # each write: the state directory before the manifest goes there, every path after.
-    yield FunctionCommand(_check_paths, ("-", dest), {})
-    yield from files.put._inner(src=io.StringIO(checkpoint_plan.manifest_text(manifest)), dest=manifest_path)
-    yield FunctionCommand(_check_paths, (manifest_path, dest), {})
+    yield from _manifest_written_checked(manifest, dest, manifest_path)
 
     # Files of the right size are hashed first; the ones that fail join the fetch list. But
     # while aria2 runs (a killed controller left it downloading) a file it is writing may
@@ -113,35 +104,49 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     unverified = [p for p, s in todo.items() if s == checkpoint_plan.UNVERIFIED and not aria2_running]
     if unverified:
         yield FunctionCommand(_verify, (manifest_path, dest, jobs, fetch_list), {})
-
     if fetch_list:
-        yield mark_changing("checkpoint")
-        token = read_token(token_file)
-        lfs = {f["path"] for f in manifest["files"] if "sha256" in f}
-        for path, state in todo.items():
-            # Longer than it should be, or a small git file that is short: its bytes are not
-            # a prefix worth resuming (an edited config shrinks too), so it starts over.
-            if state == checkpoint_plan.OVERSIZE or (state == checkpoint_plan.TRUNCATED and path not in lfs):
-                yield StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"))
-        # Small git files of a gated repo are served only with the token, which must not
-        # reach the node: the controller fetches those (kilobytes) and uploads them.
-        via_controller = sorted(p for p in fetch_list if p not in lfs and token and manifest.get("gated"))
-        for path in via_controller:
-            yield FunctionCommand(_upload_small_file, (manifest, path, dest, token), {})
-        entries = []
-        for path in sorted(p for p in fetch_list if p not in via_controller):
-            # LFS files redirect to a signed CDN URL: resolve it here, with the token, so the
-            # token never reaches aria2 (which would forward it to the CDN) or the node.
-            url = signed_location(manifest, path, token) if path in lfs and token else resolve_url(manifest, path)
-            entries.append((url, path))
-        # What is about to be replaced is no longer verified, whatever happens next.
-        yield StringCommand("python3", "-c", QuoteString(FORGET), QuoteString(f"{dest}/{checkpoint_plan.RECORD_FILE}"),
-                            *(QuoteString(p) for p in sorted(fetch_list)))
-        if entries:
-            allocation = "falloc" if host.get_fact(FsType, path=dest) in FALLOC_FILESYSTEMS else "none"
-            yield FunctionCommand(_download, (manifest, dest, entries, token, connections, jobs, allocation), {})
+        yield from _fetched(manifest, dest, todo, fetch_list, read_token(token_file), connections, jobs)
     checked = sum(f["size"] for f in manifest["files"] if f["path"] in todo)
     yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {"checked_bytes": checked})
+
+
+def _manifest_written_checked(manifest: dict, dest: str, manifest_path: str):
+    """The node-side scripts uploaded, then the manifest, each write after the node's own
+    path check: it checks what the controller checked, and what only it can see (symlinks),
+    the state directory before the manifest goes there, every listed path after."""
+    # the path check first: the verifier loads it from beside itself
+    yield from files.put._inner(src=str(script_path("hubpath.py")), dest=HUBPATH_SCRIPT, mode="644")
+    yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
+    yield FunctionCommand(_check_paths, ("-", dest), {})
+    yield from files.put._inner(src=io.StringIO(checkpoint_plan.manifest_text(manifest)), dest=manifest_path)
+    yield FunctionCommand(_check_paths, (manifest_path, dest), {})
+
+
+def _fetched(manifest: dict, dest: str, todo: dict, fetch_list: list, token: str | None, connections: int,
+             jobs: int):
+    """The commands that fetch ``fetch_list`` (which ``_verify`` may still extend while the
+    commands run): files not worth resuming deleted, a gated repo's small files through the
+    controller, the rest by aria2 on the node; the verified record forgets them all first."""
+    yield mark_changing("checkpoint")
+    lfs = {f["path"] for f in manifest["files"] if "sha256" in f}
+    for path, state in todo.items():
+        # Longer than it should be, or a small git file that is short: its bytes are not
+        # a prefix worth resuming (an edited config shrinks too), so it starts over.
+        if state == checkpoint_plan.OVERSIZE or (state == checkpoint_plan.TRUNCATED and path not in lfs):
+            yield StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"))
+    # Small git files of a gated repo are served only with the token, which must not
+    # reach the node: the controller fetches those (kilobytes) and uploads them.
+    via_controller = sorted(p for p in fetch_list if p not in lfs and token and manifest.get("gated"))
+    for path in via_controller:
+        yield FunctionCommand(_upload_small_file, (manifest, path, dest, token), {})
+    # (an LFS file's signed CDN URL is resolved here, with the token, which never reaches aria2 or the node)
+    entries = [(download_url(manifest, path, token), path) for path in sorted(set(fetch_list) - set(via_controller))]
+    # What is about to be replaced is no longer verified, whatever happens next.
+    yield StringCommand("python3", "-c", QuoteString(FORGET), QuoteString(f"{dest}/{checkpoint_plan.RECORD_FILE}"),
+                        *(QuoteString(p) for p in sorted(fetch_list)))
+    if entries:
+        allocation = "falloc" if host.get_fact(FsType, path=dest) in FALLOC_FILESYSTEMS else "none"
+        yield FunctionCommand(_download, (manifest, dest, entries, token, connections, jobs, allocation), {})
 
 
 def verifier_command(manifest_path: str, dest: str, *, jobs: int | None = None,
@@ -241,37 +246,15 @@ def _ensure_daemon(host) -> str:
     host.run_shell_command(StringCommand("install", "-d", "-m", "700", "/etc/noderig", "&&",
                                          "install", "-m", "600", "/dev/null", aria2.CONF))
     if not host.put_file(io.StringIO(aria2.daemon_conf(secret)), aria2.CONF):
-        raise DownloadError(f"could not write {aria2.CONF}")
+        raise aria2.DownloadError(f"could not write {aria2.CONF}")
     ok, out = host.run_shell_command(StringCommand(
         # an earlier run's daemon may still be exiting: wait for it, then start afresh
         "systemctl", "stop", unit, "2>/dev/null", ";", "systemctl", "reset-failed", unit, "2>/dev/null", ";",
         "systemd-run", "--quiet", f"--unit={aria2.SERVICE}", "--property=Type=exec",
         "aria2c", f"--conf-path={aria2.CONF}"))
     if not ok:
-        raise DownloadError(f"could not start aria2c on the node: {out.stderr}")
+        raise aria2.DownloadError(f"could not start aria2c on the node: {out.stderr}")
     return secret
-
-
-class DownloadError(Exception):
-    pass
-
-
-STATUS_KEYS = ["gid", "status", "totalLength", "completedLength", "downloadSpeed", "errorCode", "errorMessage"]
-
-
-def _snapshot(api, gids: dict[str, str]) -> dict[str, dict]:
-    """Every tracked download's state in one RPC round trip (system.multicall): the poll
-    loop runs through the SSH tunnel, so per-file calls would add up."""
-    calls = [{"methodName": "aria2.tellStatus", "params": [f"token:{api.client.secret}", gid, STATUS_KEYS]}
-             for gid in gids.values()]
-    results = api.client.call("system.multicall", [calls], insert_secret=False)
-    snap = {}
-    for (path, gid), result in zip(gids.items(), results):
-        d = result[0] if isinstance(result, list) else {"status": "removed", "errorMessage": str(result)}
-        snap[path] = {"status": d.get("status"), "total": int(d.get("totalLength", 0)),
-                      "done": int(d.get("completedLength", 0)), "speed": int(d.get("downloadSpeed", 0)),
-                      "error": d.get("errorCode"), "message": d.get("errorMessage"), "gid": gid}
-    return snap
 
 
 class _BackgroundVerify:
@@ -296,115 +279,33 @@ class _BackgroundVerify:
 def _download(state, host, manifest: dict, dest: str, entries: list, token, connections: int, jobs: int,
               allocation: str) -> bool:
     """Drive aria2 on the node over RPC (through the SSH connection) until every file is
-    complete, showing progress; re-resolve signed URLs that expired; stop the daemon at the end."""
-    import aria2p
-
-    label = f"[{host.name}] {manifest['repo']}"
-    sizes = {f["path"]: f["size"] for f in manifest["files"]}
-
-    def options(path: str, url: str) -> dict:
-        opts = aria2.download_options(dest, path, connections, allocation)
-        # A gated file the Hub or mirror serves itself (its /resolve/ did not redirect when
-        # resolved here) needs the token on that one request. It goes to aria2 over the RPC
-        # tunnel (never argv, a file or a log); a redirect to a CDN was resolved on the
-        # controller instead, so the token never follows one.
-        if token and manifest.get("gated") and url == resolve_url(manifest, path):
-            opts["header"] = [f"Authorization: Bearer {token}"]
-        return opts
+    complete, showing progress and hashing files as they finish; re-resolve signed URLs that
+    expired (``aria2.Session``); stop the daemon at the end."""
 
     def resolve_again(path: str) -> str:
-        lfs = any(f["path"] == path and "sha256" in f for f in manifest["files"])
         try:
-            return signed_location(manifest, path, token) if lfs and token else resolve_url(manifest, path)
+            return download_url(manifest, path, token)
         except Exception as e:  # an HTTP error names the URL: never shown with its query string
-            raise DownloadError(f"cannot resolve {dest}/{path} on {manifest['endpoint']} again: {redact(str(e))}")
+            raise aria2.DownloadError(f"cannot resolve {dest}/{path} on {manifest['endpoint']} again: "
+                                      f"{redact(str(e))}")
+
+    def discard(path: str) -> None:
+        host.run_shell_command(StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"),
+                                             QuoteString(f"{dest}/{path}.aria2")))
 
     try:
         secret = _ensure_daemon(host)
         with LoopbackForward(host, aria2.RPC_PORT) as fwd:
-            api = aria2p.API(aria2p.Client(host="http://127.0.0.1", port=fwd.port, secret=secret, timeout=30))
-            deadline = time.monotonic() + 15
-            while True:  # the daemon was just started: wait for its RPC to answer
-                try:
-                    api.client.get_version()
-                    break
-                except Exception as e:
-                    if time.monotonic() > deadline:
-                        raise DownloadError(f"aria2's RPC on {host.name} did not answer: {e}")
-                    time.sleep(0.05)
-            api.set_global_options({"max-concurrent-downloads": str(jobs)})
-            # Re-attach to downloads an earlier (maybe killed) run started for these files.
-            known = {}
-            for d in api.get_downloads():
-                if d.files:
-                    known[str(d.files[0].path)] = d
-            gids, attempts, reattached, to_add = {}, {}, 0, []
-            for url, path in entries:
-                d = known.get(f"{dest}/{path}")
-                if d is not None and d.status in ("active", "waiting", "paused", "complete"):
-                    gids[path] = d.gid
-                    reattached += 1
-                    if d.status == "paused":
-                        api.resume([d])
-                else:
-                    to_add.append((url, path))
-            # All new downloads in one RPC round trip (each call crosses the SSH tunnel).
-            calls = [{"methodName": "aria2.addUri", "params": [
-                f"token:{secret}", [url], options(path, url)]}
-                for url, path in to_add]
-            for (url, path), result in zip(to_add, api.client.call("system.multicall", [calls], insert_secret=False)
-                                           if calls else []):
-                if not isinstance(result, list):
-                    raise DownloadError(f"aria2 refused {dest}/{path}: {redact(str(result))}")
-                gids[path] = result[0]
-            if reattached:
-                logger.info(f"{label}: re-attached to {reattached} download(s) already running on the node")
-            last_print, finished = 0.0, 0
+            session = aria2.Session(
+                aria2.connect(fwd.port, secret, where=host.name), dest, resolve=resolve_again, discard=discard,
+                options=lambda path, url: aria2.file_options(manifest, dest, path, url, token, connections, allocation),
+                say=logger.info, label=f"[{host.name}] {manifest['repo']}")
+            session.attach(entries, jobs)
             background = _BackgroundVerify(host, f"{dest}/{checkpoint_plan.MANIFEST_FILE}", dest, jobs)
-            while True:
-                snap = _snapshot(api, gids)
-                for path, d in snap.items():
-                    if d["status"] not in ("error", "removed"):
-                        continue
-                    attempts[path] = attempts.get(path, 0) + 1
-                    if d["error"] == aria2.UNUSABLE_CONTROL_FILE and attempts[path] <= 1:
-                        # A control file aria2 cannot use (a stale or damaged leftover): the
-                        # bytes it describes are unknown, so this file starts over.
-                        host.run_shell_command(StringCommand(
-                            "rm", "-f", QuoteString(f"{dest}/{path}"), QuoteString(f"{dest}/{path}.aria2")))
-                        api.client.remove_download_result(d["gid"])
-                        url = resolve_again(path)
-                        gids[path] = api.add_uris([url], options=options(path, url)).gid
-                        logger.info(f"{label}: {path}: unusable aria2 control file; starting that file over")
-                        continue
-                    if d["error"] in aria2.RETRY_AFTER_RESOLVE and attempts[path] <= 3:
-                        url = resolve_again(path)
-                        api.client.remove_download_result(d["gid"])
-                        gids[path] = api.add_uris([url], options=options(path, url)).gid
-                        logger.info(f"{label}: {path}: {redact(d['message'] or 'refused')}; URL re-resolved, resuming")
-                        continue
-                    code = int(d["error"] or 1)
-                    raise DownloadError(f"downloading {dest}/{path} failed: {aria2.explain_exit(code)}"
-                                        + (f" ({redact(d['message'])})" if d["message"] else ""))
-                # aria2 knows a file's length only once the server answered: the manifest
-                # knows them all from the first line.
-                for path, d in snap.items():
-                    d["total"] = max(d["total"], sizes.get(path, 0))
-                progress = aria2.summarize_progress(list(snap.values()))
-                now = time.monotonic()
-                done = progress["files_done"] == progress["files"]
-                if done or now - last_print >= 2:
-                    logger.info(aria2.progress_line(label, progress))
-                    last_print = now
-                if progress["files_done"] > finished:
-                    finished = progress["files_done"]
-                    background.kick()
-                if done:
-                    break
-                time.sleep(0.2)
+            session.follow({f["path"]: f["size"] for f in manifest["files"]}, on_file_done=background.kick)
             background.wait()
-            api.client.purge_download_result()
-    except DownloadError as e:
+            session.close()
+    except aria2.DownloadError as e:
         host.log_styled(redact(str(e)), fg="red", log_func=logger.error)
         _stop_daemon(host)
         return False

@@ -1,0 +1,304 @@
+"""``noderig.aria2.Session`` against a real ``aria2c``: a daemon started here with noderig's
+own config (RPC on loopback, with a secret), fetching from a small HTTP server on loopback
+that serves files, refuses (403, as an expired signed URL) or has nothing (404). Fast tier:
+no root, no lab; nothing leaves 127.0.0.1. The hang guards are generous timeouts, not speed
+checks."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from noderig import aria2
+from noderig.manifest import download_url, resolve_url
+
+ARIA2C = shutil.which("aria2c")
+pytestmark = pytest.mark.skipif(ARIA2C is None, reason="aria2c is not installed")
+SECRET = "s3cret-for-this-test"
+FILES = {"a.safetensors": bytes(range(256)) * 1200, "sub/config.json": b'{"hidden_size": 8}\n'}
+
+
+class Server(http.server.ThreadingHTTPServer):
+    """``/files/<path>`` serves FILES (with Range), ``/expired/<path>`` answers 403,
+    anything else 404; ``requests`` lists the paths asked for."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.requests: list[str] = []
+        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+
+    def handle_error(self, request, client_address):
+        pass  # aria2 hanging up mid-body (a download removed, a file complete) is not a failure here
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *_args):
+        pass
+
+    def do_GET(self):
+        self.server.requests.append(self.path)
+        kind, _, name = self.path.lstrip("/").partition("/")
+        body = FILES.get(name) if kind == "files" else None
+        if body is None:
+            self.send_response(403 if kind == "expired" else 404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        start, end = 0, len(body) - 1
+        if self.headers.get("Range", "").startswith("bytes="):
+            first, _, last = self.headers["Range"][6:].partition("-")
+            start, end = int(first), int(last) if last else len(body) - 1
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(body)}")
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", str(end - start + 1))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+        self.wfile.write(body[start:end + 1])
+
+
+@pytest.fixture
+def server():
+    srv = Server()
+    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    """aria2c with noderig's daemon config on a free loopback port; its RPC port."""
+    port = free_port()
+    conf = tmp_path / "aria2.conf"
+    conf.write_text(aria2.daemon_conf(SECRET, port))
+    conf.chmod(0o600)
+    proc = subprocess.Popen([ARIA2C, f"--conf-path={conf}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={k: v for k, v in os.environ.items() if "proxy" not in k.lower()})
+    try:
+        yield port
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+class Calls:
+    """The session's callbacks, recorded; ``resolve`` answers from ``urls`` (path -> list)."""
+
+    def __init__(self, dest, urls: dict | None = None):
+        self.dest, self.urls = dest, urls or {}
+        self.resolved, self.discarded, self.said, self.files_done = [], [], [], 0
+
+    def resolve(self, path):
+        self.resolved.append(path)
+        return self.urls[path].pop(0)
+
+    def discard(self, path):
+        self.discarded.append(path)
+        for name in (path, f"{path}.aria2"):
+            (self.dest / name).unlink(missing_ok=True)
+
+    def file_done(self):
+        self.files_done += 1
+
+
+def session_for(port, dest, calls, options=None):
+    api = aria2.connect(port, SECRET, wait=60)
+    return aria2.Session(api, str(dest), resolve=calls.resolve, discard=calls.discard, say=calls.said.append,
+                         options=options or (lambda path, url: aria2.download_options(str(dest), path, 2, "none")),
+                         label="[b300] org/m")
+
+
+def follow(session, interval=0.02):
+    session.follow({p: len(b) for p, b in FILES.items()}, interval=interval)
+
+
+def test_every_file_is_fetched_with_progress_told_and_the_results_purged(server, daemon, tmp_path):
+    dest = tmp_path / "m"
+    calls = Calls(dest)
+    session = session_for(daemon, dest, calls)
+    entries = [(f"{server.url}/files/{p}", p) for p in FILES]
+    assert session.attach(entries, jobs=2) == 0
+    session.follow({p: len(b) for p, b in FILES.items()}, on_file_done=calls.file_done, interval=0.02)
+    for path, body in FILES.items():
+        assert hashlib.sha256((dest / path).read_bytes()).digest() == hashlib.sha256(body).digest()
+    total = sum(len(b) for b in FILES.values())
+    assert calls.said[-1].startswith(f"[b300] org/m: 2/2 files, {total / 2**20:.1f}/{total / 2**20:.1f} MiB")
+    assert 1 <= calls.files_done <= 2 and calls.resolved == [] and calls.discarded == []
+    assert session.api.get_global_options().max_concurrent_downloads == 2
+    session.close()
+    assert session.api.get_downloads() == []
+
+
+def test_a_download_the_daemon_still_holds_is_taken_over_not_added_again(server, daemon, tmp_path):
+    dest = tmp_path / "m"
+    api = aria2.connect(daemon, SECRET, wait=60)
+    # an earlier (killed) run's download, paused
+    held = api.add_uris([f"{server.url}/files/a.safetensors"],
+                        options={**aria2.download_options(str(dest), "a.safetensors", 1, "none"), "pause": "true"})
+    calls = Calls(dest)
+    session = session_for(daemon, dest, calls)
+    entries = [(f"{server.url}/files/{p}", p) for p in FILES]
+    assert session.attach(entries, jobs=4) == 1
+    assert session.gids["a.safetensors"] == held.gid
+    assert calls.said == ["[b300] org/m: re-attached to 1 download(s) already running on the node"]
+    follow(session)
+    assert (dest / "a.safetensors").read_bytes() == FILES["a.safetensors"]
+    assert sorted(str(d.files[0].path) for d in api.get_downloads()) == sorted(f"{dest}/{p}" for p in FILES)
+
+
+def test_a_refused_url_is_resolved_again_and_the_file_completes(server, daemon, tmp_path):
+    dest = tmp_path / "m"
+    calls = Calls(dest, {"a.safetensors": [f"{server.url}/files/a.safetensors"]})
+    session = session_for(daemon, dest, calls)
+    session.attach([(f"{server.url}/expired/a.safetensors?Signature=f00", "a.safetensors")], jobs=1)
+    session.follow({"a.safetensors": len(FILES["a.safetensors"])}, interval=0.02)
+    assert calls.resolved == ["a.safetensors"]
+    assert (dest / "a.safetensors").read_bytes() == FILES["a.safetensors"]
+    retry = next(line for line in calls.said if "re-resolved" in line)
+    assert retry == ("[b300] org/m: a.safetensors: The response status is not successful. status=403; "
+                     "URL re-resolved, resuming")
+
+
+def test_a_url_refused_every_time_fails_after_three_resolutions(server, daemon, tmp_path):
+    dest = tmp_path / "m"
+    expired = f"{server.url}/expired/a.safetensors?X-Amz-Signature=f00"
+    calls = Calls(dest, {"a.safetensors": [expired] * 4})
+    session = session_for(daemon, dest, calls)
+    session.attach([(expired, "a.safetensors")], jobs=1)
+    with pytest.raises(aria2.DownloadError) as failed:
+        follow(session)
+    assert calls.resolved == ["a.safetensors"] * 3
+    assert str(failed.value) == (f"downloading {dest}/a.safetensors failed: aria2c exit 22: bad HTTP response header "
+                                 "(The response status is not successful. status=403)")
+
+
+def test_an_unusable_control_file_starts_that_file_over_once(server, daemon, tmp_path):
+    dest = tmp_path / "m"
+    dest.mkdir()
+    (dest / "a.safetensors").write_bytes(b"\0" * 10)
+    (dest / "a.safetensors.aria2").write_bytes(b"not a control file\n")
+    url = f"{server.url}/files/a.safetensors"
+    calls = Calls(dest, {"a.safetensors": [url]})
+    session = session_for(daemon, dest, calls)
+    session.attach([(url, "a.safetensors")], jobs=1)
+    session.follow({"a.safetensors": len(FILES["a.safetensors"])}, interval=0.02)
+    assert calls.discarded == ["a.safetensors"] and calls.resolved == ["a.safetensors"]
+    assert (dest / "a.safetensors").read_bytes() == FILES["a.safetensors"]
+    assert "[b300] org/m: a.safetensors: unusable aria2 control file; starting that file over" in calls.said
+
+
+def test_an_unusable_control_file_again_fails_instead_of_looping(server, daemon, tmp_path):
+    dest = tmp_path / "m"
+    dest.mkdir()
+    url = f"{server.url}/files/a.safetensors"
+    calls = Calls(dest, {"a.safetensors": [url]})
+    calls.discard = lambda path: (dest / f"{path}.aria2").write_bytes(b"still garbage\n")  # a node that keeps it
+    (dest / "a.safetensors").write_bytes(b"\0" * 10)
+    (dest / "a.safetensors.aria2").write_bytes(b"garbage\n")
+    session = session_for(daemon, dest, calls)
+    session.attach([(url, "a.safetensors")], jobs=1)
+    with pytest.raises(aria2.DownloadError, match=r"a.safetensors failed: aria2c exit 1: unknown error"):
+        follow(session)
+
+
+def test_a_file_the_server_does_not_have_fails_naming_it(server, daemon, tmp_path):
+    dest = tmp_path / "m"
+    calls = Calls(dest)
+    session = session_for(daemon, dest, calls)
+    session.attach([(f"{server.url}/nowhere/x.json", "x.json")], jobs=1)
+    with pytest.raises(aria2.DownloadError) as failed:
+        follow(session)
+    assert str(failed.value) == (f"downloading {dest}/x.json failed: aria2c exit 3: resource not found "
+                                 "(Resource not found)")
+    assert calls.resolved == []
+
+
+def test_a_download_aria2_refuses_to_add_names_the_file(server, daemon, tmp_path):
+    dest = tmp_path / "m"
+    session = session_for(daemon, dest, Calls(dest), options=lambda path, url: {"dir": str(dest), "split": "0"})
+    with pytest.raises(aria2.DownloadError) as refused:
+        session.attach([(f"{server.url}/files/sub/config.json", "sub/config.json")], jobs=1)
+    assert str(refused.value).startswith(f"aria2 refused {dest}/sub/config.json: ")
+    assert "--split" in str(refused.value)
+
+
+def test_a_download_the_daemon_forgot_fails_naming_the_file(server, daemon, tmp_path):
+    dest = tmp_path / "m"
+    session = session_for(daemon, dest, Calls(dest))
+    session.attach([(f"{server.url}/files/a.safetensors", "a.safetensors")], jobs=1)
+    gid = session.gids["a.safetensors"]
+    session.api.client.force_remove(gid)
+    deadline = time.monotonic() + 60
+    while True:  # removed: then its result forgotten, as a restarted daemon would
+        try:
+            session.api.client.remove_download_result(gid)
+            break
+        except Exception:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    assert session.snapshot()["a.safetensors"]["status"] == "removed"
+    with pytest.raises(aria2.DownloadError, match=rf"downloading {dest}/a.safetensors failed: aria2c exit 1: "
+                                                  rf"unknown error \(.*{gid} is not found"):
+        follow(session)
+
+
+def test_an_rpc_that_does_not_answer_is_named_after_the_wait(tmp_path):
+    with pytest.raises(aria2.DownloadError, match=r"^aria2's RPC on b300 did not answer: "):
+        aria2.connect(free_port(), SECRET, wait=0.2, where="b300")
+
+
+def test_the_rpc_refuses_a_caller_without_the_secret(daemon):
+    aria2.connect(daemon, SECRET, wait=60)  # up
+    with pytest.raises(aria2.DownloadError, match="did not answer"):
+        aria2.connect(daemon, "not-the-secret", wait=0.2)
+
+
+# --------------------------------------------------------------------------------------------
+# where aria2 fetches from, and when the token goes with the request (no daemon needed)
+
+MANIFEST = {"repo": "org/m", "commit": "c" * 40, "endpoint": "https://hub.example", "gated": True,
+            "files": [{"path": "model.safetensors", "size": 3, "sha256": "b" * 64},
+                      {"path": "config.json", "size": 2, "git_oid": "a" * 40}]}
+RESOLVE = f"https://hub.example/org/m/resolve/{'c' * 40}"
+
+
+def test_with_a_token_an_lfs_file_is_fetched_from_its_signed_location(monkeypatch):
+    asked = []
+    monkeypatch.setattr("noderig.manifest.signed_location",
+                        lambda manifest, path, token: asked.append((path, token)) or "https://cdn.example/x?sig=1")
+    assert download_url(MANIFEST, "model.safetensors", "hf_tok") == "https://cdn.example/x?sig=1"
+    assert download_url(MANIFEST, "config.json", "hf_tok") == f"{RESOLVE}/config.json"
+    assert download_url(MANIFEST, "model.safetensors", None) == f"{RESOLVE}/model.safetensors"
+    assert asked == [("model.safetensors", "hf_tok")]
+    assert resolve_url(MANIFEST, "config.json") == f"{RESOLVE}/config.json"
+
+
+@pytest.mark.parametrize("gated,token,url,header", [
+    (True, "hf_tok", f"{RESOLVE}/config.json", True),  # the Hub serves it itself: the token goes along
+    (True, "hf_tok", "https://cdn.example/x?sig=1", False),  # a signed CDN URL: never the token
+    (True, None, f"{RESOLVE}/config.json", False),
+    (False, "hf_tok", f"{RESOLVE}/config.json", False),  # not gated: no token needed
+])
+def test_the_token_goes_only_to_the_hub_itself_for_a_gated_repo(gated, token, url, header):
+    opts = aria2.file_options({**MANIFEST, "gated": gated}, "/models/m", "config.json", url, token, 4, "falloc")
+    assert opts.get("header") == (["Authorization: Bearer hf_tok"] if header else None)
+    assert (opts["dir"], opts["out"], opts["split"], opts["file-allocation"]) == ("/models/m", "config.json", "4",
+                                                                                  "falloc")
