@@ -39,9 +39,20 @@ class HostTally:
         return specific[-1] if specific else "see the errors above"
 
 
+# Run-wide lines an operation adds for the summary (the fan-out's sources, a peer it stopped
+# using), printed under the host lines in the order they came.
+NOTES: list[str] = []
+
+
+def note(text: str) -> None:
+    """A line for the end-of-run summary (once per text)."""
+    if text not in NOTES:
+        NOTES.append(text)
+
+
 def summary_lines(tallies: dict[str, HostTally], failed: set[str], executed: bool, wall: float,
-                  planned: dict[str, list[str]] | None = None) -> list[str]:
-    """The summary, one line per host (pure: what ``RunSummary`` prints)."""
+                  planned: dict[str, list[str]] | None = None, notes: list[str] = ()) -> list[str]:
+    """The summary, one line per host, then the run's notes (pure: what ``RunSummary`` prints)."""
     bad = sorted(failed)
     head = (f"--> noderig: {len(tallies)} host(s), {len(bad)} failed{' (' + ', '.join(bad) + ')' if bad else ''}, "
             f"{wall:.1f} s" + ("" if executed else "; dry run, nothing was changed"))
@@ -64,7 +75,7 @@ def summary_lines(tallies: dict[str, HostTally], failed: set[str], executed: boo
             would = (planned or {}).get(name, [])
             what = f"would change {len(would)}: {', '.join(would)}" if would else "no changes"
             lines.append(f"{name:<{width}}  {what}; {cost}")
-    return lines
+    return lines + [f"    {n}" for n in notes]
 
 
 # pyinfra's CLI logs one of these once every operation body has run on every host (the
@@ -151,7 +162,8 @@ class RunSummary(BaseStateCallback):
                     planned[h.name] = [_op_name(state, op_hash) for op_hash in state.get_op_order()
                                        if op_hash in state.ops[h]
                                        and state.get_op_data_for_host(h, op_hash).operation_meta._maybe_is_change]
-        for line in summary_lines(self.tallies, failed, executed, time.monotonic() - self.started, planned):
+        for line in summary_lines(self.tallies, failed, executed, time.monotonic() - self.started, planned,
+                                  NOTES):
             logger.info(line)
 
 
