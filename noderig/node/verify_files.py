@@ -223,6 +223,18 @@ def _fast_layout(top):
 def read_header(path: str, size: int) -> Header:
     """Every check the safetensors loader makes, from the first 8 + N bytes and the file size.
     Raises Bad(truncated | size_mismatch | header_invalid, detail naming the first fault)."""
+    n, top = _header_json(path, size)
+    _check_metadata(top)
+    fast = _fast_layout(top)
+    if fast is not None:
+        return _sized(Header(n, fast[0], fast[1]), size)
+    entries = _tensor_entries(top)
+    return _sized(Header(n, [x[2] for x in entries], _layout_end(entries)), size)
+
+
+def _header_json(path: str, size: int):
+    """(header length, the header as (key, value) pairs): the length within the loader's
+    limit and the file, the bytes UTF-8, a JSON object, no key twice."""
     with _open_nofollow(path) as f:
         head = f.read(8)
         if len(head) < 8:
@@ -247,7 +259,11 @@ def read_header(path: str, size: int) -> Header:
         raise Bad(HEADER_INVALID, "header is not a JSON object")
     if len({k for k, _ in top}) != len(top):
         raise Bad(HEADER_INVALID, f"header has the key {_q(_first_duplicate(top))} twice")
+    return n, top
 
+
+def _check_metadata(top) -> None:
+    """``__metadata__``, when present: a JSON object of strings to strings."""
     for name, info in top:
         if name == "__metadata__":
             if type(info) is not tuple:
@@ -255,10 +271,11 @@ def read_header(path: str, size: int) -> Header:
             meta = _as_dict(info, "__metadata__")
             if not all(type(v) is str for v in meta.values()):
                 raise Bad(HEADER_INVALID, "__metadata__ is not a map of strings to strings")
-    fast = _fast_layout(top)
-    if fast is not None:
-        return _sized(Header(n, fast[0], fast[1]), size)
 
+
+def _tensor_entries(top) -> list:
+    """Each tensor checked on its own (the precise path, when ``_fast_layout`` declined):
+    ``(begin, end, name, bits, shape, dtype)`` sorted by offsets, the loader's order."""
     entries = []
     add = entries.append
     bits_of = DTYPE_BITS.get
@@ -286,8 +303,13 @@ def read_header(path: str, size: int) -> Header:
         if type(b) is not int or type(e) is not int or not 0 <= b < _U64 or not 0 <= e < _U64:
             raise Bad(HEADER_INVALID, f"tensor {_q(name)}: data_offsets {_q(offsets)} is not [begin, end]")
         add((b, e, name, bits, shape, dtype))
-
     entries.sort()  # by begin, then end: the loader's order
+    return entries
+
+
+def _layout_end(entries: list) -> int:
+    """Where the last tensor ends, once every tensor sits right after the one before it
+    (from 0) and spans exactly its elements x dtype bits / 8."""
     start = 0
     for b, e, name, bits, shape, dtype in entries:
         if e < b:
@@ -304,7 +326,7 @@ def read_header(path: str, size: int) -> Header:
             raise Bad(HEADER_INVALID, f"tensor {_q(name)}: shape {shape} x {dtype} is {nbits >> 3} bytes, "
                                       f"data_offsets [{b}, {e}] span {e - b}")
         start = e
-    return _sized(Header(n, [x[2] for x in entries], start), size)
+    return start
 
 
 def _sized(header: Header, size: int) -> Header:
@@ -823,7 +845,9 @@ def _relations(p: _IndexProblems, wm: dict, readable: list, complete: bool, rel_
 
 def verify(root: str, manifest: dict | None = None, *, jobs: int | None = None, structure_only: bool = False,
            use_record: bool = True, library: bool = True, procs: int | None = None) -> dict:
-    """Verify the checkpoint in ``root``; returns the report (see the module docstring)."""
+    """Verify the checkpoint in ``root``; returns the report (see the module docstring).
+    Phases: the paths, the structure (presence, headers, index), the content (hashes, with
+    the record), the findings settled per file, the record written, the report."""
     t0 = time.monotonic()
     if not os.path.isdir(root):
         raise UsageError(f"{root} is not a directory")
@@ -832,30 +856,61 @@ def verify(root: str, manifest: dict | None = None, *, jobs: int | None = None, 
     procs = max(1, procs or min(MAX_JOBS, os.cpu_count() or 1))
     lib = library_check() if library else None
 
-    if manifest is not None:
-        entries = manifest.get("files") if isinstance(manifest, dict) else None
-        if not isinstance(entries, list) or not all(isinstance(e, dict) and "path" in e for e in entries):
-            raise UsageError("the manifest has no list of files with paths")
-        if len(entries) > MAX_FILES:
-            raise UsageError(f"the manifest names {len(entries)} files, more than the {MAX_FILES} a checkpoint may have")
-        files = {}
-        for e in entries:
-            rel = _safe_rel(e["path"])
-            files[rel] = _File(root, rel, e)
-    else:
-        files = {rel: _File(root, rel, None) for rel in _discover(root)}
+    files = _files_to_check(root, manifest)
+    index_problems = _structure_phase(files, root, library, procs)
+    record = _load_record(root) if check_content and use_record else {}
+    if check_content:
+        _hash_all(_to_hash(files, record), jobs)
+    _settle(files, check_content)
+    record_state = _record_phase(root, files, record) if check_content and use_record else "not used"
 
+    ordered = sorted(files.values(), key=lambda f: f.rel)
+    return {
+        "ok": all(f.status in PASSING for f in ordered) and not index_problems,
+        "files": [{"file": f.rel, "status": f.status, "detail": f.detail} for f in ordered],
+        "index": index_problems,
+        "hashed_bytes": sum(f.hashed for f in ordered),
+        "sha256_checked": check_content,
+        "library_check": lib.why if lib else "not used: disabled",
+        "record": record_state,
+        "seconds": round(time.monotonic() - t0, 3),
+    }
+
+
+def _files_to_check(root: str, manifest: dict | None) -> dict:
+    """rel -> _File: the manifest's paths (each one checked: UsageError for an unsafe one, or
+    too many), else every file found under ``root``."""
+    if manifest is None:
+        return {rel: _File(root, rel, None) for rel in _discover(root)}
+    entries = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and "path" in e for e in entries):
+        raise UsageError("the manifest has no list of files with paths")
+    if len(entries) > MAX_FILES:
+        raise UsageError(f"the manifest names {len(entries)} files, more than the {MAX_FILES} a checkpoint may have")
+    files = {}
+    for e in entries:
+        rel = _safe_rel(e["path"])
+        files[rel] = _File(root, rel, e)
+    return files
+
+
+def _structure_phase(files: dict, root: str, library: bool, procs: int) -> list[dict]:
+    """Presence and size, then headers, then each index against its shards (which may add
+    the shards an index names to ``files``); returns the index problems."""
     _check_structures([f for f in list(files.values()) if _check_presence(f)], library, procs)
-
     index_problems = []
     for f in sorted((f for f in list(files.values()) if f.index is not None), key=lambda f: f.rel):
         index_problems += _check_index(f, files, root, library)
+    return index_problems
 
-    # Content: hash what passed the structure and is not recorded as verified and unchanged.
-    record = _load_record(root) if check_content and use_record else {}
+
+def _to_hash(files: dict, record: dict) -> list:
+    """The files whose content must be hashed: those that passed the structure, have a
+    digest in the manifest, and are not recorded as verified and unchanged since (those are
+    ok at once). Largest first, so the pool finishes together."""
     todo = []
     for f in files.values():
-        if not check_content or not f.readable:
+        if not f.readable:
             continue
         want = expected_digest(f.entry) if f.entry else None
         if not want:
@@ -868,37 +923,48 @@ def verify(root: str, manifest: dict | None = None, *, jobs: int | None = None, 
             f.detail = "unchanged since verified"
         else:
             todo.append(f)
+    todo.sort(key=lambda f: -f.st.st_size)
+    return todo
 
+
+def _hash_all(todo: list, jobs: int) -> None:
+    """Hash ``todo`` in ``jobs`` threads (hashlib releases the GIL) and judge each file."""
     def hash_one(f):
         try:
-            got = file_digest(f.path, f.entry, f.st.st_size)
+            return f, file_digest(f.path, f.entry, f.st.st_size), None
         except OSError as e:
             return f, None, f"cannot read: {e.strerror}"
-        return f, got, None
 
-    todo.sort(key=lambda f: -f.st.st_size)  # longest first: the pool finishes together
     if todo:
         with ThreadPoolExecutor(min(jobs, len(todo))) as pool:
             for f, got, err in pool.map(hash_one, todo):
-                if err:
-                    f.fail(MISSING, err)
-                    continue
-                f.hashed = f.st.st_size
-                want = expected_digest(f.entry)
-                try:
-                    after = os.lstat(f.path)
-                except OSError:
-                    after = None
-                if (after is None or after.st_size != f.st.st_size or after.st_mtime_ns != f.st.st_mtime_ns
-                        or os.path.exists(f.path + ".aria2")):
-                    f.fail(PARTIAL, "changed while it was being hashed")
-                elif got != want:
-                    kind = "sha256" if f.entry.get("sha256") else "git blob id"
-                    f.fail(SHA256_MISMATCH, f"{kind} {got}, expected {want}")
-                else:
-                    f.status, f.digest, f.detail = OK, got, "hashed"
+                _judge_hash(f, got, err)
 
-    # Index findings decide a file's status only where its content is not known to be right.
+
+def _judge_hash(f: _File, got: str | None, err: str | None) -> None:
+    """ok when the digest is the manifest's and the file did not change while it was read."""
+    if err:
+        f.fail(MISSING, err)
+        return
+    f.hashed = f.st.st_size
+    want = expected_digest(f.entry)
+    try:
+        after = os.lstat(f.path)
+    except OSError:
+        after = None
+    if (after is None or after.st_size != f.st.st_size or after.st_mtime_ns != f.st.st_mtime_ns
+            or os.path.exists(f.path + ".aria2")):
+        f.fail(PARTIAL, "changed while it was being hashed")
+    elif got != want:
+        kind = "sha256" if f.entry.get("sha256") else "git blob id"
+        f.fail(SHA256_MISMATCH, f"{kind} {got}, expected {want}")
+    else:
+        f.status, f.digest, f.detail = OK, got, "hashed"
+
+
+def _settle(files: dict, check_content: bool) -> None:
+    """Index findings decide a file's status only where its content is not known to be right;
+    without a content check, each passing file says what was checked instead."""
     for f in files.values():
         if f.index_detail is None:
             continue
@@ -913,29 +979,19 @@ def verify(root: str, manifest: dict | None = None, *, jobs: int | None = None, 
                         "index matches the shards; " if f.index is not None else "")
                 f.detail = f"{what}sha256 not checked"
 
-    record_state = "not used"
-    if check_content and use_record:
-        new_record = {f.rel: {"size": f.st.st_size, "mtime_ns": f.st.st_mtime_ns, "digest": f.digest}
-                      for f in files.values() if f.status == OK and f.digest}
-        record_state = "unchanged"
-        if new_record != record:
-            try:
-                write_record(root, new_record)
-                record_state = "written"
-            except OSError as e:  # a read-only copy still verifies; it just hashes again next time
-                record_state = f"not written: {e.strerror or e}"
 
-    ordered = sorted(files.values(), key=lambda f: f.rel)
-    return {
-        "ok": all(f.status in PASSING for f in ordered) and not index_problems,
-        "files": [{"file": f.rel, "status": f.status, "detail": f.detail} for f in ordered],
-        "index": index_problems,
-        "hashed_bytes": sum(f.hashed for f in ordered),
-        "sha256_checked": check_content,
-        "library_check": lib.why if lib else "not used: disabled",
-        "record": record_state,
-        "seconds": round(time.monotonic() - t0, 3),
-    }
+def _record_phase(root: str, files: dict, record: dict) -> str:
+    """The record rewritten to hold exactly the files now ok with a digest, when that
+    changed it; what became of it (written, unchanged, not written: why)."""
+    new_record = {f.rel: {"size": f.st.st_size, "mtime_ns": f.st.st_mtime_ns, "digest": f.digest}
+                  for f in files.values() if f.status == OK and f.digest}
+    if new_record == record:
+        return "unchanged"
+    try:
+        write_record(root, new_record)
+        return "written"
+    except OSError as e:  # a read-only copy still verifies; it just hashes again next time
+        return f"not written: {e.strerror or e}"
 
 
 def load_manifest(path: str) -> dict:
