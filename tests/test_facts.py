@@ -107,3 +107,28 @@ def test_unit_status_parses_systemctl_show():
     status = facts.UnitStatus().process(out)
     assert status["active"] == "active" and status["restarts"] == 2 and status["need_reload"] is False
     assert status["started"] == pytest.approx(1796227916.745487)
+
+
+def test_a_file_mode_keeps_the_special_bits_and_names_what_is_not_a_regular_file(tmp_path):
+    path = tmp_path / "launch.py"
+    path.write_text("x")
+    path.chmod(0o4750)
+    assert gather(facts.FileMode, path=str(path)) == (0, "4750")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "link").symlink_to(path)
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    for name in ("dir", "link", "dangling"):  # never read as absent, never a mode to keep
+        assert gather(facts.FileMode, path=str(tmp_path / name)) == (0, False), name
+
+
+def test_pyinfra_file_facts_read_a_directory_as_absent_where_ours_fail(tmp_path):
+    # Why Sha256 and FileText are not pyinfra's Sha256File and FileContents (3.10): theirs
+    # answer None, "absent", for a path that exists but cannot be read; ours fail the command.
+    from pyinfra.facts.files import FileContents, Sha256File
+
+    path = tmp_path / "env"
+    path.mkdir()
+    assert gather(Sha256File, path=str(path)) == (0, None)
+    assert gather(FileContents, path=str(path)) == (0, None)
+    assert gather(facts.Sha256, path=str(path))[0] != 0
+    assert gather(facts.FileText, path=str(path))[0] != 0
