@@ -18,6 +18,7 @@ import posixpath
 import re
 from urllib.parse import urlsplit
 
+from .copykey import is_ip
 from .exposure import ALLOW_SETTING
 from .firewall import FirewallSettings
 from .firewall import problems as firewall_problems
@@ -60,8 +61,8 @@ DEBIAN_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?::[a-z0-9-]+)?\Z")
 
 # Integer settings the unit does not check -> (lowest, highest).
 _INT_RANGES = {"aria2_connections": (1, 16), "aria2_jobs": (1, 64), "gpus_required": (0, 1024),
-               "max_repairs": (0, 100), "ready_timeout": (1, 86400)}
-_BOOLS = ("repair", INSECURE_HTTP_SETTING, ALLOW_SETTING, "firewall")
+               "max_repairs": (0, 100), "ready_timeout": (1, 86400), "fanout_port": (1, 65535)}
+_BOOLS = ("repair", INSECURE_HTTP_SETTING, ALLOW_SETTING, "firewall", "fanout", "fanout_keep_serving")
 
 
 def _say(key: str, value, rule: str) -> str:
@@ -189,6 +190,10 @@ def _other_problems(data) -> list[str]:
         # (other characters: unit.validate says so)
         found.append(_say("service_name", service, "must start with a letter or digit and leave out .service "
                                                    "(noderig adds it), e.g. sglang"))
+    fanout_address = _get(data, "fanout_address")
+    if fanout_address is not None and not (isinstance(fanout_address, str) and is_ip(fanout_address)):
+        found.append(_say("fanout_address", fanout_address, "must be an IP address (where the other targets reach "
+                                                            "this one), or None for its ssh_hostname"))
     reference = _get(data, "reference_host")
     if not isinstance(reference, str) or not reference:
         found.append(_say("reference_host", reference, "must name the host of the inventory's reference group"))

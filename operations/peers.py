@@ -47,9 +47,18 @@ class Served:
         return fanout.peer_url(self.address, self.port, self.secret, key, digest)
 
 
+@dataclass(frozen=True)
+class Planned:
+    """One checkpoint's fan-out: the plan, the manifest's sizes, its name on the servers."""
+
+    fleet: fanout.FleetPlan
+    sizes: dict
+    key: str
+
+
 SERVING: dict[str, Served] = {}  # node name -> its server, this run
 EXCLUDED: dict[str, str] = {}  # node name -> why it is no longer a source in this run
-_plans: dict[tuple, fanout.FleetPlan] = {}
+_plans: dict[tuple, Planned] = {}
 
 
 def fleet_targets(state) -> list:
@@ -69,7 +78,7 @@ def cluster_address(h) -> str | None:
         return None
 
 
-def fleet_plan(pin, token_file, targets: list, fanout_on: bool) -> tuple[fanout.FleetPlan, dict[str, int]] | None:
+def fleet_plan(pin, token_file, targets: list, fanout_on: bool) -> Planned | None:
     """The plan for one checkpoint over ``targets`` (each at its own ``dest``), from every
     target's facts, once per run; with the manifest's sizes. None when a target's manifest or
     facts cannot be read (its own checkpoint step then says why)."""
@@ -88,7 +97,8 @@ def fleet_plan(pin, token_file, targets: list, fanout_on: bool) -> tuple[fanout.
                 logger.debug(f"fan-out plan for {pin.repo}: {e}")
                 return None
             sizes = {f["path"]: f["size"] for f in manifest["files"]}
-            _plans[key] = (fanout.plan(sizes, states, [h.name for h, _ in targets], fanout_on), sizes)
+            _plans[key] = Planned(fanout.plan(sizes, states, [h.name for h, _ in targets], fanout_on), sizes,
+                                  fanout.checkpoint_key(manifest["repo"], manifest["commit"]))
     return _plans[key]
 
 
