@@ -348,6 +348,10 @@ class LabHub:
                 gated = value
             elif name == "reject_cdn_authorization":
                 reject = bool(value)
+            elif name == "uplink_bps":
+                if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):
+                    raise ValueError('"uplink_bps" must be a positive number of bytes per second, or null (off)')
+                switches[name] = value
             elif name in _SWITCHES:
                 switches[name] = bool(value)
             else:
@@ -439,6 +443,9 @@ class LabHub:
         self.gated_override: dict[str, bool] = {}
         self.reject_cdn_auth = False
         self.switches = {name: False for name in _SWITCHES}
+        # The uplink: one rate shared by every file body the Hub and its CDN send (a fleet
+        # behind one link), or None. _uplink_next: when the link is free again (monotonic).
+        self.switches["uplink_bps"], self._uplink_next = None, 0.0
         self.hostile: dict[str, dict[str, FileEntry]] = {}
         self.counters = {
             "requests_by_kind": Counter(), "requests_by_path": Counter(), "status_by_kind": defaultdict(Counter),
@@ -479,6 +486,16 @@ class LabHub:
                 "cdn": dict(c["cdn"]),
             }
 
+    def uplink_wait(self, n: int) -> float:
+        """Book ``n`` bytes on the shared uplink: the seconds to wait before sending more."""
+        with self.lock:
+            bps = self.switches.get("uplink_bps")
+            if not bps:
+                return 0.0
+            now = time.monotonic()
+            self._uplink_next = max(now, self._uplink_next) + n / bps
+            return self._uplink_next - now
+
     def count(self, section: str, key, n: int = 1) -> None:
         with self.lock:
             self.counters[section][key] += n
@@ -511,7 +528,8 @@ class LabHub:
                 self._active["connections"][kind] -= 1
 
 
-_OTHER_FAULTS = ("redirect_ttl", "gated", "reject_cdn_authorization", "hostile_listing", "mirror", "no_range")
+_OTHER_FAULTS = ("redirect_ttl", "gated", "reject_cdn_authorization", "hostile_listing", "mirror", "no_range",
+                 "uplink_bps")
 # Switches set with the faults: on (true) until reset or set false.
 _SWITCHES = ("mirror", "no_range")
 
@@ -930,7 +948,7 @@ class _Handler(BaseHTTPRequestHandler):
         dropped = False
         try:
             with open(entry.abspath, "rb") as f:
-                if drop or stall or rate:
+                if drop or stall or rate or self.hub.switches.get("uplink_bps"):
                     dropped = self._copy_with_faults(f, start, length, drop, stall, rate, progress)
                 else:
                     while progress[0] < length:
@@ -950,7 +968,8 @@ class _Handler(BaseHTTPRequestHandler):
         limit = min(length, int(drop["bytes"])) if drop else length
         stall_at = int(stall["after_bytes"]) if stall else None
         bps = float(rate["bps"]) if rate else 0.0
-        chunk = max(1024, min(256 * 1024, int(bps / 20))) if bps else 256 * 1024
+        uplink = self.hub.switches.get("uplink_bps") or 0
+        chunk = max(1024, min(256 * 1024, int(min(bps or uplink, uplink or bps) / 20))) if bps or uplink else 256 * 1024
         t0 = time.monotonic()
         while progress[0] < limit:
             if stall_at is not None and progress[0] >= stall_at:
@@ -965,6 +984,9 @@ class _Handler(BaseHTTPRequestHandler):
                 break
             self.wfile.write(data)
             progress[0] += len(data)
+            shared = self.hub.uplink_wait(len(data))
+            if shared > 0 and self.hub.stopping.wait(shared):
+                break
             if bps:
                 delay = t0 + progress[0] / bps - time.monotonic()
                 if delay > 0 and self.hub.stopping.wait(delay):
