@@ -47,7 +47,7 @@ def fan_out(checkpoints: list, targets: list, fw) -> list:
                                     token_file=token_file, connections=data.aria2_connections, jobs=data.aria2_jobs,
                                     only=plan.fleet.hub[host.name] if plan else None))
     serving = [(plan.key, dest) for (_, _, dest, _), plan in zip(checkpoints, plans) if plan and plan.fleet.serve[host.name]]
-    others = [a for a in (peers.cluster_address(t) for t in targets if t is not host) if a]
+    others = [a for a in (peers.cluster_address(t) for t in targets if t.name != host.name) if a]
     address = peers.cluster_address(host)
     if serving and address and others:
         if fw:
@@ -60,6 +60,8 @@ def fan_out(checkpoints: list, targets: list, fw) -> list:
                                     from_peers=True))
     if not data.fanout_keep_serving:
         peers.stopped(name="Fan-out: peer server stopped", dests=[dest for _, _, dest, _ in checkpoints])
+        if serving and address and others and fw:
+            firewall.install(fw)  # the fan-out port closed again (the service step finds it so)
     return ops
 
 
@@ -130,7 +132,7 @@ if "targets" in host.groups and "service" in steps:
     fw = replace(fw, api_port=settings.port) if fw else None
     if fw and fanning_out and data.fanout_keep_serving:
         fw = replace(fw, fanout_port=data.fanout_port,
-                     fanout_peers=[a for a in (peers.cluster_address(t) for t in targets if t is not host) if a])
+                     fanout_peers=[a for a in (peers.cluster_address(t) for t in targets if t.name != host.name) if a])
     firewall.install(fw)
     service.install(settings, api_key_file=data.api_key_file, reference=reference, venv=venv,
                     checkpoints=fetched)
