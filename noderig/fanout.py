@@ -9,8 +9,8 @@ node added to a serving fleet) is never fetched from the Hub again: its holders 
     stripe(sizes, nodes)            -> node -> files, balanced by bytes (largest first)
     plan(sizes, states, nodes, on)  -> FleetPlan: per node the Hub files, the peer files,
                                        the files it serves; per file its holders
-    uris(peer_urls, hub_url, n)     -> aria2's URI list: peers fill the first n connections,
-                                       the Hub is a backup only
+    uris(peer_urls, hub_url, n)     -> aria2's URI list: peers fill the n connections (the
+                                       deploy gives no Hub URL: see operations/checkpoint.py)
     peer_url(address, port, ...)    -> a file on a peer's server, by digest
 
 The states are the checkpoint planner's (``checkpoint_plan.classify``): only ``ok`` counts as

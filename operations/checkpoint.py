@@ -346,7 +346,7 @@ PROBE_URL_FILE = "/run/noderig-probe.url"
 def _download_from_peers(state, host, manifest: dict, dest: str, entries: list, token, connections: int, jobs: int,
                          allocation: str) -> bool:
     """The fan-out's phase 2: each file from the peers that serve it verified (aria2 spreads
-    its connections over them), the Hub the backup. The receiver hashes every file: a file
+    its connections over them), from the Hub when they all fail. The receiver hashes every file: a file
     whose bytes are wrong is traced to the peer that serves them (its bytes hashed again, on
     this node), that peer is not used again in this run, and the file is fetched once more
     from the other sources."""
@@ -357,10 +357,11 @@ def _download_from_peers(state, host, manifest: dict, dest: str, entries: list, 
     hub = dict((path, url) for url, path in entries)
     paths, fell_back = sorted(hub), []
     for _ in range(PEER_ROUNDS):
-        backup = {p: u if "header" not in aria2.file_options(manifest, dest, p, u, token, connections, allocation)
-                  else None for p, u in hub.items()}  # a Hub URL that needs the token never rides with peers
+        # Peers only: aria2 does not keep a backup URI idle (measured on the lab: with the Hub
+        # last behind 16 peer URIs it still took a segment of most files from the Hub). The
+        # Hub takes over a file only when aria2 gives up on every peer (aria2.Session.recover).
         sourced = {p: peers.sources(host.name, key, checkpoint_plan.expected_digest(entry_of[p])) for p in paths}
-        todo = [(fanout.uris(sourced[p], backup[p], connections) if sourced[p] else hub[p], p) for p in paths]
+        todo = [(fanout.uris(sourced[p], None, connections) if sourced[p] else hub[p], p) for p in paths]
         if not _download(state, host, manifest, dest, todo, token, connections, jobs, allocation, peers.scrub,
                          fell_back):
             return False

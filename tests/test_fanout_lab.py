@@ -82,7 +82,8 @@ def test_each_file_crosses_the_uplink_once_and_every_node_ends_verified(lab, con
     # Every byte once; the draft's small files are gated: the controller fetches those for each
     # node (kilobytes), which is all the slack there is.
     small = sum(len(b) for p, b in files[DRAFT].items() if not p.endswith(".safetensors"))
-    assert checkpoint <= served <= checkpoint + 2 * small, (served, checkpoint)
+    over = {k: (v["bytes"], v["requests"]) for k, v in stats["files"].items()}
+    assert checkpoint <= served <= checkpoint + 2 * small, (served, checkpoint, over)
     for repo, per in files.items():
         for path, body in per.items():
             if path.endswith(".safetensors"):

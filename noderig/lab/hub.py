@@ -42,6 +42,7 @@ import json
 import os
 import re
 import secrets
+import select
 import signal
 import socket
 import struct
@@ -951,16 +952,28 @@ class _Handler(BaseHTTPRequestHandler):
                 if drop or stall or rate or self.hub.switches.get("uplink_bps"):
                     dropped = self._copy_with_faults(f, start, length, drop, stall, rate, progress)
                 else:
-                    while progress[0] < length:
-                        n = self.connection.sendfile(f, start + progress[0], min(length - progress[0], 8 * MiB))
-                        if n == 0:
-                            break
-                        progress[0] += n
+                    self._sendfile_counted(f, start, length, progress)
         finally:
             self.hub.file_end(target, progress[0], dropped)
             self.hub.count("bytes_by_kind", self.kind, progress[0])
         if dropped or progress[0] < length:
             self.close_connection = True
+
+    def _sendfile_counted(self, f, start: int, length: int, progress: list[int]) -> None:
+        """sendfile(2) one call at a time, so that ``progress`` holds every byte the kernel took
+        even when the client hangs up mid-body (socket.sendfile loses the count of the call
+        that fails: the uplink counters would miss what a client cut short)."""
+        out, fd = self.connection.fileno(), f.fileno()
+        while progress[0] < length:
+            try:
+                n = os.sendfile(out, fd, start + progress[0], min(length - progress[0], 8 * MiB))
+            except BlockingIOError:  # the socket has a timeout, so it is non-blocking underneath
+                if not select.select([], [out], [], self.timeout)[1]:
+                    raise TimeoutError("the client stopped reading")
+                continue
+            if n == 0:
+                break
+            progress[0] += n
 
     def _copy_with_faults(self, f, start: int, length: int, drop, stall, rate, progress: list[int]) -> bool:
         """Copy the body in chunks, throttled, paused and/or cut short. True when cut."""
