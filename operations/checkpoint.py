@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import posixpath
 import secrets
 import tempfile
 import threading
@@ -253,7 +254,7 @@ def _ensure_daemon(host) -> str:
         return secret
     secret = secrets.token_hex(24)
     # Create the file 0600 first: the secret never sits in a world-readable file.
-    host.run_shell_command(StringCommand("install", "-d", "-m", "700", "/etc/noderig", "&&",
+    host.run_shell_command(StringCommand("install", "-d", "-m", "700", posixpath.dirname(aria2.CONF), "&&",
                                          "install", "-m", "600", "/dev/null", aria2.CONF))
     if not host.put_file(io.StringIO(aria2.daemon_conf(secret)), aria2.CONF):
         raise aria2.DownloadError(f"could not write {aria2.CONF}")
