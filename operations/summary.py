@@ -39,9 +39,21 @@ class HostTally:
         return specific[-1] if specific else "see the errors above"
 
 
+# Run-wide lines an operation adds for the summary (the fan-out's sources, a peer it stopped
+# using), printed under the host lines in the order they came.
+NOTES: list[str] = []
+
+
+def note(text: str) -> None:
+    """A line for the end-of-run summary (once per text)."""
+    if text not in NOTES:
+        NOTES.append(text)
+
+
 def summary_lines(tallies: dict[str, HostTally], failed: set[str], executed: bool, wall: float,
-                  planned: dict[str, list[str]] | None = None, outcomes: dict[str, str] | None = None) -> list[str]:
-    """The summary, one line per host (pure: what ``RunSummary`` prints). ``outcomes``: a
+                  planned: dict[str, list[str]] | None = None, outcomes: dict[str, str] | None = None,
+                  notes: list[str] = ()) -> list[str]:
+    """The summary, one line per host, then the run's notes (pure: what ``RunSummary`` prints). ``outcomes``: a
     node's part in a rollout ("changed in rollout batch 1 of 3", "ROLLED BACK ...",
     "NOT REACHED ...", "untouched ..."): first on a failed node's line, after what changed on
     another's."""
@@ -71,7 +83,7 @@ def summary_lines(tallies: dict[str, HostTally], failed: set[str], executed: boo
             would = (planned or {}).get(name, [])
             what = f"would change {len(would)}: {', '.join(would)}" if would else "no changes"
             lines.append(f"{name:<{width}}  {what}; {cost}")
-    return lines
+    return lines + [f"    {n}" for n in notes]
 
 
 # pyinfra's CLI logs one of these once every operation body has run on every host (the
@@ -161,7 +173,7 @@ class RunSummary(BaseStateCallback):
         rollout = getattr(state, "_noderig_rollout", None)
         outcomes = rollout.outcomes if rollout is not None and executed else {}
         for line in summary_lines(self.tallies, failed, executed, time.monotonic() - self.started, planned,
-                                  outcomes):
+                                  outcomes, NOTES):
             logger.info(line)
 
 

@@ -26,6 +26,13 @@ draft_dir = "/models/Kimi-K2.6-DFlash"
 checkpoint_patterns = ["*.safetensors", "*.json", "*.py", "*.model", "*.jinja", "*.tiktoken", "*.txt"]
 aria2_connections = 16
 aria2_jobs = 4
+# Fleet fan-out (two or more targets): each checkpoint file crosses the uplink once. The
+# targets fetch a stripe each from the Hub, then the rest from each other (nginx, Debian's,
+# serving verified files to the fleet's peers only, on fanout_port, for the fan-out alone).
+fanout = True
+fanout_port = 8378
+fanout_address = None  # where the other targets reach this one; None: its ssh_hostname
+fanout_keep_serving = False  # True: the peer server keeps serving after the deploy
 
 # Node prerequisites (python3-dev: Triton/SGLang JIT compiles against Python.h).
 packages = ["python3-dev", "aria2", "rsync", "curl"]
