@@ -72,7 +72,7 @@ class FakeHost:
         if self.shell is None:
             raise AssertionError(f"the operation ran `{text}` on {self.name}, which the test did not expect")
         ok, lines = self.shell(text)
-        return ok, SimpleNamespace(stdout_lines=list(lines), stderr_lines=[], stderr="")
+        return ok, SimpleNamespace(stdout_lines=list(lines), stderr_lines=[], stdout="\n".join(lines), stderr="")
 
     def put_file(self, fileobj, dest, **_kwargs) -> bool:
         self.ran.append(f"upload -> {dest}")
