@@ -203,6 +203,9 @@ def _start(state, host, checkpoints: list[tuple[str, str]], address: str, port: 
                                  QuoteString(str(port))), f"waiting for nginx on {address}:{port}")
     except ServeError as e:
         host.log_styled(str(e), fg="red", log_func=logger.error)
+        # A server half started (nginx up, its port not answering) must not outlive the failed
+        # host: nothing later in this run stops it.
+        host.run_shell_command(stop_command())
         return False
     SERVING[host.name] = served
     logger.info(f"[{host.name}] fan-out: serving {sum(len(d) for d in served.digests.values())} verified files")
@@ -223,9 +226,15 @@ def stopped(dests: list[str]):
         host.noop("no peer server and no links to serve")
         return
     yield FunctionCommand(_forget, (), {})
-    yield StringCommand("systemctl", "stop", f"{peer_server.SERVICE}.service", "2>/dev/null", ";",
-                        "systemctl", "reset-failed", f"{peer_server.SERVICE}.service", "2>/dev/null", ";",
-                        "rm", "-rf", peer_server.RUN_DIR, *(QuoteString(p) for p in links if p in present))
+    yield stop_command(*(QuoteString(p) for p in links if p in present))
+
+
+def stop_command(*also_remove) -> StringCommand:
+    """The peer server stopped and its run directory (config, secret path) removed, with
+    ``also_remove`` (quoted paths) after it."""
+    unit = f"{peer_server.SERVICE}.service"
+    return StringCommand("systemctl", "stop", unit, "2>/dev/null", ";", "systemctl", "reset-failed", unit,
+                         "2>/dev/null", ";", "rm", "-rf", peer_server.RUN_DIR, *also_remove)
 
 
 def _forget(state, host) -> bool:

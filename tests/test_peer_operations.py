@@ -138,4 +138,7 @@ def test_a_step_that_fails_says_which_and_the_node_serves_nothing(started, fail_
     assert ok is False
     assert host.logged == [f"{what} failed on b300: it broke"]
     assert peers.SERVING == {}
-    assert host.ran[-1].startswith(fail_at)  # nothing after the step that failed
+    # nothing after the step that failed but stopping what it may have started
+    assert host.ran[-2].startswith(fail_at)
+    assert host.ran[-1] == ("systemctl stop noderig-peers.service 2>/dev/null ; systemctl reset-failed "
+                            "noderig-peers.service 2>/dev/null ; rm -rf /run/noderig-peers")
