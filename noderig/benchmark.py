@@ -505,6 +505,17 @@ def layout_failed_record(target: Target, *, when: str, command: str, error: str)
     return record
 
 
+def exit_status(records: list[dict], restored: bool, interrupted: bool) -> int:
+    """130 when interrupted; 1 when the inventory's layout was not restored, a layout failed
+    to start or a run completed no request (each record says why); else 0. A run with some
+    errored requests is a measurement (its ``errors`` field counts them), not a failure."""
+    if interrupted:
+        return 130
+    if not restored or any(r.get("status") in ("layout_failed", "failed") for r in records):
+        return 1
+    return 0
+
+
 def record_line(record: dict) -> str:
     return json.dumps({key: record.get(key) for key in RECORD_FIELDS}, separators=(", ", ": "))
 

@@ -403,5 +403,11 @@ def _report(bench: Bench, console, print_table, write_plot, restored: bool, inte
             console.print(f"plot: {plot}")
     if interrupted:
         console.print("[yellow]interrupted: the runs above were measured and recorded[/yellow]")
-        return 130
-    return 0 if restored else 1
+    failed = [r["layout"] for r in bench.records if r.get("status") == "layout_failed"]
+    if failed:
+        console.print(f"[red]{len(failed)} layout(s) did not start: {', '.join(map(str, failed))} "
+                      "(each record's error says why)[/red]")
+    empty = [f"{r['layout']} {r['workload']} c{r['concurrency']}" for r in bench.records if r.get("status") == "failed"]
+    if empty:
+        console.print(f"[red]{len(empty)} run(s) completed no request: {', '.join(empty)} (see their error)[/red]")
+    return bm.exit_status(bench.records, restored, interrupted)

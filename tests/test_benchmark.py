@@ -203,3 +203,14 @@ def test_the_table_and_the_plot_show_each_layout(tmp_path):
     png = write_plot(records, tmp_path / "p.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert write_plot([records[-1]], tmp_path / "none.png") is None
+
+
+def test_the_exit_status_says_a_layout_failed_or_the_restore_did_not_happen():
+    measured, failed = {"status": "ok"}, {"status": "layout_failed"}
+    assert bm.exit_status([measured, measured], restored=True, interrupted=False) == 0
+    assert bm.exit_status([measured, failed], restored=True, interrupted=False) == 1
+    assert bm.exit_status([measured, {"status": "failed"}], restored=True, interrupted=False) == 1
+    assert bm.exit_status([{"status": "errors"}], restored=True, interrupted=False) == 0
+    assert bm.exit_status([measured], restored=False, interrupted=False) == 1
+    assert bm.exit_status([failed], restored=True, interrupted=True) == 130
+    assert bm.exit_status([], restored=True, interrupted=False) == 0
