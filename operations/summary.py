@@ -39,9 +39,25 @@ class HostTally:
         return specific[-1] if specific else "see the errors above"
 
 
+# Run-wide lines an operation adds for the summary (the fan-out's sources, a peer it stopped
+# using), printed under the host lines in the order they came.
+NOTES: list[str] = []
+
+
+def note(text: str) -> None:
+    """A line for the end-of-run summary (once per text)."""
+    if text not in NOTES:
+        NOTES.append(text)
+
+
 def summary_lines(tallies: dict[str, HostTally], failed: set[str], executed: bool, wall: float,
-                  planned: dict[str, list[str]] | None = None) -> list[str]:
-    """The summary, one line per host (pure: what ``RunSummary`` prints)."""
+                  planned: dict[str, list[str]] | None = None, outcomes: dict[str, str] | None = None,
+                  notes: list[str] = ()) -> list[str]:
+    """The summary, one line per host, then the run's notes (pure: what ``RunSummary`` prints). ``outcomes``: a
+    node's part in a rollout ("changed in rollout batch 1 of 3", "ROLLED BACK ...",
+    "NOT REACHED ...", "untouched ..."): first on a failed node's line, after what changed on
+    another's."""
+    outcomes = outcomes or {}
     bad = sorted(failed)
     head = (f"--> noderig: {len(tallies)} host(s), {len(bad)} failed{' (' + ', '.join(bad) + ')' if bad else ''}, "
             f"{wall:.1f} s" + ("" if executed else "; dry run, nothing was changed"))
@@ -49,7 +65,9 @@ def summary_lines(tallies: dict[str, HostTally], failed: set[str], executed: boo
     lines = [head]
     for name, t in sorted(tallies.items()):
         cost = f"{t.commands} commands ({t.command_seconds:.1f} s on the host)"
-        if name in failed:
+        if name in failed and name in outcomes:
+            lines.append(f"{name:<{width}}  {outcomes[name]}: {t.reason()}; {cost}")
+        elif name in failed:
             where = f' at "{t.failed_op}"' if t.failed_op else ""
             lines.append(f"{name:<{width}}  FAILED{where}: {t.reason()}; {cost}")
         elif executed:
@@ -57,14 +75,15 @@ def summary_lines(tallies: dict[str, HostTally], failed: set[str], executed: boo
                 what = f"changed {len(t.changed)} of {len(t.changed) + t.unchanged} operations: {', '.join(t.changed)}"
             else:
                 what = f"no changes ({t.unchanged} operations)" if t.unchanged else "no operations of its own"
-            lines.append(f"{name:<{width}}  ok, {what}; {cost}")
+            part = f"; {outcomes[name]}" if name in outcomes else ""
+            lines.append(f"{name:<{width}}  ok, {what}{part}; {cost}")
         elif t.errors:
             lines.append(f"{name:<{width}}  would FAIL: {t.reason()}; {cost}")
         else:
             would = (planned or {}).get(name, [])
             what = f"would change {len(would)}: {', '.join(would)}" if would else "no changes"
             lines.append(f"{name:<{width}}  {what}; {cost}")
-    return lines
+    return lines + [f"    {n}" for n in notes]
 
 
 # pyinfra's CLI logs one of these once every operation body has run on every host (the
@@ -151,7 +170,10 @@ class RunSummary(BaseStateCallback):
                     planned[h.name] = [_op_name(state, op_hash) for op_hash in state.get_op_order()
                                        if op_hash in state.ops[h]
                                        and state.get_op_data_for_host(h, op_hash).operation_meta._maybe_is_change]
-        for line in summary_lines(self.tallies, failed, executed, time.monotonic() - self.started, planned):
+        rollout = getattr(state, "_noderig_rollout", None)
+        outcomes = rollout.outcomes if rollout is not None and executed else {}
+        for line in summary_lines(self.tallies, failed, executed, time.monotonic() - self.started, planned,
+                                  outcomes, NOTES):
             logger.info(line)
 
 
