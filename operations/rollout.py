@@ -113,11 +113,19 @@ class Registry:
     max_fail: int = 0
     started: set[str] = field(default_factory=set)
     stopped: str | None = None
-    outcomes: dict[str, str] = field(default_factory=dict)
+    outcomes: dict[str, str] = field(default_factory=dict)  # what the rollout did to a node, as it ran
+    not_reached: set[str] = field(default_factory=set)  # failed by a gate: the rollout stopped before them
     event: object = None
 
     def batch_of(self, name: str) -> int | None:
         return next((k for k, names in enumerate(self.batches) if name in names), None)
+
+    def untouched(self) -> list[str]:
+        """The serving nodes a rollout left alone (nothing to restart); none without a rollout
+        (no batches: no node's line says anything about one)."""
+        if not self.batches:
+            return []
+        return [n for n, e in self.entries.items() if e.serving and not e.restart]
 
 
 @dataclass(frozen=True)
@@ -163,11 +171,9 @@ def _plan(registry: Registry, data) -> None:
     registry.max_fail = data.get(MAX_FAIL_SETTING, 0)
     names = [n for n in sorted(registry.entries, key=_inventory_order) if registry.entries[n].restart]
     registry.batches = plan_batches(registry.spec, [n for n in names if registry.entries[n].serving])
-    untouched = [n for n, e in registry.entries.items() if e.serving and not e.restart]
-    for name in untouched:
-        registry.outcomes[name] = "untouched (serving, nothing to restart)"
     if not registry.batches:
         return
+    untouched = registry.untouched()
     spec = ",".join(str(s) for s in registry.spec)
     lines = [f"--> noderig rollout: {sum(map(len, registry.batches))} serving node(s) must restart, in "
              f"{len(registry.batches)} batch(es) ({ROLLOUT_SETTING}={spec}, {MAX_FAIL_SETTING}={registry.max_fail}); "
@@ -284,8 +290,9 @@ def gate(batch: int, position: Position):
     if host.state.is_executing:
         _check_stop(registry, batch)
         if registry.stopped:
-            registry.outcomes[host.name] = f"NOT REACHED (batch {batch + 1} of {position.count})"
-            yield from fail(host, f"not reached: the rollout stopped {registry.stopped}; nothing was changed here")
+            registry.outcomes[host.name] = f"NOT REACHED in rollout batch {batch + 1} of {position.count}"
+            registry.not_reached.add(host.name)
+            yield from fail(host, f"the rollout stopped {registry.stopped}; this node's server was not touched")
             return
         registry.started.add(host.name)
     host.noop(f"batch {batch + 1} of {position.count}: {', '.join(registry.batches[batch])}")
@@ -351,12 +358,14 @@ def _ready_or_roll_back(state, host, batch: int, position: Position, ready: dict
         registry.outcomes[host.name] = f"changed in rollout {where}"
         return True
     unit = f"{ready['service']}.service"
+    # (the rollback's own lines are warnings: the summary's reason for this node stays the
+    # readiness failure above, and its outcome says what the rollback gave)
     host.log_styled(f"{unit} failed readiness in rollout {where}: rolling back to its last known good state",
-                    fg="red", log_func=logger.error)
+                    fg="red", log_func=logger.warning)
     ok, out = host.run_shell_command(StringCommand("sh", "-c", QuoteString(RESTORE_SCRIPT), "noderig-restore",
                                                    QuoteString(LAST_GOOD_DIR), QuoteString(unit)))
     if not ok:
-        registry.outcomes[host.name] = f"FAILED in rollout {where}, NOT rolled back"
+        registry.outcomes[host.name] = f"NOT ROLLED BACK in rollout {where}"
         host.log_styled(f"rollback impossible: {' '.join(out.stdout_lines + out.stderr_lines)[-300:]}", fg="red",
                         log_func=logger.error)
         return False
@@ -365,5 +374,5 @@ def _ready_or_roll_back(state, host, batch: int, position: Position, ready: dict
                                             ready["timeout"], ready["api_key_file"], None, False, 0, None)
     registry.outcomes[host.name] = (f"ROLLED BACK in rollout {where}, serving its last known good state again"
                                     if serving else f"ROLLED BACK in rollout {where}, and NOT serving after it")
-    host.log_styled(f"rolled back: {registry.outcomes[host.name]}", fg="red", log_func=logger.error)
+    host.log_styled(f"rolled back: {registry.outcomes[host.name]}", fg="red", log_func=logger.warning)
     return False

@@ -52,24 +52,31 @@ def note(text: str) -> None:
 
 def summary_lines(tallies: dict[str, HostTally], failed: set[str], executed: bool, wall: float,
                   planned: dict[str, list[str]] | None = None, outcomes: dict[str, str] | None = None,
-                  notes: list[str] = ()) -> list[str]:
-    """The summary, one line per host, then the run's notes (pure: what ``RunSummary`` prints). ``outcomes``: a
-    node's part in a rollout ("changed in rollout batch 1 of 3", "ROLLED BACK ...",
-    "NOT REACHED ...", "untouched ..."): first on a failed node's line, after what changed on
-    another's."""
+                  notes: list[str] = (), not_reached: set[str] = frozenset()) -> list[str]:
+    """The summary, one line per host, then the run's notes (pure: what ``RunSummary`` prints).
+
+    A failed host's line always starts with ``FAILED at "<operation>"`` (``FAILED`` alone for
+    an internal stop); ``outcomes`` (a node's part in a rollout: "changed in rollout batch 1 of
+    3", "ROLLED BACK ...", "untouched ...") follows that prefix on a failed node's line and what
+    changed on another's. A node in ``not_reached`` (a subset of ``failed``: a rollout stopped
+    before its batch, so it did not fail on its own) starts with its outcome, "NOT REACHED ...",
+    and the head counts it apart from the failed ones; no such line ever reads ok."""
     outcomes = outcomes or {}
-    bad = sorted(failed)
-    head = (f"--> noderig: {len(tallies)} host(s), {len(bad)} failed{' (' + ', '.join(bad) + ')' if bad else ''}, "
-            f"{wall:.1f} s" + ("" if executed else "; dry run, nothing was changed"))
+    bad = sorted(set(failed) - set(not_reached))
+    skipped = sorted(set(failed) & set(not_reached))
+    head = (f"--> noderig: {len(tallies)} host(s), {len(bad)} failed{' (' + ', '.join(bad) + ')' if bad else ''}"
+            + (f", {len(skipped)} not reached ({', '.join(skipped)})" if skipped else "") + f", {wall:.1f} s"
+            + ("" if executed else "; dry run, nothing was changed"))
     width = max((len(n) for n in tallies), default=0)
     lines = [head]
     for name, t in sorted(tallies.items()):
         cost = f"{t.commands} commands ({t.command_seconds:.1f} s on the host)"
-        if name in failed and name in outcomes:
-            lines.append(f"{name:<{width}}  {outcomes[name]}: {t.reason()}; {cost}")
+        part = f"{outcomes[name]}: " if name in outcomes else ""
+        if name in skipped:
+            lines.append(f"{name:<{width}}  {part or 'NOT REACHED: '}{t.reason()}; {cost}")
         elif name in failed:
             where = f' at "{t.failed_op}"' if t.failed_op else ""
-            lines.append(f"{name:<{width}}  FAILED{where}: {t.reason()}; {cost}")
+            lines.append(f"{name:<{width}}  FAILED{where}: {part}{t.reason()}; {cost}")
         elif executed:
             if t.changed:
                 what = f"changed {len(t.changed)} of {len(t.changed) + t.unchanged} operations: {', '.join(t.changed)}"
@@ -170,11 +177,21 @@ class RunSummary(BaseStateCallback):
                     planned[h.name] = [_op_name(state, op_hash) for op_hash in state.get_op_order()
                                        if op_hash in state.ops[h]
                                        and state.get_op_data_for_host(h, op_hash).operation_meta._maybe_is_change]
-        rollout = getattr(state, "_noderig_rollout", None)
-        outcomes = rollout.outcomes if rollout is not None and executed else {}
+        outcomes, not_reached = _rollout_parts(getattr(state, "_noderig_rollout", None), failed, executed)
         for line in summary_lines(self.tallies, failed, executed, time.monotonic() - self.started, planned,
-                                  outcomes, NOTES):
+                                  outcomes, NOTES, not_reached):
             logger.info(line)
+
+
+def _rollout_parts(rollout, failed: set[str], executed: bool) -> tuple[dict[str, str], set[str]]:
+    """Each node's part in this run's rollout (``operations.rollout.Registry``) and the nodes it
+    did not reach; nothing without a rollout or in a dry run. "untouched" is the plan's word for
+    a serving node with nothing to restart, said only of a node that then did not fail."""
+    if rollout is None or not executed:
+        return {}, set()
+    untouched = {name: "untouched in the rollout (serving, nothing to restart)"
+                 for name in rollout.untouched() if name not in failed}
+    return {**untouched, **rollout.outcomes}, set(rollout.not_reached)
 
 
 def _op_name(state, op_hash) -> str:

@@ -154,12 +154,13 @@ def test_a_failing_canary_is_rolled_back_and_the_others_are_never_touched(lab):
     res, out = fleet(lab, 'extra_flags=["--enable-two-batch-overlap"]', "rollout=1,100%")
     assert res.returncode != 0, out[-4000:]
     lines = summary(out)
-    assert lines["b300"].startswith("ROLLED BACK in rollout batch 1 of 2, serving its last known good state again"), \
-        lines["b300"]
+    assert lines["b300"].startswith('FAILED at "Ready, or rolled back (batch 1)": ROLLED BACK in rollout batch 1 of 2, '
+                                    "serving its last known good state again: "), lines["b300"]
     assert "Two-batch overlap requires" in out  # the crash's own line, from the diagnosis of its journal
+    assert "1 failed (b300), 2 not reached (b300-2, b300-3)" in out, out[-4000:]
     for name in ("b300-2", "b300-3"):
-        assert lines[name].startswith("NOT REACHED (batch 2 of 2)"), lines[name]
-        assert "the rollout stopped after batch 1 (b300)" in lines[name], lines[name]
+        assert lines[name].startswith("NOT REACHED in rollout batch 2 of 2: the rollout stopped after batch 1 (b300)"), \
+            lines[name]
     # The canary serves its old configuration again, from its old files; the others are as they were.
     info = server_info(lab, "b300")
     assert info["status"] == "Up" and info["enable_two_batch_overlap"] is False

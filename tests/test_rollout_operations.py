@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from operations import diagnosis, rollout
+from operations import diagnosis, rollout, summary
 from tests.fakehost import FakeHost, fact, run_op
 
 LIVE = "/opt/sglang/venv"
@@ -121,8 +121,9 @@ def test_a_gate_after_a_batch_failed_past_the_threshold_fails_the_node_as_not_re
     commands = run_op(rollout.gate, host, batch=1, position=where)
     assert where.registry.stopped == ("after batch 1 (b300-2): 1 of 1 node(s) of the batch failed "
                                       "(100%, more than max_fail_percentage=0%)")
-    assert commands == [f"fail: not reached: the rollout stopped {where.registry.stopped}; nothing was changed here"]
-    assert where.registry.outcomes == {"b300": "NOT REACHED (batch 2 of 2)"}
+    assert commands == [f"fail: the rollout stopped {where.registry.stopped}; this node's server was not touched"]
+    assert where.registry.outcomes == {"b300": "NOT REACHED in rollout batch 2 of 2"}
+    assert where.registry.not_reached == {"b300"}
     assert "b300" not in where.registry.started
 
 
@@ -207,5 +208,40 @@ def test_a_node_with_no_state_to_go_back_to_fails_not_rolled_back(launches):
     where = position(0, [["b300"]])
     assert check(host, where) is False
     assert len(launches.calls) == 1  # no second readiness check
-    assert where.registry.outcomes == {"b300": "FAILED in rollout batch 1 of 1, NOT rolled back"}
+    assert where.registry.outcomes == {"b300": "NOT ROLLED BACK in rollout batch 1 of 1"}
     assert host.logged[-1] == "rollback impossible: no last known good state on this node (d)"
+
+
+# --------------------------------------------------------------------------------------------
+# what the summary takes from a rollout (operations.summary._rollout_parts)
+
+
+def registry_of(batches: list[list[str]], **entries: rollout.Entry) -> rollout.Registry:
+    return rollout.Registry(expected=set(entries), entries=entries, batches=batches)
+
+
+def test_without_batches_no_node_is_said_to_be_untouched():
+    # (a serving node with nothing to restart, alone: no rollout ran, its line must not name one)
+    registry = registry_of([], b300=rollout.Entry(serving=True, restart=None))
+    assert registry.untouched() == []
+    assert summary._rollout_parts(registry, set(), True) == ({}, set())
+
+
+def test_with_batches_a_serving_node_with_nothing_to_restart_is_untouched_unless_it_failed():
+    registry = registry_of([["b300"]], b300=rollout.Entry(serving=True, restart="the unit changed"),
+                           **{"b300-2": rollout.Entry(serving=True, restart=None),
+                              "b300-3": rollout.Entry(serving=True, restart=None),
+                              "b300-4": rollout.Entry(serving=False, restart="not running")})
+    registry.outcomes["b300"] = "changed in rollout batch 1 of 1"
+    assert registry.untouched() == ["b300-2", "b300-3"]
+    assert summary._rollout_parts(registry, {"b300-3"}, True) == (
+        {"b300": "changed in rollout batch 1 of 1",
+         "b300-2": "untouched in the rollout (serving, nothing to restart)"}, set())
+    assert summary._rollout_parts(registry, set(), False) == ({}, set())  # a dry run: the plan says it
+
+
+def test_the_summary_takes_the_nodes_a_gate_did_not_reach():
+    registry = registry_of([["b300"], ["b300-2"]], b300=rollout.Entry(serving=True, restart="x"),
+                           **{"b300-2": rollout.Entry(serving=True, restart="x")})
+    registry.not_reached.add("b300-2")
+    assert summary._rollout_parts(registry, {"b300", "b300-2"}, True)[1] == {"b300-2"}
