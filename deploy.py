@@ -20,6 +20,7 @@ from noderig.server_settings import ServerSettings
 from operations import (checkpoint, diagnosis, environment, firewall, packages, peers, preflight, rollout, service,
                         summary)
 from operations.facts import JsonFile
+from operations.util import decided
 
 data = host.data
 STEPS = ("preflight", "prerequisites", "environment", "checkpoint", "service", "readiness")
@@ -110,8 +111,9 @@ if "targets" in host.groups:
     # runs from it (it becomes live at the node's restart, in its rollout batch).
     venv = venv_next = None
     if "environment" in steps:
-        beside = rollout.serving(settings)
-        venv = environment.venv(name=f"Venv {data.venv_path} from {reference.name}",
+        venv_step = f"Venv {data.venv_path} from {reference.name}"
+        beside = decided(venv_step, rollout.serving, settings, default=False)
+        venv = environment.venv(name=venv_step,
                                 path=data.venv_path, reference=reference, transfer=data.venv_transfer,
                                 import_check=data.venv_import_check, beside=beside)
         venv_next = environment.next_generation(venv, data.venv_path, reference) if beside else None

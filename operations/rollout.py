@@ -197,6 +197,9 @@ def serving(settings) -> bool:
     (asked once per run: the deploy file asks at the venv step and at the service step)."""
     key = (host.name, settings.service_name, settings.port)
     if key not in _serving:
+        # (a read that raises leaves False: the step that asked first fails the host, and a
+        # second asker does not fail it again)
+        _serving[key] = False
         status = host.get_fact(UnitStatus, unit=f"{settings.service_name}.service")
         _serving[key] = (status.get("active") in RUNNING
                          and host.get_fact(HttpStatus, url=f"http://127.0.0.1:{settings.port}/health") == 200)

@@ -24,7 +24,7 @@ from noderig.unit import LAUNCHER_PATH, check_against_server, help_command, rend
 from . import rollout
 from .facts import (DistributionsDigest, FileMode, FileText, Mtimes, ServerVersion, Sha256, SystemUser, UnitStatus,
                     Unreadable)
-from .util import atomic_write, fail, first_pass, operation, refused
+from .util import atomic_write, decided, fail, first_pass, operation, refused
 
 
 def unit_path(service: str) -> str:
@@ -246,7 +246,11 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
     texts = {"launcher": (LAUNCHER_PATH, script_path("launch.py").read_text(), "755"),
              "environment": (settings.env_path, env_text, "600"),
              "unit": (unit_path(settings.service_name), unit_text, "644")}
-    position = rollout.join(_rollout_entry(settings, texts, venv, checkpoints, ready, venv_next))
+    # (the rollout's decision reads facts in the deploy file: an error in it fails this host at
+    # its service step, and the host still tells the barrier, so the other targets go on)
+    entry = decided(f"{settings.service_name} running and enabled", _rollout_entry,
+                    settings, texts, venv, checkpoints, ready, venv_next)
+    position = rollout.join(entry)
     unit = None
     for tag in rollout.positions(position):
         if venv_next:  # the server stops here, and starts again with the rest
