@@ -21,7 +21,7 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import ROOT, run_pyinfra
+from tests.conftest import ROOT, pyinfra_command, run_pyinfra
 from tests.test_fleet import summary
 
 pytestmark = pytest.mark.lab
@@ -174,7 +174,7 @@ def test_a_failing_canary_is_rolled_back_and_the_others_are_never_touched(lab):
 
 def test_a_controller_killed_between_batches_is_finished_by_the_rerun(lab):
     converge(lab)
-    cmd = [str(ROOT / ".venv/bin/pyinfra"), str(lab.fleet_inventory), "-y", "deploy.py"]
+    cmd = pyinfra_command(lab.fleet_inventory, "-y", "deploy.py")
     for d in [*EXPOSED, "mem_fraction_static=0.65", "rollout=1"]:
         cmd += ["--data", d]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
