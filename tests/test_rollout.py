@@ -223,11 +223,14 @@ def test_a_venv_update_rolls_out_the_same_way_and_the_old_venv_stays_untouched(l
         old = live if live != VENV else f"{VENV}.noderig/adopted"
         before[name] = (old, listing(lab, name, VENV))
     version = lab.run("ct200", f"{VENV}/bin/python -c 'import sglang.version as v; print(v.__file__)'").stdout.strip()
-    lab.run("ct200", f"sed -i 's/^__version__ = .*/__version__ = \"0.5.9.post16\"/' {version}")
-
-    with Prober(lab) as prober:
-        res, out = fleet(lab, "rollout=1")
-        time.sleep(0.5)
+    lab.run("ct200", f"cp -p {version} /root/version.py.orig && "
+                     f"sed -i 's/^__version__ = .*/__version__ = \"0.5.9.post16\"/' {version}")
+    try:
+        with Prober(lab) as prober:
+            res, out = fleet(lab, "rollout=1")
+            time.sleep(0.5)
+    finally:  # the reference as the lab made it, for the tests after this one
+        lab.run("ct200", f"mv -f /root/version.py.orig {version}")
     assert res.returncode == 0, out[-4000:]
     assert "beside the live one" in out, out[-4000:]
     everyone = sorted((a, b, name) for name in TARGETS for a, b in prober.down_spans(name))
