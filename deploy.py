@@ -75,7 +75,7 @@ if "targets" in host.groups:
     reference = inventory.get_host(data.reference_host)
     # A refused inventory gets preflight alone, which says why: no later step is planned, so
     # none reads the node or the Hub with a refused value, not even in a dry run.
-    if preflight.refused(reference):
+    if preflight.inventory_problems(reference):
         steps = ("preflight",)
     pins = [(data.model_repo, data.model_revision, "model_dir")]
     if data.speculative != "none":
