@@ -105,9 +105,15 @@ class Prober:
         return spans
 
 
-def converge(lab):
-    """Every target serving on the bridge with the defaults (what each test starts from)."""
-    res, out = fleet(lab)
+# Each test starts from the state the one before it left (in file order: a no-op rerun, not a
+# rollout back to the defaults) and converges there itself when run alone.
+AFTER_FLAG_CHANGE = "mem_fraction_static=0.7"
+AFTER_CONTROLLER_KILL = "mem_fraction_static=0.65"
+
+
+def converge(lab, *data: str):
+    """Every target serving on the bridge with ``data`` (what each test starts from)."""
+    res, out = fleet(lab, *data)
     assert res.returncode == 0, out[-4000:]
     for name in TARGETS:
         assert server_info(lab, name)["status"] == "Up"
@@ -119,7 +125,7 @@ def test_a_flag_change_rolls_one_node_at_a_time_and_all_serve_it(lab):
     assert all(v != 0.7 for v in before.values()), before
 
     with Prober(lab) as prober:
-        res, out = fleet(lab, "mem_fraction_static=0.7", "rollout=1")
+        res, out = fleet(lab, AFTER_FLAG_CHANGE, "rollout=1")
         time.sleep(0.5)
     assert res.returncode == 0, out[-4000:]
 
@@ -145,13 +151,13 @@ def test_a_flag_change_rolls_one_node_at_a_time_and_all_serve_it(lab):
 
 
 def test_a_failing_canary_is_rolled_back_and_the_others_are_never_touched(lab):
-    converge(lab)
+    converge(lab, AFTER_FLAG_CHANGE)
     shas = {name: unit_sha(lab, name) for name in TARGETS}
     processes = {name: started(lab, name) for name in TARGETS}
     old = server_info(lab, "b300")
 
     # The stand-in lists --enable-two-batch-overlap in --help, and dies on it at startup.
-    res, out = fleet(lab, 'extra_flags=["--enable-two-batch-overlap"]', "rollout=1,100%")
+    res, out = fleet(lab, AFTER_FLAG_CHANGE, 'extra_flags=["--enable-two-batch-overlap"]', "rollout=1,100%")
     assert res.returncode != 0, out[-4000:]
     lines = summary(out)
     assert lines["b300"].startswith('FAILED at "Ready, or rolled back (batch 1)": ROLLED BACK in rollout batch 1 of 2, '
@@ -173,9 +179,9 @@ def test_a_failing_canary_is_rolled_back_and_the_others_are_never_touched(lab):
 
 
 def test_a_controller_killed_between_batches_is_finished_by_the_rerun(lab):
-    converge(lab)
+    converge(lab, AFTER_FLAG_CHANGE)
     cmd = pyinfra_command(lab.fleet_inventory, "-y", "deploy.py")
-    for d in [*EXPOSED, "mem_fraction_static=0.65", "rollout=1"]:
+    for d in [*EXPOSED, AFTER_CONTROLLER_KILL, "rollout=1"]:
         cmd += ["--data", d]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYINFRA_PROGRESS": "off"}, start_new_session=True)
@@ -193,7 +199,7 @@ def test_a_controller_killed_between_batches_is_finished_by_the_rerun(lab):
     assert server_info(lab, "b300")["mem_fraction_static"] == 0.65
     assert server_info(lab, "b300-2")["mem_fraction_static"] != 0.65
 
-    res, out = fleet(lab, "mem_fraction_static=0.65", "rollout=1")
+    res, out = fleet(lab, AFTER_CONTROLLER_KILL, "rollout=1")
     assert res.returncode == 0, out[-4000:]
     lines = summary(out)
     assert "changed in rollout" not in lines["b300"], lines["b300"]
@@ -215,7 +221,7 @@ def listing(lab, name: str, root: str) -> str:
 
 
 def test_a_venv_update_rolls_out_the_same_way_and_the_old_venv_stays_untouched(lab):
-    converge(lab)
+    converge(lab, AFTER_CONTROLLER_KILL)
     before = {}
     for name in TARGETS:
         live = lab.run(name, f"readlink -f {VENV}").stdout.strip()
@@ -227,7 +233,7 @@ def test_a_venv_update_rolls_out_the_same_way_and_the_old_venv_stays_untouched(l
                      f"sed -i 's/^__version__ = .*/__version__ = \"0.5.9.post16\"/' {version}")
     try:
         with Prober(lab) as prober:
-            res, out = fleet(lab, "rollout=1")
+            res, out = fleet(lab, AFTER_CONTROLLER_KILL, "rollout=1")
             time.sleep(0.5)
     finally:  # the reference as the lab made it, for the tests after this one
         lab.run("ct200", f"mv -f /root/version.py.orig {version}")
