@@ -167,7 +167,10 @@ def serve(checkpoints: list[tuple[str, str]], address: str, port: int, peers: li
 def _run(h, command: StringCommand, what: str) -> list[str]:
     ok, output = h.run_shell_command(command)
     if not ok:
-        raise ServeError(f"{what} failed on {h.name}: {(output.stderr or output.stdout).strip()[-400:]}")
+        said = (output.stderr or output.stdout).strip()[-400:]
+        # (pyinfra gives no exit status: a command that says nothing was killed, or its ssh
+        # channel closed, before it could)
+        raise ServeError(f"{what} failed on {h.name}: {said or 'no output (killed, or its connection dropped)'}")
     return output.stdout_lines
 
 

@@ -142,3 +142,11 @@ def test_a_step_that_fails_says_which_and_the_node_serves_nothing(started, fail_
     assert host.ran[-2].startswith(fail_at)
     assert host.ran[-1] == ("systemctl stop noderig-peers.service 2>/dev/null ; systemctl reset-failed "
                             "noderig-peers.service 2>/dev/null ; rm -rf /run/noderig-peers")
+
+
+def test_a_step_that_fails_without_a_word_says_so(monkeypatch):
+    monkeypatch.setattr(peers, "SERVING", {})
+    host = FakeHost(executing=True, shell=lambda text: (not text.startswith("python3"), []))
+    assert peers._start(host.state, host, [("org--a", "/models/a")], "10.0.0.2", 30001, ["10.0.0.3"]) is False
+    assert host.logged == ["linking the verified files of /models/a failed on b300: no output (killed, or its "
+                           "connection dropped)"]
