@@ -9,14 +9,18 @@ Every step compares facts with the desired state and changes only the difference
 
 from dataclasses import replace
 
-from pyinfra import host, inventory
+from pyinfra import host, inventory, logger
 
 from noderig.exposure import decide as exposure
+from noderig.fanout import describe as describe_fanout
+from noderig.peer_server import PACKAGE as PEER_SERVER_PACKAGE
 from noderig.manifest import RepoPin
 from noderig.repair import REPAIRS_FILE, recorded_settings
 from noderig.server_settings import ServerSettings
-from operations import checkpoint, diagnosis, environment, firewall, packages, preflight, service, summary
+from operations import (checkpoint, diagnosis, environment, firewall, packages, peers, preflight, rollout, service,
+                        summary)
 from operations.facts import JsonFile
+from operations.util import decided
 
 data = host.data
 STEPS = ("preflight", "prerequisites", "environment", "checkpoint", "service", "readiness")
@@ -28,17 +32,59 @@ if unknown:
 # Every host's commands are counted for the summary printed at the end of the run.
 summary.track(host)
 
+# Repairs applied by an earlier run (recorded on the node) stay applied: a rerun after a
+# repair renders the same unit instead of undoing the fix.
+repairs = host.get_fact(JsonFile, path=REPAIRS_FILE) if "targets" in host.groups else None
+settings = replace(ServerSettings.from_inventory(data), **recorded_settings(repairs))
+
+
+def fan_out(checkpoints: list, targets: list, fw) -> list:
+    """The checkpoint step across the fleet (``operations.peers``): phase 1, each target its
+    stripe from the Hub; the nodes holding files another needs serve them; phase 2, the rest
+    from those peers (the Hub as the fallback); the servers stop. Each pyinfra operation runs
+    on every host before the next one starts, so every server is up before any phase 2."""
+    plans = [peers.fleet_plan(pin, token_file, [(t, t.data.get(dest_key)) for t in targets], True)
+             for pin, token_file, _, dest_key in checkpoints]
+    ops = []
+    for (pin, token_file, dest, _), plan in zip(checkpoints, plans):
+        if plan:
+            logger.info(f"[{host.name}] fan-out of {pin.repo}: {describe_fanout(plan.fleet, host.name, plan.sizes)}")
+        ops.append(checkpoint.fetch(name=f"Checkpoint {pin.repo}: this node's stripe from the Hub", pin=pin, dest=dest,
+                                    token_file=token_file, connections=data.aria2_connections, jobs=data.aria2_jobs,
+                                    only=plan.fleet.hub[host.name] if plan else None))
+    serving = [(plan.key, dest) for (_, _, dest, _), plan in zip(checkpoints, plans) if plan and plan.fleet.serve[host.name]]
+    others = [a for a in (peers.cluster_address(t) for t in targets if t.name != host.name) if a]
+    address = peers.cluster_address(host)
+    if serving and address and others:
+        if fw:
+            firewall.install(replace(fw, fanout_port=data.fanout_port, fanout_peers=others))
+        peers.serve(name="Fan-out: serve verified files to the fleet's peers", checkpoints=serving, address=address,
+                    port=data.fanout_port, peers=others)
+    for pin, token_file, dest, _ in checkpoints:
+        ops.append(checkpoint.fetch(name=f"Checkpoint {pin.repo}: the rest from peers", pin=pin, dest=dest,
+                                    token_file=token_file, connections=data.aria2_connections, jobs=data.aria2_jobs,
+                                    from_peers=True))
+    if not data.fanout_keep_serving:
+        peers.stopped(name="Fan-out: peer server stopped", dests=[dest for _, _, dest, _ in checkpoints])
+        if serving and address and others and fw:
+            firewall.install(fw)  # the fan-out port closed again (the service step finds it so)
+    return ops
+
+
 if "targets" in host.groups:
     reference = inventory.get_host(data.reference_host)
     # A refused inventory gets preflight alone, which says why: no later step is planned, so
     # none reads the node or the Hub with a refused value, not even in a dry run.
-    if preflight.refused(reference):
+    if preflight.inventory_problems(reference):
         steps = ("preflight",)
-    pins = [(data.model_repo, data.model_revision, data.model_dir)]
+    pins = [(data.model_repo, data.model_revision, "model_dir")]
     if data.speculative != "none":
-        pins.append((data.draft_repo, data.draft_revision, data.draft_dir))
-    checkpoints = [(RepoPin(repo, revision, data.hf_endpoint, tuple(data.checkpoint_patterns)), data.hf_token_file, dest)
-                   for repo, revision, dest in pins] if "checkpoint" in steps else []
+        pins.append((data.draft_repo, data.draft_revision, "draft_dir"))
+    checkpoints = [(RepoPin(repo, revision, data.hf_endpoint, tuple(data.checkpoint_patterns)), data.hf_token_file,
+                    data.get(dest_key), dest_key) for repo, revision, dest_key in pins] if "checkpoint" in steps else []
+    # Fleet fan-out: with two or more targets each checkpoint file crosses the uplink once.
+    targets = peers.fleet_targets(host.state)
+    fanning_out = bool(checkpoints) and data.fanout and len(targets) > 1
 
     # Who can reach the server, and the node firewall (nftables, noderig's own table).
     fw = firewall.settings_for(data, api_port=data.server_port) if data.firewall else None
@@ -47,7 +93,7 @@ if "targets" in host.groups:
     preflight.node(
         name="Preflight: OS, disk, GPUs, base Python, exposure",
         model_dir=data.model_dir, venv=data.venv_path, reference=reference,
-        gpus_required=data.gpus_required, checkpoints=checkpoints, firewall=fw,
+        gpus_required=data.gpus_required, checkpoints=[c[:3] for c in checkpoints], firewall=fw,
         exposure=exposure(data.server_host, data.server_port, data.api_key_file,
                           data.allow_unauthenticated_network_access),
     )
@@ -55,43 +101,57 @@ if "targets" in host.groups:
     # 2. Prerequisites the runtime needs (python3-dev: Triton's JIT includes Python.h; nftables
     # for the firewall).
     if "prerequisites" in steps:
+        if fanning_out:
+            peers.nginx_quiet(name="nginx's own site kept off (the fan-out runs its own server)")
         packages.present(name="Prerequisites", packages=[*data.packages, *data.cuda_packages,
-                                                         *(["nftables"] if data.firewall else [])])
+                                                         *(["nftables"] if data.firewall else []),
+                                                         *([PEER_SERVER_PACKAGE] if fanning_out else [])])
 
-    # 3. Environment: the reference's venv, host to host.
-    venv = None
+    # 3. Environment: the reference's venv, host to host; beside the live one while a server
+    # runs from it (it becomes live at the node's restart, in its rollout batch).
+    venv = venv_next = None
     if "environment" in steps:
-        venv = environment.venv(name=f"Venv {data.venv_path} from {reference.name}",
+        venv_step = f"Venv {data.venv_path} from {reference.name}"
+        beside = decided(venv_step, rollout.serving, settings, default=False)
+        venv = environment.venv(name=venv_step,
                                 path=data.venv_path, reference=reference, transfer=data.venv_transfer,
-                                import_check=data.venv_import_check)
+                                import_check=data.venv_import_check, beside=beside)
+        venv_next = environment.next_generation(venv, data.venv_path, reference) if beside else None
 
     # 4. Checkpoint (and the speculative draft): pinned, downloaded on the node, verified.
     fetched = []
-    if "checkpoint" in steps:
+    if checkpoints and not fanning_out:
         fetched = [
             checkpoint.fetch(name=f"Checkpoint {pin.repo}", pin=pin, dest=dest, token_file=token_file,
                              connections=data.aria2_connections, jobs=data.aria2_jobs)
-            for pin, token_file, dest in checkpoints
+            for pin, token_file, dest, _ in checkpoints
         ]
+    elif checkpoints:
+        fetched = fan_out(checkpoints, targets, fw)
 
-# Repairs applied by an earlier run (recorded on the node) stay applied: a rerun after a
-# repair renders the same unit instead of undoing the fix.
-repairs = host.get_fact(JsonFile, path=REPAIRS_FILE) if "targets" in host.groups else None
-settings = replace(ServerSettings.from_inventory(data), **recorded_settings(repairs))
+# The readiness check: health, one smoke request, and the failed invocation's journal if it
+# crashed. A node that serves and must restart runs it at the end of its rollout batch.
+ready = dict(service=data.service_name, port=settings.port, served_model_name=data.served_model_name,
+             timeout=data.ready_timeout, api_key_file=data.api_key_file, settings=settings, repair=data.repair,
+             max_repairs=data.max_repairs, firewall=fw if "targets" in host.groups else None)
 
 if "targets" in host.groups and "service" in steps:
     # 5. Service: flags checked against the installed SGLang, then the launcher, the 0600
     # environment file (secrets) and the unit; restarted only when something it runs changed
     # (in this run, or since it started: a killed deploy leaves that). The firewall first: the
-    # server may listen beyond loopback once it starts.
+    # server may listen beyond loopback once it starts. Nodes that serve and must restart do
+    # so in rollout batches (rollout, max_fail_percentage), each gated on readiness.
     fw = replace(fw, api_port=settings.port) if fw else None
+    if fw and fanning_out and data.fanout_keep_serving:
+        fw = replace(fw, fanout_port=data.fanout_port,
+                     fanout_peers=[a for a in (peers.cluster_address(t) for t in targets if t.name != host.name) if a])
+    ready["firewall"] = fw
     firewall.install(fw)
     service.install(settings, api_key_file=data.api_key_file, reference=reference, venv=venv,
-                    checkpoints=fetched)
+                    checkpoints=fetched, ready=ready if "readiness" in steps else None, venv_next=venv_next)
+elif "targets" in host.groups:
+    rollout.join(None)  # every target tells the rollout, taking part or not
 
 if "targets" in host.groups and "readiness" in steps:
-    # 6. Readiness: health, one smoke request, and the failed invocation's journal if it crashed.
-    diagnosis.wait_until_serving(name=f"{data.service_name} ready", service=data.service_name, port=settings.port,
-                                 served_model_name=data.served_model_name, timeout=data.ready_timeout,
-                                 api_key_file=data.api_key_file, settings=settings, repair=data.repair,
-                                 max_repairs=data.max_repairs, firewall=fw)
+    # 6. Readiness (already checked, for a node of a rollout batch).
+    diagnosis.wait_until_serving(name=f"{data.service_name} ready", **ready)

@@ -163,6 +163,8 @@ class Session:
         self.api, self.dest, self.label = api, dest, label
         self.resolve, self.options, self.discard, self.say = resolve, options, discard, say
         self.gids: dict[str, str] = {}  # path -> gid of its current download
+        self.from_peers: set[str] = set()  # paths whose current download has fan-out peers as sources
+        self.fell_back: list[str] = []  # paths the peers failed, continued from the Hub
         self.attempts: dict[str, int] = {}  # path -> failed downloads seen
 
     def _multicall(self, method: str, params: list[list]) -> list:
@@ -171,9 +173,11 @@ class Session:
         calls = [{"methodName": method, "params": [f"token:{self.api.client.secret}", *p]} for p in params]
         return self.api.client.call("system.multicall", [calls], insert_secret=False) if calls else []
 
-    def attach(self, entries: list[tuple[str, str]], jobs: int) -> int:
+    def attach(self, entries: list[tuple[str | list[str], str]], jobs: int) -> int:
         """Track every ``(url, path)``: a download aria2 still holds for that file is taken
-        over (resumed if paused), the others are added. Returns how many were taken over."""
+        over (resumed if paused), the others are added. ``url`` may be a list of sources (the
+        fan-out's peers, the Hub last as a backup): if aria2 gives up on every one, the file
+        goes on from the Hub alone (``recover``). Returns how many were taken over."""
         self.api.set_global_options({"max-concurrent-downloads": str(jobs)})
         held = {str(d.files[0].path): d for d in self.api.get_downloads() if d.files}
         to_add = []
@@ -184,9 +188,11 @@ class Session:
                 if d.status == "paused":
                     self.api.resume([d])
             else:
-                to_add.append((url, path))
-        results = self._multicall("aria2.addUri", [[[url], self.options(path, url)] for url, path in to_add])
-        for (url, path), result in zip(to_add, results):
+                to_add.append(([url] if isinstance(url, str) else list(url), path))
+                if not isinstance(url, str):
+                    self.from_peers.add(path)
+        results = self._multicall("aria2.addUri", [[uris, self.options(path, uris[0])] for uris, path in to_add])
+        for (uris, path), result in zip(to_add, results):
             if not isinstance(result, list):
                 raise DownloadError(f"aria2 refused {self.dest}/{path}: {redact(str(result))}")
             self.gids[path] = result[0]
@@ -211,6 +217,14 @@ class Session:
         """A download aria2 gave up on: start the file over once when its control file is
         unusable, resolve its URL again (up to RESOLVE_ATTEMPTS times) when the server
         refused it (a signed URL expired); otherwise DownloadError naming the file."""
+        if path in self.from_peers:
+            # Every peer (and the Hub as their backup) failed this file: on from the Hub alone,
+            # resuming from the control file (the bytes so far are checked by the hash anyway).
+            self.from_peers.discard(path)
+            self.fell_back.append(path)
+            self._restart(path, d["gid"])
+            self.say(f"{self.label}: {path}: the peers failed ({redact(d['message'] or 'error')}); from the Hub")
+            return
         self.attempts[path] = tries = self.attempts.get(path, 0) + 1
         if d["error"] == UNUSABLE_CONTROL_FILE and tries <= 1:
             # A stale or damaged leftover: the bytes it describes are unknown, so the file starts over.

@@ -39,6 +39,9 @@ class FirewallSettings:
     peers: list = field(default_factory=list)  # fleet peers: every TCP/UDP port (or peer_ports) open to them
     peer_ports: list = field(default_factory=list)  # ports or "low-high" ranges; empty: all
     nnodes: int = 1  # nodes serving one model: more than one needs peers
+    # While a fan-out serves checkpoint files (noderig.peer_server): its port, to these peers only.
+    fanout_port: int | None = None
+    fanout_peers: list = field(default_factory=list)
 
     @classmethod
     def from_inventory(cls, data, api_port: int, ssh_ports) -> "FirewallSettings":
@@ -130,6 +133,8 @@ def rules(fw: FirewallSettings) -> list[str]:
     ports = [f" th dport {port}" for port in _ports(fw.peer_ports)] or [""]
     lines += [f"{family} saddr {addr} meta l4proto {{ tcp, udp }}{port} accept"
               for family, addr in _addresses(fw.peers) for port in ports]
+    if fw.fanout_port:
+        lines += [f"{family} saddr {addr} tcp dport {fw.fanout_port} accept" for family, addr in _addresses(fw.fanout_peers)]
     lines += ["meta l4proto tcp reject with tcp reset", "meta l4proto udp reject"]
     return lines
 

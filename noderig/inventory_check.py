@@ -18,11 +18,13 @@ import posixpath
 import re
 from urllib.parse import urlsplit
 
+from .copykey import is_ip
 from .exposure import ALLOW_SETTING
 from .firewall import FirewallSettings
 from .firewall import problems as firewall_problems
 from .server_settings import ServerSettings, has_control, is_host, is_int, validate
 from .unit import LAUNCHER_PATH
+from .rollout import ROLLOUT_SETTING, max_fail_problem, parse_rollout
 
 VENV_TRANSFERS = ("auto", "direct", "relay")
 # The first line of every unit noderig renders (templates/sglang.service.j2): a unit file
@@ -61,8 +63,8 @@ DEBIAN_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?::[a-z0-9-]+)?\Z")
 
 # Integer settings the unit does not check -> (lowest, highest).
 _INT_RANGES = {"aria2_connections": (1, 16), "aria2_jobs": (1, 64), "gpus_required": (0, 1024),
-               "max_repairs": (0, 100), "ready_timeout": (1, 86400)}
-_BOOLS = ("repair", INSECURE_HTTP_SETTING, ALLOW_SETTING, "firewall")
+               "max_repairs": (0, 100), "ready_timeout": (1, 86400), "fanout_port": (1, 65535)}
+_BOOLS = ("repair", INSECURE_HTTP_SETTING, ALLOW_SETTING, "firewall", "fanout", "fanout_keep_serving")
 # Keys noderig once read and no longer does: an inventory that sets one is told, not ignored.
 RETIRED_SETTINGS = {
     "launcher_path": f"is not a setting: the launcher is noderig's own file at {LAUNCHER_PATH}, the path the "
@@ -196,6 +198,10 @@ def _other_problems(data) -> list[str]:
         found.append(_say("service_name", service, "must start with a letter or digit and leave out .service "
                                                    "(noderig adds it), e.g. sglang"))
     found += [_say(key, _get(data, key), rule) for key, rule in RETIRED_SETTINGS.items() if _get(data, key) is not None]
+    fanout_address = _get(data, "fanout_address")
+    if fanout_address is not None and not (isinstance(fanout_address, str) and is_ip(fanout_address)):
+        found.append(_say("fanout_address", fanout_address, "must be an IP address (where the other targets reach "
+                                                            "this one), or None for its ssh_hostname"))
     reference = _get(data, "reference_host")
     if not isinstance(reference, str) or not reference:
         found.append(_say("reference_host", reference, "must name the host of the inventory's reference group"))
@@ -207,7 +213,19 @@ def _other_problems(data) -> list[str]:
         found += [_say(key, p, "is not a Debian package name (lowercase letters, digits and +.- only, "
                                "optionally :arch); give names, not apt options")
                   for p in value if not isinstance(p, str) or not DEBIAN_PACKAGE.match(p)]
+    found += _rollout_problems(data)
     return found
+
+
+def _rollout_problems(data) -> list[str]:
+    """``rollout`` (Ansible's serial: sizes, percentages, a comma list) and ``max_fail_percentage``."""
+    found = []
+    try:
+        parse_rollout(_get(data, ROLLOUT_SETTING, "1,25%,100%"))
+    except ValueError as e:
+        found.append(str(e))
+    problem = max_fail_problem(_get(data, "max_fail_percentage", 0))
+    return found + ([problem] if problem else [])
 
 
 def address_problems(data, name: str) -> list[str]:

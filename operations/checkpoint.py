@@ -13,7 +13,7 @@ from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 from pyinfra.operations import files
 
-from noderig import aria2, checkpoint_plan
+from noderig import aria2, fanout, checkpoint_plan
 from noderig.errors import NoderigError, redact
 from noderig.manifest import RepoPin, build_manifest, download_url, manifest_problem
 from noderig.node import script_path, verify_files
@@ -63,7 +63,8 @@ def manifest_for(pin: RepoPin, token_file: str | None, on_node: dict | None, whe
 
 
 @operation(is_idempotent=True)
-def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: int = 16, jobs: int = 4):
+def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: int = 16, jobs: int = 4,
+          only: list[str] | None = None, from_peers: bool = False):
     """
     Download a Hub repo at a pinned commit into ``dest`` on the node with aria2c (run as a
     transient systemd unit, so it outlives the controller), then verify every file against
@@ -75,6 +76,10 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     + token_file: a 0600 file with the Hub token (else ``HF_TOKEN``); never sent to the node
     + connections: aria2 connections per file
     + jobs: files downloaded (and hashed) at once
+    + only: the fan-out's phase 1: these files alone (this node's stripe), from the Hub
+    + from_peers: the fan-out's phase 2: every file still missing, from the peers serving it
+      verified (``operations.peers``), the Hub as their fallback; a peer whose bytes fail
+      the hash is not used again in this run
     """
     on_node = host.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.MANIFEST_FILE}")
     try:
@@ -85,9 +90,10 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     stats = host.get_fact(FileStats, root=dest)
     record = host.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.RECORD_FILE}")
     states = checkpoint_plan.classify(manifest, stats, record)
-    todo = {p: s for p, s in states.items() if s != checkpoint_plan.OK}
+    todo = {p: s for p, s in states.items() if s != checkpoint_plan.OK and (only is None or p in only)}
     if not todo and on_node == manifest:
-        host.noop(f"{pin.repo}@{manifest['commit'][:12]}: {len(states)} files verified in {dest}")
+        what = f"{len(states)} files" if only is None else f"its stripe of {len(only)} files"
+        host.noop(f"{pin.repo}@{manifest['commit'][:12]}: {what} verified in {dest}")
         return
 
     if first_pass(host):
@@ -104,11 +110,11 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     fetch_list = [p for p, s in todo.items() if s in checkpoint_plan.FETCH or aria2_running]
     unverified = [p for p, s in todo.items() if s == checkpoint_plan.UNVERIFIED and not aria2_running]
     if unverified:
-        yield FunctionCommand(_verify, (manifest_path, dest, jobs, fetch_list), {})
+        yield FunctionCommand(_verify, (manifest_path, dest, jobs, fetch_list), {"within": only})
     if fetch_list:
-        yield from _fetched(manifest, dest, todo, fetch_list, read_token(token_file), connections, jobs)
+        yield from _fetched(manifest, dest, todo, fetch_list, read_token(token_file), connections, jobs, from_peers)
     checked = sum(f["size"] for f in manifest["files"] if f["path"] in todo)
-    yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {"checked_bytes": checked})
+    yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {"checked_bytes": checked, "within": only})
 
 
 def _manifest_written_checked(manifest: dict, dest: str, manifest_path: str):
@@ -124,7 +130,7 @@ def _manifest_written_checked(manifest: dict, dest: str, manifest_path: str):
 
 
 def _fetched(manifest: dict, dest: str, todo: dict, fetch_list: list, token: str | None, connections: int,
-             jobs: int):
+             jobs: int, from_peers: bool = False):
     """The commands that fetch ``fetch_list`` (which ``_verify`` may still extend while the
     commands run): files not worth resuming deleted, a gated repo's small files through the
     controller, the rest by aria2 on the node; the verified record forgets them all first."""
@@ -147,7 +153,8 @@ def _fetched(manifest: dict, dest: str, todo: dict, fetch_list: list, token: str
                         *(QuoteString(p) for p in sorted(fetch_list)))
     if entries:
         allocation = "falloc" if host.get_fact(FsType, path=dest) in FALLOC_FILESYSTEMS else "none"
-        yield FunctionCommand(_download, (manifest, dest, entries, token, connections, jobs, allocation), {})
+        download = _download_from_peers if from_peers else _download
+        yield FunctionCommand(download, (manifest, dest, entries, token, connections, jobs, allocation), {})
 
 
 def verifier_command(manifest_path: str, dest: str, *, jobs: int | None = None,
@@ -179,16 +186,19 @@ def _check_paths(state, host, manifest_path: str, dest: str) -> bool:
 
 
 def _verify(state, host, manifest_path: str, dest: str, jobs: int, failed_into: list | None,
-            checked_bytes: int | None = None) -> bool:
+            checked_bytes: int | None = None, within: list[str] | None = None) -> bool:
     """Run the node-side verifier; report each bad file by name. With ``failed_into``, files
-    that fail their hash are deleted and added to that list (to be fetched again)."""
+    that fail their hash are deleted and added to that list (to be fetched again). With
+    ``within`` (the fan-out's phase 1), only those files count: the others are not here yet."""
     ok, output = host.run_shell_command(verifier_command(manifest_path, dest, jobs=jobs))
     try:
         report = json.loads(output.stdout_lines[-1])
     except (IndexError, ValueError):
         host.log_styled(f"checkpoint verification did not run in {dest}: {output.stderr}", fg="red", log_func=logger.error)
         return False
-    bad = [f for f in report["files"] if f["status"] != verify_files.OK]
+    bad = [f for f in report["files"] if f["status"] != verify_files.OK and (within is None or f["file"] in within)]
+    if within is not None:
+        report = {**report, "ok": not bad, "index": []}  # index coverage waits for the other files
     if failed_into is not None and not any(f["status"] == verify_files.SYMLINK for f in bad):
         for f in bad:
             if f["status"] in REFETCH_FROM_SCRATCH:  # wrong bytes where they should be right: start over
@@ -278,10 +288,11 @@ class _BackgroundVerify:
 
 
 def _download(state, host, manifest: dict, dest: str, entries: list, token, connections: int, jobs: int,
-              allocation: str) -> bool:
+              allocation: str, scrub=lambda text: text, fell_back: list | None = None) -> bool:
     """Drive aria2 on the node over RPC (through the SSH connection) until every file is
     complete, showing progress and hashing files as they finish; re-resolve signed URLs that
-    expired (``aria2.Session``); stop the daemon at the end."""
+    expired (``aria2.Session``); stop the daemon at the end. ``scrub`` hides what a line must
+    not show (the fan-out's secret paths); ``fell_back`` collects the files the peers failed."""
 
     def resolve_again(path: str) -> str:
         try:
@@ -300,18 +311,108 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
             session = aria2.Session(
                 aria2.connect(fwd.port, secret, where=host.name), dest, resolve=resolve_again, discard=discard,
                 options=lambda path, url: aria2.file_options(manifest, dest, path, url, token, connections, allocation),
-                say=logger.info, label=f"[{host.name}] {manifest['repo']}")
+                say=lambda line: logger.info(scrub(line)), label=f"[{host.name}] {manifest['repo']}")
             session.attach(entries, jobs)
             background = _BackgroundVerify(host, f"{dest}/{checkpoint_plan.MANIFEST_FILE}", dest, jobs)
             session.follow({f["path"]: f["size"] for f in manifest["files"]}, on_file_done=background.kick)
             background.wait()
             session.close()
+            if fell_back is not None:
+                fell_back.extend(session.fell_back)
     except aria2.DownloadError as e:
-        host.log_styled(redact(str(e)), fg="red", log_func=logger.error)
+        host.log_styled(scrub(redact(str(e))), fg="red", log_func=logger.error)
         _stop_daemon(host)
         return False
     _stop_daemon(host)
     return True
+
+
+# Rounds of a fan-out download: a file whose bytes fail the hash is fetched again without the
+# peer that served them (then from another peer or the Hub).
+PEER_ROUNDS = 3
+# Hashes what a peer serves for one file, streamed, the way the verifier does (LFS sha256, or
+# the git blob id); the URL (it holds the run's secret path) is read from a 0600 file.
+PROBE = (
+    "import hashlib, sys, urllib.request\n"
+    "url = open(sys.argv[1]).read().strip()\n"
+    "h = hashlib.sha256() if sys.argv[2] == 'sha256' else hashlib.sha1(b'blob %d\\0' % int(sys.argv[3]))\n"
+    "with urllib.request.urlopen(url, timeout=60) as r:\n"
+    "    for block in iter(lambda: r.read(1 << 20), b''):\n"
+    "        h.update(block)\n"
+    "print(h.hexdigest())\n"
+)
+PROBE_URL_FILE = "/run/noderig-probe.url"
+
+
+def _download_from_peers(state, host, manifest: dict, dest: str, entries: list, token, connections: int, jobs: int,
+                         allocation: str) -> bool:
+    """The fan-out's phase 2: each file from the peers that serve it verified (aria2 spreads
+    its connections over them), from the Hub when they all fail. The receiver hashes every file: a file
+    whose bytes are wrong is traced to the peer that serves them (its bytes hashed again, on
+    this node), that peer is not used again in this run, and the file is fetched once more
+    from the other sources."""
+    from . import peers  # the fan-out's registry (operations.peers imports this module)
+
+    key = fanout.checkpoint_key(manifest["repo"], manifest["commit"])
+    entry_of = {f["path"]: f for f in manifest["files"]}
+    hub = dict((path, url) for url, path in entries)
+    paths, fell_back = sorted(hub), []
+    for _ in range(PEER_ROUNDS):
+        # Peers only: aria2 does not keep a backup URI idle (measured on the lab: with the Hub
+        # last behind 16 peer URIs it still took a segment of most files from the Hub). The
+        # Hub takes over a file only when aria2 gives up on every peer (aria2.Session.recover).
+        sourced = {p: peers.sources(host.name, key, checkpoint_plan.expected_digest(entry_of[p])) for p in paths}
+        todo = [(fanout.uris(sourced[p], None, connections) if sourced[p] else hub[p], p) for p in paths]
+        if not _download(state, host, manifest, dest, todo, token, connections, jobs, allocation, peers.scrub,
+                         fell_back):
+            return False
+        bad: list[str] = []
+        if not _verify(state, host, f"{dest}/{checkpoint_plan.MANIFEST_FILE}", dest, jobs, bad, within=paths):
+            return False
+        if not bad:
+            _tell_sources(host, manifest, hub, sourced, fell_back)
+            return True
+        for path in bad:
+            _blame(host, entry_of[path], sourced[path], peers)
+        paths = bad
+    host.log_styled(f"{dest}: {', '.join(paths)} still fail their hash after {PEER_ROUNDS} rounds from peers and "
+                    "the Hub", fg="red", log_func=logger.error)
+    return False
+
+
+def _blame(host, entry: dict, urls: list[str], peers) -> None:
+    """Hash what each peer serves for ``entry`` on this node; a peer whose bytes differ from
+    the Hub's digest is excluded from this run."""
+    kind = "sha256" if entry.get("sha256") else "git"
+    for url in urls:
+        name = peers.server_of(url)
+        if name is None or name in peers.EXCLUDED:
+            continue
+        host.run_shell_command(StringCommand("install", "-m", "600", "/dev/null", PROBE_URL_FILE))
+        host.put_file(io.StringIO(url), PROBE_URL_FILE)
+        ok, out = host.run_shell_command(StringCommand(
+            "python3", "-c", QuoteString(PROBE), PROBE_URL_FILE, kind, str(int(entry["size"])), ";",
+            "rm", "-f", PROBE_URL_FILE))
+        got = out.stdout_lines[-1].strip() if ok and out.stdout_lines else None
+        if got != checkpoint_plan.expected_digest(entry):
+            peers.exclude(name, f"it served {entry['path']} with the wrong bytes "
+                                f"(sha256 {got[:12] + '...' if got else 'unreadable'}, the Hub's "
+                                f"{checkpoint_plan.expected_digest(entry)[:12]}...)")
+
+
+def _tell_sources(host, manifest: dict, hub: dict, sourced: dict, fell_back: list) -> None:
+    """Where this node's phase-2 files came from, for the log and the summary."""
+    from . import summary
+
+    sizes = {f["path"]: f["size"] for f in manifest["files"]}
+    from_peers = [p for p in hub if sourced.get(p) and p not in fell_back]
+    from_hub = [p for p in hub if p not in from_peers]
+    line = (f"fan-out: {host.name} took {human_size(sum(sizes[p] for p in from_peers))} of {manifest['repo']} "
+            f"from peers ({len(from_peers)} files)"
+            + (f", {human_size(sum(sizes[p] for p in from_hub))} from the Hub ({len(from_hub)} files: "
+               "no peer could serve them)" if from_hub else ""))
+    logger.info(f"[{host.name}] {line}")
+    summary.note(line)
 
 
 def _stop_daemon(host) -> None:

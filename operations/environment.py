@@ -18,6 +18,7 @@ from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
 from noderig.copykey import RRSYNC, authorized_line, expiry, is_ip, known_hosts_line, rsync_destination
 from noderig.errors import NoderigError
+from noderig.rollout import venv_generation
 from noderig.inventory_check import VENV_TRANSFERS as TRANSFERS
 from noderig.treediff import diff_listings, summarize
 
@@ -28,10 +29,13 @@ from .util import fail, first_pass, mark_changing, one_at_a_time, operation
 # (see TreeListing), so running the server never counts as drift.
 RSYNC_FLAGS = ["-aH", "--delete", "--numeric-ids", "--mkpath", "--stats", "--exclude=__pycache__/"]
 TRANSIENT_TAG = "noderig-transient-"
+# host name -> (the reference's listing, whether the node's live venv differs), as the venv
+# operation last compared them.
+_compared: dict[str, tuple[dict, bool]] = {}
 
 
 @operation(is_idempotent=True)
-def venv(path: str, reference, transfer: str = "auto", import_check: str = "sglang"):
+def venv(path: str, reference, transfer: str = "auto", import_check: str = "sglang", beside: bool = False):
     """
     Make the venv at ``path`` on this node identical to the reference host's: same files,
     sizes, mtimes, modes and links, deletions included. rsync runs on the reference and
@@ -43,6 +47,8 @@ def venv(path: str, reference, transfer: str = "auto", import_check: str = "sgla
     + reference: the pyinfra host with the working venv
     + transfer: ``auto``, ``direct`` or ``relay``
     + import_check: a module the venv's Python must import on the node afterwards
+    + beside: the node's server runs from this venv: prepare the new one beside it (see
+      ``noderig.rollout.venv_generation``); it becomes live at the node's restart
     """
     if transfer not in TRANSFERS:
         yield from fail(host, f"venv_transfer={transfer!r} must be one of {', '.join(TRANSFERS)}")
@@ -53,6 +59,7 @@ def venv(path: str, reference, transfer: str = "auto", import_check: str = "sgla
         return
     have = host.get_fact(TreeListing, root=path)
     diff = diff_listings(want, have)
+    _compared[host.name] = (want, bool(diff))  # (for next_generation: no second listing of either venv)
     if not diff:
         # The copy removes its key from both hosts; a killed run leaves it, authorised.
         leftovers = host.get_fact(CopyKeys, prefix=TRANSIENT_TAG) + \
@@ -65,12 +72,41 @@ def venv(path: str, reference, transfer: str = "auto", import_check: str = "sgla
                         "interrupted run left")
         yield FunctionCommand(_remove_copy_keys, (reference, ""), {})
         return
+    dest = venv_generation(path, want) if beside else path
+    if beside:
+        diff = diff_listings(want, host.get_fact(TreeListing, root=dest))
+        if not diff:
+            host.noop(f"venv {path}: the new one is ready beside it in {dest}; it becomes live at the restart")
+            return
     if first_pass(host):
-        logger.info(f"[{host.name}] venv {path}: {summarize(diff)} (from {reference.name})")
+        where = f" into {dest}, beside the live one (which its server runs)" if beside else ""
+        logger.info(f"[{host.name}] venv {path}: {summarize(diff)} (from {reference.name}){where}")
     yield mark_changing("venv")
-    yield FunctionCommand(_copy, (reference, path, transfer, diff.bytes_to_copy), {})
-    yield FunctionCommand(_verify_copy, (reference, path), {})
-    yield StringCommand(QuoteString(f"{path}/bin/python"), "-c", QuoteString(f"import {import_check}"))
+    if beside:
+        yield seed_command(path, dest)
+    yield FunctionCommand(_copy, (reference, path, transfer, diff.bytes_to_copy, dest), {})
+    yield FunctionCommand(_verify_copy, (reference, path, dest), {})
+    yield StringCommand(QuoteString(f"{dest}/bin/python"), "-c", QuoteString(f"import {import_check}"))
+
+
+def next_generation(venv_op, path: str, reference) -> str | None:
+    """The venv generation to make live at this node's restart: where the reference's venv is
+    prepared beside the live one, when the live one differs from it; else None. Read from
+    what ``venv_op`` (this node's ``venv`` operation) compared, so neither tree is listed twice.
+    """
+    venv_op.will_change  # noqa: B018 - runs its body now if pyinfra has not (-y skips change detection)
+    want, differs = _compared.get(host.name, (None, False))
+    return venv_generation(path, want) if want and differs else None
+
+
+def seed_command(live: str, dest: str) -> StringCommand:
+    """A new generation starts as a local copy of the live venv (reflinked where the file
+    system can), so that only the difference crosses the network; a copy, not hard links:
+    rsync's attribute updates would reach the live venv's files through a link."""
+    return StringCommand("[", "-e", QuoteString(dest), "]", "||", "{", "rm", "-rf", QuoteString(f"{dest}.seed"), "&&",
+                         "mkdir", "-p", QuoteString(dest.rsplit("/", 1)[0]), "&&",
+                         "cp", "-a", "--reflink=auto", QuoteString(f"{live}/."), QuoteString(f"{dest}.seed"), "&&",
+                         "mv", "-T", QuoteString(f"{dest}.seed"), QuoteString(dest), ";", "}")
 
 
 def _address(h) -> str:
@@ -92,7 +128,7 @@ class CopyError(Exception):
     pass
 
 
-def _copy(state, host, reference, path: str, transfer: str, bytes_to_copy: int = 0) -> bool:
+def _copy(state, host, reference, path: str, transfer: str, bytes_to_copy: int = 0, dest: str | None = None) -> bool:
     try:
         if transfer in ("auto", "direct"):
             why = _why_not_direct(reference, host)
@@ -102,8 +138,8 @@ def _copy(state, host, reference, path: str, transfer: str, bytes_to_copy: int =
             if why:
                 logger.warning(f"[{host.name}] {why}; relaying the venv through the controller")
             transfer = "relay" if why else "direct"
-        stats = (_relay(reference, host, path) if transfer == "relay"
-                 else _direct(reference, host, path, bytes_to_copy))
+        stats = (_relay(reference, host, path, dest or path) if transfer == "relay"
+                 else _direct(reference, host, path, bytes_to_copy, dest or path))
     except (CopyError, NoderigError) as e:
         host.log_styled(str(e), fg="red", log_func=logger.error)
         return False
@@ -139,7 +175,7 @@ def rsync_stats(lines: list[str]) -> str:
     return f"{n} files, {b / 2**20:.1f} MiB transferred"
 
 
-def _direct(reference, host, path: str, bytes_to_copy: int = 0) -> str:
+def _direct(reference, host, path: str, bytes_to_copy: int = 0, dest: str | None = None) -> str:
     """rsync on the reference pushes to the node over SSH with a key made for this copy only:
     on the node it can do nothing but receive into ``path`` (forced ``rrsync -wo``), from the
     reference's address alone, until an expiry sized to the copy; it is removed afterwards
@@ -154,13 +190,14 @@ def _direct(reference, host, path: str, bytes_to_copy: int = 0) -> str:
         pub, private = " ".join(key.with_suffix(".pub").read_text().split()[:2]), key.read_text()
     host_key = _run(host, StringCommand("cat", "/etc/ssh/ssh_host_ed25519_key.pub"), "reading the ssh host key")
     now = int(_run(host, StringCommand("date", "+%s"), "reading the clock")[0])
-    line = authorized_line(pub, tag, _ips(host, ref_addr), path, expiry(now, bytes_to_copy))
+    dest = dest or path  # where on the node: the venv, or its next generation beside it
+    line = authorized_line(pub, tag, _ips(host, ref_addr), dest, expiry(now, bytes_to_copy))
     known = known_hosts_line(target_addr, port, host_key[0] if host_key else "")
     if not _remove_copy_keys(None, host, reference, ""):
         raise CopyError(f"could not remove the copy keys an earlier run left on {host.name} or {reference.name}")
     error = None
     try:
-        lines = _push(reference, host, path, tag, line, private, known)
+        lines = _push(reference, host, path, tag, line, private, known, dest)
     except CopyError as e:
         error, lines = str(e), []
     finally:
@@ -181,12 +218,13 @@ def _ips(h, address: str) -> list[str]:
     return sorted({line.split()[0] for line in lines if line.strip()})
 
 
-def _push(reference, host, path: str, tag: str, line: str, private: str, known: str) -> list[str]:
+def _push(reference, host, path: str, tag: str, line: str, private: str, known: str,
+          dest: str | None = None) -> list[str]:
     """Authorise the key on the node, place its private half (0600 before a byte is
     written) and known_hosts on the reference, and rsync."""
     remote_key, remote_known = f"/root/.ssh/{tag}", f"/root/.ssh/{tag}.known_hosts"
     _run(host, StringCommand(
-        "mkdir", "-p", "--", QuoteString(path), "&&",  # rrsync's root must exist
+        "mkdir", "-p", "--", QuoteString(dest or path), "&&",  # rrsync's root must exist
         "mkdir", "-p", "-m", "700", "/root/.ssh", "&&", "touch", "/root/.ssh/authorized_keys", "&&",
         "echo", QuoteString(line), ">>", "/root/.ssh/authorized_keys"), "authorising the copy")
     _run(reference, StringCommand("mkdir", "-p", "-m", "700", "/root/.ssh", "&&",
@@ -273,14 +311,14 @@ def relay_cache(reference, path: str) -> Path:
     return base / reference.name / path.strip("/").replace("/", "_")
 
 
-def _relay(reference, host, path: str) -> str:
+def _relay(reference, host, path: str, dest: str | None = None) -> str:
     """Fallback when the hosts cannot reach each other: rsync pulls the venv into a cache on
     the controller and pushes it to the node; both legs are incremental, so a rerun moves
     only what changed."""
     cache = relay_cache(reference, path)
     cache.mkdir(parents=True, exist_ok=True)
     for src, dst, h in ((f"{_address(reference)}:{path}/", f"{cache}/", reference),
-                        (f"{cache}/", f"{_address(host)}:{path}/", host)):
+                        (f"{cache}/", f"{_address(host)}:{dest or path}/", host)):
         # Nodes relaying at once share the cache: one pull at a time (the next finds it current).
         with one_at_a_time("relay", str(cache)) if h is reference else contextlib.nullcontext():
             res = subprocess.run(["rsync", *RSYNC_FLAGS, "-e", shlex.join(ssh_argv(h)), src, dst],
@@ -291,15 +329,17 @@ def _relay(reference, host, path: str) -> str:
     return rsync_stats(last) + " (last leg)"
 
 
-def _verify_copy(state, host, reference, path: str) -> bool:
-    """The copy equals the reference: every entry (type, size, mtime, mode, link) and the
-    installed distributions (their RECORD files, which list every file's hash)."""
-    diff = diff_listings(reference.get_fact(TreeListing, root=path), host.get_fact(TreeListing, root=path))
+def _verify_copy(state, host, reference, path: str, dest: str | None = None) -> bool:
+    """The copy (at ``dest``, else ``path``) equals the reference: every entry (type, size,
+    mtime, mode, link) and the installed distributions (their RECORD files, which list every
+    file's hash)."""
+    dest = dest or path
+    diff = diff_listings(reference.get_fact(TreeListing, root=path), host.get_fact(TreeListing, root=dest))
     if diff:
-        host.log_styled(f"venv {path} still differs from {reference.name} after the copy: {summarize(diff)}",
+        host.log_styled(f"venv {dest} still differs from {reference.name} after the copy: {summarize(diff)}",
                         fg="red", log_func=logger.error)
         return False
-    want, have = (h.get_fact(DistributionsDigest, venv=path) for h in (reference, host))
+    want, have = reference.get_fact(DistributionsDigest, venv=path), host.get_fact(DistributionsDigest, venv=dest)
     if want != have:
         host.log_styled(f"venv {path}: installed distributions differ from {reference.name}'s "
                         f"({have} vs {want})", fg="red", log_func=logger.error)

@@ -432,7 +432,7 @@ class Unreadable(FactBase):
         script = ('for p in "$@"; do [ -e "$p" ] || continue; d=$(dirname "$p"); '
                   'while [ "$d" != / ]; do [ -n "$(find "$d" -maxdepth 0 ! -perm -o+x)" ] && echo "$d"; '
                   'd=$(dirname "$d"); done; '
-                  'find "$p" \\( \\( -type d ! -perm -o+rx \\) -o \\( -type f ! -perm -o+r \\) \\) -print; '
+                  'find -H "$p" \\( \\( -type d ! -perm -o+rx \\) -o \\( -type f ! -perm -o+r \\) \\) -print; '
                   'done | head -n 20')
         return StringCommand("sh", "-c", QuoteString(script), "noderig-facts", *(QuoteString(p) for p in paths))
 
@@ -474,3 +474,41 @@ class SshdPorts(FactBase):
             if '"sshd"' in line and len(fields) >= 4 and fields[3].rsplit(":", 1)[-1].isdigit():
                 ports.add(int(fields[3].rsplit(":", 1)[-1]))
         return sorted(ports)
+
+
+class LinkTarget(FactBase):
+    """
+    Where a symbolic link finally points (``readlink -f``), or ``None`` when ``path`` is not
+    a symbolic link (a directory, a file, or nothing).
+    """
+
+    def command(self, path: str) -> StringCommand:
+        return StringCommand("if", "[", "-L", QuoteString(path), "];", "then", "readlink", "-f", QuoteString(path),
+                             ";", "fi")
+
+    def process(self, output):
+        lines = [line for line in output if line.strip()]
+        return lines[0] if lines else None
+
+
+class FileStates(FactBase):
+    """
+    The sha256 and permission bits of (small) files that exist, in one command:
+    ``{"/etc/systemd/system/sglang.service": ("ab12...", "644")}``. A file that exists but
+    cannot be read fails the fact. Never for checkpoints.
+    """
+
+    default = dict
+
+    def command(self, paths: tuple) -> StringCommand:
+        script = ('for p; do [ -e "$p" ] || continue; h=$(sha256sum < "$p") || exit 1; m=$(stat -c %a "$p") || exit 1; '
+                  'printf "%s %s %s\\n" "${h%% *}" "$m" "$p"; done')
+        return StringCommand("sh", "-c", QuoteString(script), "noderig-files", *(QuoteString(p) for p in paths))
+
+    def process(self, output):
+        found = {}
+        for line in output:
+            digest, mode, path = (line.split(" ", 2) + ["", ""])[:3]
+            if path:
+                found[path] = (digest, mode)
+        return found

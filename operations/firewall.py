@@ -100,4 +100,6 @@ def summary(fw: FirewallSettings) -> str:
     text += f"SSH ({', '.join(map(str, fw.ssh_ports))}) open; "
     if fw.peers:
         text += f"fleet peers {', '.join(fw.peers)} on {', '.join(map(str, fw.peer_ports)) or 'every port'}; "
+    if fw.fanout_port:
+        text += f"checkpoint fan-out port {fw.fanout_port} open to {', '.join(fw.fanout_peers)}; "
     return text + f"every other TCP/UDP port closed to other hosts ({len(rules(fw))} rules)"

@@ -95,9 +95,11 @@ def refused(reference) -> list[str]:
     return found
 
 
-def _inventory_problems(reference) -> list[str]:
+def inventory_problems(reference) -> list[str]:
     """``refused``, and the unit the service step would write: someone else's unit is never
-    overwritten."""
+    overwritten (one fact: the unit files of that name). deploy.py plans no step but preflight
+    for a host with any: the rollout's decision runs the checkpoint operation's body while the
+    deploy file loads, which asks the Hub."""
     found = refused(reference)
     service = host.data.get("service_name")
     if inventory_check.service_name_ok(service):
@@ -129,7 +131,7 @@ def node(model_dir: str, venv: str, reference=None, gpus_required: int = 0, chec
                               f"it over SSH), so the venv cannot be copied; nothing was changed on {host.name}. "
                               f"Check that {reference.name} is up and reachable, then rerun")
         return
-    invalid = _inventory_problems(reference)
+    invalid = inventory_problems(reference)
     if invalid:
         yield from fail(host, f"preflight on {host.name}: the inventory is refused, nothing was changed: "
                               + "; ".join(invalid))

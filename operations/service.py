@@ -16,13 +16,15 @@ from noderig.errors import NoderigError
 from noderig.flags import ServerFlags, parse_help
 from noderig.secret_files import read_private
 from noderig.node import script_path
+from noderig.rollout import venv_generations
 from noderig.service_plan import marker, plan_service
 from noderig.server_settings import ServerSettings, validate
 from noderig.unit import LAUNCHER_PATH, check_against_server, help_command, render_env, render_unit
 
+from . import rollout
 from .facts import (DistributionsDigest, FileMode, FileText, Mtimes, ServerVersion, Sha256, SystemUser, UnitStatus,
                     Unreadable)
-from .util import atomic_write, fail, first_pass, operation, refused
+from .util import atomic_write, decided, fail, first_pass, operation, refused
 
 
 def unit_path(service: str) -> str:
@@ -179,7 +181,7 @@ READABLE_SCRIPT = r"""
 for p in "$@"; do
   [ -e "$p" ] || continue
   d=$(dirname "$p"); while [ "$d" != / ]; do chmod o+x "$d"; d=$(dirname "$d"); done
-  find "$p" \( \( -type d ! -perm -o+rx \) -o \( -type f ! -perm -o+r \) \) -exec chmod o+rX {} +
+  find -H "$p" \( \( -type d ! -perm -o+rx \) -o \( -type f ! -perm -o+r \) \) -exec chmod o+rX {} +
 done
 """
 
@@ -208,12 +210,16 @@ def _changes(op) -> bool:
     return op.did_change() if op.is_complete() else op.will_change
 
 
-def install(settings: ServerSettings, api_key_file: str | None, reference, venv=None, checkpoints=()):
+def install(settings: ServerSettings, api_key_file: str | None, reference, venv=None, checkpoints=(), ready=None,
+            venv_next: str | None = None):
     """Validate, then install the launcher, the environment file and the unit, and keep the
-    service running what they say (see ``running``) and enabled.
+    service running what they say (see ``running``) and enabled. A node that serves and must
+    restart does its writes and restart in its rollout batch (``operations/rollout.py``).
 
     + venv: this deploy's venv operation, if it runs
     + checkpoints: this deploy's checkpoint operations
+    + ready: the readiness check's arguments (a batch ends with it); None: no rollout
+    + venv_next: the venv generation prepared beside the live venv, made live in the node's batch
     """
     secrets = {}
     try:
@@ -228,18 +234,56 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
                 reference=reference, api_key=bool(secrets.get("api_key")))
     if unit_text is None:
         refused(name="Server settings", message=f"server settings for {host.name}: {problem}")
+        rollout.join(None)
         return None
     # (A host whose flags fail stops there: pyinfra runs nothing more on it.)
     system_user(name=f"System user {settings.user} (the server never runs as root)", user=settings.user,
                 home=settings.state_dir)
     readable(name="Venv and checkpoints readable by the server's user",
-             paths=[p for p in (settings.venv, settings.model_dir, settings.draft_dir) if p],
+             paths=[p for p in (settings.venv, venv_generations(settings.venv), settings.model_dir, settings.draft_dir)
+                    if p],
              changing=[venv, *checkpoints])
+    texts = {"launcher": (LAUNCHER_PATH, script_path("launch.py").read_text(), "755"),
+             "environment": (settings.env_path, env_text, "600"),
+             "unit": (unit_path(settings.service_name), unit_text, "644")}
+    # (the rollout's decision reads facts in the deploy file: an error in it fails this host at
+    # its service step, and the host still tells the barrier, so the other targets go on)
+    entry = decided(f"{settings.service_name} running and enabled", _rollout_entry,
+                    settings, texts, venv, checkpoints, ready, venv_next)
+    position = rollout.join(entry)
+    unit = None
+    for tag in rollout.positions(position):
+        if venv_next:  # the server stops here, and starts again with the rest
+            rollout.venv_switch(name=f"Venv {settings.venv} switched to its new generation{tag}",
+                                service=settings.service_name, live=settings.venv, generation=venv_next)
+        unit = _write_and_run(settings, texts, venv, checkpoints)
+    return unit
+
+
+def _rollout_entry(settings: ServerSettings, texts: dict, venv, checkpoints, ready,
+                   venv_next: str | None = None) -> rollout.Entry | None:
+    """What this node tells the rollout: whether it serves and must restart (None without a
+    readiness check to gate on)."""
+    if ready is None:
+        return None
+    entry = rollout.restart_reason(settings, texts, {"venv": [venv], "checkpoint": list(checkpoints)})
+    if venv_next and entry.restart is None:
+        entry.restart = "a new venv is prepared beside the live one"
+    entry.ready, entry.venv_next = ready, venv_next
+    entry.snapshot = {"service": settings.service_name, "port": settings.port, "venv": settings.venv,
+                      "files": {label: path for label, (path, _, _) in texts.items()}}
+    return entry
+
+
+def _write_and_run(settings: ServerSettings, texts: dict, venv, checkpoints):
+    """The launcher, the environment file and the unit, then the service running them (named
+    as outside a rollout: the batch shows in the gates and in the operations around them)."""
     launcher = text_file(name="Server launcher (keeps secrets out of argv and logs)", path=LAUNCHER_PATH,
-                         text=script_path("launch.py").read_text(), mode="755")
-    env = text_file(name="Server environment file (0600)", path=settings.env_path, text=env_text, mode="600",
-                    secret=True)
-    unit = text_file(name=f"{settings.service_name}.service", path=unit_path(settings.service_name), text=unit_text)
+                         text=texts["launcher"][1], mode="755")
+    env = text_file(name="Server environment file (0600)", path=settings.env_path,
+                    text=texts["environment"][1], mode="600", secret=True)
+    unit = text_file(name=f"{settings.service_name}.service", path=unit_path(settings.service_name),
+                     text=texts["unit"][1])
     inputs = {"unit": unit_path(settings.service_name), "environment": settings.env_path, "launcher": LAUNCHER_PATH,
               "venv": marker("venv"), "checkpoint": marker("checkpoint")}
     changing = {"unit": [unit], "environment": [env], "launcher": [launcher], "venv": [venv],

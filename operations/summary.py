@@ -39,32 +39,58 @@ class HostTally:
         return specific[-1] if specific else "see the errors above"
 
 
+# Run-wide lines an operation adds for the summary (the fan-out's sources, a peer it stopped
+# using), printed under the host lines in the order they came.
+NOTES: list[str] = []
+
+
+def note(text: str) -> None:
+    """A line for the end-of-run summary (once per text)."""
+    if text not in NOTES:
+        NOTES.append(text)
+
+
 def summary_lines(tallies: dict[str, HostTally], failed: set[str], executed: bool, wall: float,
-                  planned: dict[str, list[str]] | None = None) -> list[str]:
-    """The summary, one line per host (pure: what ``RunSummary`` prints)."""
-    bad = sorted(failed)
-    head = (f"--> noderig: {len(tallies)} host(s), {len(bad)} failed{' (' + ', '.join(bad) + ')' if bad else ''}, "
-            f"{wall:.1f} s" + ("" if executed else "; dry run, nothing was changed"))
+                  planned: dict[str, list[str]] | None = None, outcomes: dict[str, str] | None = None,
+                  notes: list[str] = (), not_reached: set[str] = frozenset()) -> list[str]:
+    """The summary, one line per host, then the run's notes (pure: what ``RunSummary`` prints).
+
+    A failed host's line always starts with ``FAILED at "<operation>"`` (``FAILED`` alone for
+    an internal stop); ``outcomes`` (a node's part in a rollout: "changed in rollout batch 1 of
+    3", "ROLLED BACK ...", "untouched ...") follows that prefix on a failed node's line and what
+    changed on another's. A node in ``not_reached`` (a subset of ``failed``: a rollout stopped
+    before its batch, so it did not fail on its own) starts with its outcome, "NOT REACHED ...",
+    and the head counts it apart from the failed ones; no such line ever reads ok."""
+    outcomes = outcomes or {}
+    bad = sorted(set(failed) - set(not_reached))
+    skipped = sorted(set(failed) & set(not_reached))
+    head = (f"--> noderig: {len(tallies)} host(s), {len(bad)} failed{' (' + ', '.join(bad) + ')' if bad else ''}"
+            + (f", {len(skipped)} not reached ({', '.join(skipped)})" if skipped else "") + f", {wall:.1f} s"
+            + ("" if executed else "; dry run, nothing was changed"))
     width = max((len(n) for n in tallies), default=0)
     lines = [head]
     for name, t in sorted(tallies.items()):
         cost = f"{t.commands} commands ({t.command_seconds:.1f} s on the host)"
-        if name in failed:
+        part = f"{outcomes[name]}: " if name in outcomes else ""
+        if name in skipped:
+            lines.append(f"{name:<{width}}  {part or 'NOT REACHED: '}{t.reason()}; {cost}")
+        elif name in failed:
             where = f' at "{t.failed_op}"' if t.failed_op else ""
-            lines.append(f"{name:<{width}}  FAILED{where}: {t.reason()}; {cost}")
+            lines.append(f"{name:<{width}}  FAILED{where}: {part}{t.reason()}; {cost}")
         elif executed:
             if t.changed:
                 what = f"changed {len(t.changed)} of {len(t.changed) + t.unchanged} operations: {', '.join(t.changed)}"
             else:
                 what = f"no changes ({t.unchanged} operations)" if t.unchanged else "no operations of its own"
-            lines.append(f"{name:<{width}}  ok, {what}; {cost}")
+            part = f"; {outcomes[name]}" if name in outcomes else ""
+            lines.append(f"{name:<{width}}  ok, {what}{part}; {cost}")
         elif t.errors:
             lines.append(f"{name:<{width}}  would FAIL: {t.reason()}; {cost}")
         else:
             would = (planned or {}).get(name, [])
             what = f"would change {len(would)}: {', '.join(would)}" if would else "no changes"
             lines.append(f"{name:<{width}}  {what}; {cost}")
-    return lines
+    return lines + [f"    {n}" for n in notes]
 
 
 # pyinfra's CLI logs one of these once every operation body has run on every host (the
@@ -151,8 +177,21 @@ class RunSummary(BaseStateCallback):
                     planned[h.name] = [_op_name(state, op_hash) for op_hash in state.get_op_order()
                                        if op_hash in state.ops[h]
                                        and state.get_op_data_for_host(h, op_hash).operation_meta._maybe_is_change]
-        for line in summary_lines(self.tallies, failed, executed, time.monotonic() - self.started, planned):
+        outcomes, not_reached = _rollout_parts(getattr(state, "_noderig_rollout", None), failed, executed)
+        for line in summary_lines(self.tallies, failed, executed, time.monotonic() - self.started, planned,
+                                  outcomes, NOTES, not_reached):
             logger.info(line)
+
+
+def _rollout_parts(rollout, failed: set[str], executed: bool) -> tuple[dict[str, str], set[str]]:
+    """Each node's part in this run's rollout (``operations.rollout.Registry``) and the nodes it
+    did not reach; nothing without a rollout or in a dry run. "untouched" is the plan's word for
+    a serving node with nothing to restart, said only of a node that then did not fail."""
+    if rollout is None or not executed:
+        return {}, set()
+    untouched = {name: "untouched in the rollout (serving, nothing to restart)"
+                 for name in rollout.untouched() if name not in failed}
+    return {**untouched, **rollout.outcomes}, set(rollout.not_reached)
 
 
 def _op_name(state, op_hash) -> str:

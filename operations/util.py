@@ -69,6 +69,25 @@ def refused(message: str):
     yield from fail(current_host, message)
 
 
+def decided(step: str, decide, *args, default=None):
+    """``decide(*args)``: a decision a step takes in the deploy file, outside its operations
+    (the rollout's: whether the server serves, whether it must restart), with the promise of
+    ``operation``: an exception it raises fails this host at an operation named ``step`` with
+    the internal-error sentence, and gives ``default``, instead of ending every host's run (the
+    other targets, waiting at the rollout's barrier, go on).
+
+    + step: the name of the step the decision belongs to (what the summary says it failed at)
+    + decide: the function that decides
+    + default: the value when it raised (the host fails before anything uses it)
+    """
+    try:
+        return decide(*args)
+    except Exception as error:  # noqa: BLE001 - every failure must reach the summary
+        logger.debug(f"[{current_host.name}] {getattr(decide, '__qualname__', decide)}:\n{traceback.format_exc()}")
+        refused(name=step, message=internal_error_sentence(error))
+        return default
+
+
 def atomic_write(path: str, mode: str = "644") -> tuple[str, StringCommand, StringCommand]:
     """Replacing ``path`` so that an interrupted run never leaves half a file in place: the
     temporary file beside it to upload the content to, the command that creates it (and its

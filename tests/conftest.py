@@ -73,9 +73,22 @@ def lab():
         instance.down()
 
 
+# A hang guard, not a speed check: the lab's stand-in answers /health seconds after its start,
+# so a readiness wait of the default ready_timeout (1800 s, for a real checkpoint) would only
+# hide a server that never comes up for half an hour. Tests give it first; a test's own
+# ready_timeout comes later on the command line and wins.
+LAB_READY_TIMEOUT = 300
+
+
+def pyinfra_command(inventory: Path, *args: str) -> list[str]:
+    """pyinfra's own CLI on ``inventory`` with ``args``, the lab's readiness bound first."""
+    return [str(Path(sys.executable).with_name("pyinfra")), str(inventory),
+            "--data", f"ready_timeout={LAB_READY_TIMEOUT}", *args]
+
+
 def run_pyinfra(inventory: Path, *args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
     """The user's path: pyinfra's own CLI from the project root."""
-    cmd = [str(Path(sys.executable).with_name("pyinfra")), str(inventory), *args]
+    cmd = pyinfra_command(inventory, *args)
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "PYINFRA_PROGRESS": "off", **(env or {})})
 

@@ -22,6 +22,16 @@ class Data(dict):
             raise AttributeError(key) from None
 
 
+class FakeInventory(list):
+    """The hosts of a run, in inventory order, as pyinfra's Inventory answers for them."""
+
+    def get_active_hosts(self):
+        return list(self)
+
+    def get_group(self, name):
+        return [h for h in self if name in h.groups]
+
+
 @dataclass
 class FakeHost:
     facts: dict = field(default_factory=dict)
@@ -40,8 +50,11 @@ class FakeHost:
     uploads: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        # An inventory of this host alone, every host loaded at once (pyinfra's default
+        # --parallel): what the rollout's barrier (``operations.rollout.join``) reads.
         self.state = SimpleNamespace(is_executing=self.executing, should_check_for_changes=lambda: True,
-                                     config=SimpleNamespace(DIFF=self.diff))
+                                     config=SimpleNamespace(DIFF=self.diff), inventory=FakeInventory([self]),
+                                     pool=SimpleNamespace(size=None), failed_hosts=set(), activated_hosts=[self])
 
     def get_fact(self, cls, **kwargs):
         """A fact is looked up by its class name and keyword arguments
@@ -59,7 +72,7 @@ class FakeHost:
         if self.shell is None:
             raise AssertionError(f"the operation ran `{text}` on {self.name}, which the test did not expect")
         ok, lines = self.shell(text)
-        return ok, SimpleNamespace(stdout_lines=list(lines), stderr_lines=[], stderr="")
+        return ok, SimpleNamespace(stdout_lines=list(lines), stderr_lines=[], stdout="\n".join(lines), stderr="")
 
     def put_file(self, fileobj, dest, **_kwargs) -> bool:
         self.ran.append(f"upload -> {dest}")

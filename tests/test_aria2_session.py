@@ -186,6 +186,33 @@ def test_a_refused_url_is_resolved_again_and_the_file_completes(server, daemon, 
                      "URL re-resolved, resuming")
 
 
+def test_peers_as_sources_fetch_the_file_without_touching_the_hub(server, daemon, tmp_path):
+    dest = tmp_path / "m"
+    calls = Calls(dest)
+    session = session_for(daemon, dest, calls)
+    peer, hub = f"{server.url}/files/a.safetensors", f"{server.url}/hub/a.safetensors"
+    session.attach([([peer, peer, hub], "a.safetensors")], jobs=1)  # the Hub last: a backup only
+    session.follow({"a.safetensors": len(FILES["a.safetensors"])}, interval=0.02)
+    assert (dest / "a.safetensors").read_bytes() == FILES["a.safetensors"]
+    assert server.requests and all(r.startswith("/files/") for r in server.requests)
+    assert calls.resolved == [] and session.fell_back == []
+
+
+def test_a_file_every_peer_fails_goes_on_from_the_hub_alone(server, daemon, tmp_path):
+    dest = tmp_path / "m"
+    calls = Calls(dest, {"a.safetensors": [f"{server.url}/files/a.safetensors"]})  # the Hub, resolved
+    session = session_for(daemon, dest, calls,
+                          options=lambda path, url: {**aria2.download_options(str(dest), path, 2, "none"),
+                                                     "max-tries": "1"})
+    dead = f"http://127.0.0.1:{free_port()}/x"  # nothing listens there: a peer killed
+    session.attach([([dead, f"{server.url}/missing/a"], "a.safetensors")], jobs=1)
+    session.follow({"a.safetensors": len(FILES["a.safetensors"])}, interval=0.02)
+    assert (dest / "a.safetensors").read_bytes() == FILES["a.safetensors"]
+    assert calls.resolved == ["a.safetensors"] and session.fell_back == ["a.safetensors"]
+    assert any(line.startswith("[b300] org/m: a.safetensors: the peers failed (") and line.endswith("; from the Hub")
+               for line in calls.said), calls.said
+
+
 def test_a_url_refused_every_time_fails_after_three_resolutions(server, daemon, tmp_path):
     dest = tmp_path / "m"
     expired = f"{server.url}/expired/a.safetensors?X-Amz-Signature=f00"

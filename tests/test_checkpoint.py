@@ -9,16 +9,14 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from noderig import aria2, preflight
 from noderig.manifest import DEFAULT_PATTERNS
 from noderig.sizes import human_size
-from tests.conftest import ROOT, deploy, hub_call
+from tests.conftest import ROOT, deploy, hub_call, pyinfra_command
 
 pytestmark = pytest.mark.lab
 
@@ -160,8 +158,8 @@ def test_killing_the_controller_mid_download_then_rerunning_does_not_start_over(
     deploy(lab, STEPS, "steps=prerequisites")
     hub_call(lab, "/_lab/reset", {})
     hub_call(lab, "/_lab/faults", {"rate_limit_bps": {"bps": 1_000_000, "count": -1, "scope": "cdn"}})
-    cmd = [str(Path(sys.executable).with_name("pyinfra")), "-y", str(lab.inventory), "deploy.py",
-           "--data", "steps=checkpoint", "--data", "aria2_connections=1"]
+    cmd = pyinfra_command(lab.inventory, "-y", "deploy.py", "--data", "steps=checkpoint", "--data",
+                          "aria2_connections=1")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "PYINFRA_PROGRESS": "off"})
     try:

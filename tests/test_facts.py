@@ -5,6 +5,7 @@ one that cannot be parsed raises, naming the file."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -80,6 +81,42 @@ def test_mtimes_skip_absent_paths_and_name_present_ones(tmp_path):
     (tmp_path / "unit").write_text("x")
     _, mtimes = gather(facts.Mtimes, paths=(str(tmp_path / "unit"), str(tmp_path / "gone")))
     assert list(mtimes) == [str(tmp_path / "unit")]
+
+
+def test_file_states_name_the_digest_and_mode_of_present_files_only(tmp_path):
+    (tmp_path / "a unit").write_text("hello\n")
+    (tmp_path / "a unit").chmod(0o640)
+    (tmp_path / "env").write_text("")
+    (tmp_path / "env").chmod(0o600)
+    paths = (str(tmp_path / "a unit"), str(tmp_path / "gone"), str(tmp_path / "env"))
+    assert gather(facts.FileStates, paths=paths) == (0, {
+        str(tmp_path / "a unit"): ("5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03", "640"),
+        str(tmp_path / "env"): ("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "600")})
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
+def test_file_states_of_a_file_that_cannot_be_read_fail_instead_of_leaving_it_out(tmp_path):
+    (tmp_path / "env").write_text("secret")
+    (tmp_path / "env").chmod(0)
+    status, _ = gather(facts.FileStates, paths=(str(tmp_path / "env"),))
+    assert status != 0
+
+
+def test_file_states_of_a_directory_in_a_files_place_fail_instead_of_leaving_it_out(tmp_path):
+    (tmp_path / "sglang.service").mkdir()
+    status, _ = gather(facts.FileStates, paths=(str(tmp_path / "sglang.service"),))
+    assert status != 0
+
+
+def test_link_target_is_where_a_link_finally_points_and_none_for_anything_else(tmp_path):
+    (tmp_path / "gen 1").mkdir()
+    (tmp_path / "hop").symlink_to(tmp_path / "gen 1")
+    (tmp_path / "venv").symlink_to(tmp_path / "hop")
+    (tmp_path / "file").write_text("x")
+    assert gather(facts.LinkTarget, path=str(tmp_path / "venv")) == (0, str(tmp_path / "gen 1"))
+    assert gather(facts.LinkTarget, path=str(tmp_path / "gen 1")) == (0, None)
+    assert gather(facts.LinkTarget, path=str(tmp_path / "file")) == (0, None)
+    assert gather(facts.LinkTarget, path=str(tmp_path / "absent")) == (0, None)
 
 
 def test_file_text_mode_and_sha256_of_absent_and_present_files(tmp_path):

@@ -54,6 +54,13 @@ def test_peers_get_every_port_or_only_the_listed_ones():
         "ip saddr 10.9.0.2 meta l4proto { tcp, udp } th dport 25000-25100 accept"]
 
 
+def test_a_fan_out_opens_its_port_to_the_fleet_peers_only_and_only_while_it_is_set():
+    fw = FirewallSettings(api_port=30000, fanout_port=8378, fanout_peers=["10.9.0.3", "10.9.0.2"])
+    assert rules(fw)[-4:] == ["ip saddr 10.9.0.2 tcp dport 8378 accept", "ip saddr 10.9.0.3 tcp dport 8378 accept",
+                              "meta l4proto tcp reject with tcp reset", "meta l4proto udp reject"]
+    assert not [r for r in rules(FirewallSettings(api_port=30000)) if "8378" in r]
+
+
 def test_rules_end_in_the_reject_and_open_nothing_after_it():
     got = rules(FirewallSettings(api_port=8000, peers=["10.0.0.2"], api_allow=["10.0.0.0/8"]))
     assert got[-2:] == ["meta l4proto tcp reject with tcp reset", "meta l4proto udp reject"]

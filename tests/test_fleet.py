@@ -37,29 +37,36 @@ def test_one_failing_host_does_not_stop_the_others_and_the_summary_names_it(lab)
     saved = lab.run("b300-3", f"cat {SOURCES}").stdout
     lab.run("b300-3", f"rm {SOURCES}")
 
-    res, out, took = fleet_deploy(lab)
-    assert res.returncode == 1, out[-4000:]
-    lines = summary(out)
-    print(f"fleet of 3 (one failing) provisioned in {took:.1f} s")
-    assert lines["b300-3"].startswith('FAILED at "Prerequisites"'), out[-4000:]
-    assert "Unable to locate package" in lines["b300-3"], lines["b300-3"]
-    assert "1 failed (b300-3)" in out
-    for name in ("b300", "b300-2"):
-        assert lines[name].startswith("ok, changed"), lines[name]
-        assert lab.run(name, "systemctl is-active sglang").stdout.strip() == "active"
-        assert lab.run(name, "curl -sf localhost:30000/health", check=False).returncode == 0
-    # Nothing after the failure ran on b300-3.
-    assert lab.run("b300-3", "test -e /opt/sglang/venv || test -e /etc/systemd/system/sglang.service",
-                   check=False).returncode != 0
+    try:
+        res, out, took = fleet_deploy(lab)
+        assert res.returncode == 1, out[-4000:]
+        lines = summary(out)
+        print(f"fleet of 3 (one failing) provisioned in {took:.1f} s")
+        assert lines["b300-3"].startswith('FAILED at "Prerequisites"'), out[-4000:]
+        assert "Unable to locate package" in lines["b300-3"], lines["b300-3"]
+        assert "1 failed (b300-3)" in out
+        for name in ("b300", "b300-2"):
+            assert lines[name].startswith("ok, changed"), lines[name]
+            assert lab.run(name, "systemctl is-active sglang").stdout.strip() == "active"
+            assert lab.run(name, "curl -sf localhost:30000/health", check=False).returncode == 0
+        # Nothing after the failure ran on b300-3.
+        assert lab.run("b300-3", "test -e /opt/sglang/venv || test -e /etc/systemd/system/sglang.service",
+                       check=False).returncode != 0
+    finally:  # b300-3's package source back, whatever failed: later tests deploy to it
+        lab.run("b300-3", f"cat > {SOURCES} <<'EOF'\n{saved}EOF")
 
     # Fixed, rerun: b300-3 is provisioned; the other two change nothing.
-    lab.run("b300-3", f"cat > {SOURCES} <<'EOF'\n{saved}EOF")
     res, out, took = fleet_deploy(lab)
     assert res.returncode == 0, out[-4000:]
     lines = summary(out)
     assert lines["b300-3"].startswith("ok, changed"), lines["b300-3"]
     for name in ("b300", "b300-2"):
-        assert lines[name].startswith("ok, no changes"), lines[name]
+        # They served the checkpoint to b300-3 (the fan-out: a server and its firewall port,
+        # opened and closed again); nothing of their own changed.
+        changed = re.match(r"ok, (?:no changes|changed \d+ of \d+ operations: (.*?));", lines[name])
+        assert changed, lines[name]
+        assert all(op.startswith(("Fan-out: ", "Firewall")) for op in (changed.group(1) or "").split(", ") if op), \
+            lines[name]
     assert lab.run("b300-3", "systemctl is-active sglang").stdout.strip() == "active"
 
     # A no-op rerun: zero changes everywhere, its time and its commands per host reported.
@@ -72,7 +79,9 @@ def test_one_failing_host_does_not_stop_the_others_and_the_summary_names_it(lab)
     for name in TARGETS:
         commands = int(re.search(r"(\d+) commands", lines[name]).group(1))
         # Facts only: no hashing, no transfer (a regression that re-hashes shows up as more).
-        assert lines[name].startswith("ok, no changes") and 10 <= commands <= 60, lines[name]
+        # Measured: 43 per target for one node's facts, 76 with the fleet's (the rollout's
+        # decision and the fan-out's plan read every target: docs/ARCHITECTURE.md).
+        assert lines[name].startswith("ok, no changes") and 10 <= commands <= 90, lines[name]
 
     for name in ("b300-2", "b300-3"):
         lab.reset(name)  # the stand-in servers go; the hosts stay booted for nothing else

@@ -39,6 +39,10 @@ if "{where}" == "operation":
 if "{where}" == "refused":
     from operations.util import refused
     refused(name="Server settings", message="the API key file /k does not exist; create it (mode 0600)")
+if "{where}" == "decided":
+    from operations.util import decided
+    chosen = decided("Whether it serves", lambda: {}["active"], default="the default")
+    assert chosen == "the default"
 fine(name="After it")
 '''
 
@@ -64,6 +68,15 @@ def test_an_exception_in_an_operation_fails_that_host_with_a_sentence(tmp_path):
     assert code != 0, out[-3000:]
     assert "1 failed (@local)" in head, out[-3000:]
     assert 'FAILED at "Checkpoint x": internal error: TypeError: unsupported operand' in line, line
+    assert "Traceback" not in out, "the traceback is for --debug"
+
+
+def test_an_exception_in_a_decision_the_deploy_file_takes_fails_the_host_at_its_step(tmp_path):
+    # (the rollout decides in the deploy file, outside any operation: the run goes on, this host fails)
+    code, out = run(tmp_path, "decided", "-y")
+    head, line = summary_of(out)
+    assert code != 0 and "1 failed (@local)" in head, out[-3000:]
+    assert line.split(None, 1)[1].startswith('FAILED at "Whether it serves": internal error: KeyError: \'active\''), line
     assert "Traceback" not in out, "the traceback is for --debug"
 
 
@@ -119,26 +132,31 @@ def injected(*args, **kwargs):
     raise RuntimeError("injected into " + target)
 setattr(owner, name, injected)
 '''
+# (target, the step it fails the host at, the deploy's steps). The rollout's decisions read
+# facts in the deploy file (whether the server serves: at the venv step, the first to ask;
+# whether it must restart: at the service step); they fail the host at the step that asked.
+# /health is then first read by the venv step; readiness alone reads it itself.
 STEPS = [
-    ("noderig.preflight:problems", "Preflight: OS, disk, GPUs, base Python, exposure"),
-    ("pyinfra.facts.deb:DebPackages.process", "Prerequisites"),
-    ("noderig.treediff:diff_listings", "Venv /opt/sglang/venv from ct200"),
-    ("noderig.checkpoint_plan:classify@fetch", "Checkpoint moonshotai/Kimi-K2.6"),
-    ("noderig.service_plan:plan_service", "sglang running and enabled"),
-    ("operations.facts:HttpStatus.process", "sglang ready"),
+    ("noderig.preflight:problems", "Preflight: OS, disk, GPUs, base Python, exposure", "all"),
+    ("pyinfra.facts.deb:DebPackages.process", "Prerequisites", "all"),
+    ("noderig.treediff:diff_listings", "Venv /opt/sglang/venv from ct200", "all"),
+    ("noderig.checkpoint_plan:classify@fetch", "Checkpoint moonshotai/Kimi-K2.6", "all"),
+    ("noderig.service_plan:plan_service", "sglang running and enabled", "all"),
+    ("operations.facts:HttpStatus.process", "Venv /opt/sglang/venv from ct200", "all"),
+    ("operations.facts:HttpStatus.process", "sglang ready", "readiness"),
 ]
 
 
 @pytest.mark.lab
-@pytest.mark.parametrize("target,step", STEPS, ids=[s for _, s in STEPS])
-def test_an_internal_error_in_each_step_fails_the_host_at_that_step(lab, tmp_path, target, step):
+@pytest.mark.parametrize("target,step,steps", STEPS, ids=[f"{s}-{t.split(':')[-1]}" for t, s, _ in STEPS])
+def test_an_internal_error_in_each_step_fails_the_host_at_that_step(lab, tmp_path, target, step, steps):
     from tests.conftest import deploy, run_pyinfra
 
     if target == STEPS[0][0]:
         res, out = deploy(lab)  # converged first: each injection then meets a node with nothing to do
         assert res.returncode == 0, out[-3000:]
     (tmp_path / "sitecustomize.py").write_text(INJECT)
-    res = run_pyinfra(lab.inventory, "-y", "deploy.py",
+    res = run_pyinfra(lab.inventory, "-y", "deploy.py", "--data", f"steps={steps}",
                       env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "NODERIG_INJECT": target})
     out = res.stdout + res.stderr
     assert res.returncode != 0, out[-3000:]

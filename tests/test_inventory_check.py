@@ -124,6 +124,8 @@ BAD = {
     "sglang_version": 1, "repair": 1, "max_repairs": -1, "start_timeout": 0, "ready_timeout": 0,
     "service_user": "root", "allow_unauthenticated_network_access": "yes", "firewall": "on",
     "firewall_api_allow": ["0.0.0.0/0"], "firewall_peers": ["b300-2"], "firewall_peer_ports": [70000],
+    "rollout": "0", "max_fail_percentage": 101,
+    "fanout": "yes", "fanout_port": 0, "fanout_address": "b300-2", "fanout_keep_serving": 1,
 }
 
 
@@ -138,6 +140,7 @@ def test_every_setting_of_all_py_is_checked():
     ("aria2_connections", 0), ("aria2_connections", 17), ("aria2_jobs", "4"), ("gpus_required", -1),
     ("max_repairs", 1.5), ("ready_timeout", 0), ("repair", "yes"), ("allow_insecure_hub_http", "true"),
     ("tp_size", 3), ("mem_fraction_static", 1.5), ("speculative", "medusa"), ("start_timeout", 0),
+    ("fanout", 1), ("fanout_port", 65536), ("fanout_address", 167772161), ("fanout_address", "10.0.0.1 "),
 ])
 def test_types_ranges_and_choices_of_the_other_settings(key, value):
     found = check(**{key: value})

@@ -14,6 +14,7 @@ import signal
 import struct
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -615,3 +616,26 @@ def test_hf_download_metadata_naming_a_path_outside_is_refused(tmp_path):
     res = subprocess.run([str(Path(sys.executable).with_name("noderig")), "verify", str(tmp_path)],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "unsafe path 'sub/..\\\\..\\\\evil'" in res.stderr, res.stderr
+
+
+def test_the_uplink_is_one_rate_shared_by_every_body_and_its_bytes_are_counted(hub, repos, tmp_path):
+    # Booking is what paces every body: n bytes each at 1 MiB/s, booked back to back, make the
+    # k-th wait about k*n/bps whoever books them (one link, not one limit per connection).
+    hub.set_faults({"uplink_bps": MiB})
+    waits = [hub.uplink_wait(MiB // 4) for _ in range(4)]
+    assert all(abs(w - k * 0.25) < 0.05 for k, w in zip((1, 2, 3, 4), waits)), waits
+    assert hub.describe_faults()["uplink_bps"] == MiB
+    with pytest.raises(ValueError):
+        hub.set_faults({"uplink_bps": 0})
+    hub.reset()
+    assert hub.describe_faults()["uplink_bps"] is None and hub.uplink_wait(MiB) == 0.0
+    # The bytes of a body sent under the throttle are counted as any other.
+    hub.set_faults({"uplink_bps": 64 * MiB})
+    name = next(p for p in repo_files(repos[KIMI_REPO]) if p.endswith(".json"))
+    with urllib.request.urlopen(f"{hub.url}/{KIMI_REPO}/resolve/main/{name}") as r:
+        body = r.read()
+    assert body == (repos[KIMI_REPO] / name).read_bytes()
+    deadline = time.monotonic() + 10  # the server counts once its handler returns (a hang guard)
+    while hub.stats()["bytes_served"]["total"] < len(body) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert hub.stats()["bytes_served"]["total"] == len(body)

@@ -28,3 +28,18 @@ def test_leaving_the_lab_tier_out_explicitly_runs_the_rest(tmp_path):
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-2000:]
     assert " passed" in out and "deselected" in out, out[-2000:]
+
+
+def test_lab_runs_bound_readiness_and_a_tests_own_ready_timeout_wins(tmp_path):
+    # The hang guard of the lab tier (conftest.LAB_READY_TIMEOUT): first on pyinfra's command
+    # line, so that a test's own --data ready_timeout=... after it is what the deploy reads.
+    from tests.conftest import pyinfra_command
+
+    deploy = tmp_path / "show.py"
+    deploy.write_text("from pyinfra import host, logger\nlogger.warning(f'ready_timeout={host.data.ready_timeout}')\n")
+    for extra, expected in (((), "ready_timeout=300"), (("--data", "ready_timeout=3"), "ready_timeout=3")):
+        cmd = pyinfra_command("@local", "--dry", str(deploy), *extra)
+        res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                             env={"PATH": "/usr/bin:/bin", "PYINFRA_PROGRESS": "off"})
+        out = res.stdout + res.stderr
+        assert res.returncode == 0 and expected in out.split(), out[-2000:]

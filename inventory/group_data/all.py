@@ -26,6 +26,13 @@ draft_dir = "/models/Kimi-K2.6-DFlash"
 checkpoint_patterns = ["*.safetensors", "*.json", "*.py", "*.model", "*.jinja", "*.tiktoken", "*.txt"]
 aria2_connections = 16
 aria2_jobs = 4
+# Fleet fan-out (two or more targets): each checkpoint file crosses the uplink once. The
+# targets fetch a stripe each from the Hub, then the rest from each other (nginx, Debian's,
+# serving verified files to the fleet's peers only, on fanout_port, for the fan-out alone).
+fanout = True
+fanout_port = 8378
+fanout_address = None  # where the other targets reach this one; None: its ssh_hostname
+fanout_keep_serving = False  # True: the peer server keeps serving after the deploy
 
 # Node prerequisites (python3-dev: Triton/SGLang JIT compiles against Python.h).
 packages = ["python3-dev", "aria2", "rsync", "curl"]
@@ -73,5 +80,12 @@ steps = "all"
 # /etc/noderig/repairs.json so later runs keep it), at most max_repairs times per run.
 repair = False
 max_repairs = 2
+# Changing a fleet that serves: the nodes whose server must restart go in batches (Ansible's
+# serial: a number, a percentage of those nodes, or a comma list whose last size repeats);
+# each batch is written, restarted and checked ready before the next; a node that fails is
+# rolled back to its last known good state. The rollout stops when more than
+# max_fail_percentage percent of a batch failed (0: at the first failure).
+rollout = "1,25%,100%"
+max_fail_percentage = 0
 start_timeout = 1800  # load + CUDA graph capture of ~590 GB takes minutes
 ready_timeout = 1800

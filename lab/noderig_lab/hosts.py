@@ -111,7 +111,7 @@ def boot(layout: LabLayout, host: LabHost) -> int:
         "NAME": host.name,
         # The machine name also names the host end of its veth (vb-<machine>), which must be
         # unique on the controller: labs side by side each have a ct200.
-        "MACHINE": f"{layout.name}-{host.name}",
+        "MACHINE": machine_name(layout, host.name),
         "BRIDGE": layout.bridge,
         "STOPFILE": str(stopfile),
     }
@@ -196,8 +196,14 @@ def leader_pid(pid: int) -> int | None:
     return None
 
 
+def machine_name(layout: LabLayout, name: str) -> str:
+    """nspawn's machine name for a lab host; it also names the host end of its veth."""
+    return f"{layout.name}-{name}"
+
+
 def stop(layout: LabLayout, host: LabHost, timeout: float = 10.0) -> None:
-    """Clean poweroff (SIGTERM to nspawn makes the container shut down), then force."""
+    """Clean poweroff (SIGTERM to nspawn makes the container shut down), then force: nspawn
+    killed, then whatever is left in the host's own cgroups (``kill_leftovers``)."""
     pid = host.pid
     if pid and is_our_wrapper(layout, pid, host.name):
         (layout.host_dir(host.name) / "stopping").touch()
@@ -213,8 +219,40 @@ def stop(layout: LabLayout, host: LabHost, timeout: float = 10.0) -> None:
                 _signal(p, signal.SIGKILL)
             _reap(pid)
     host.pid = None
+    kill_leftovers(layout, host.name)
     for cg in layout.cgroup_dirs(host.name):
         _rmdir_tree(cg)
+
+
+def kill_leftovers(layout: LabLayout, name: str, timeout: float = 10.0) -> list[int]:
+    """SIGKILL every process still in lab host ``name``'s cgroups (the lab made them, for that
+    host alone) and remove its veth; returns the pids found. A container whose shutdown
+    outlives ``stop``'s wait (a stand-in's eight ranks stopping on a loaded machine) keeps,
+    once nspawn is killed, its systemd (reparented to PID 1), its services and its network
+    namespace: its veth then fails the host's next boot ("File exists") and its old address
+    answers on the bridge beside the new host's."""
+    found: list[int] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = {int(p) for cg in layout.cgroup_dirs(name) if cg.is_dir() for procs in cg.rglob("cgroup.procs")
+                for p in _read_lines(procs)}
+        if not pids or time.monotonic() > deadline:
+            break
+        found += sorted(pids - set(found))
+        for pid in pids:
+            _signal(pid, signal.SIGKILL)
+        time.sleep(0.05)
+    veth = f"vb-{machine_name(layout, name)}"
+    if len(veth) <= 15 and Path(f"/sys/class/net/{veth}").exists():
+        subprocess.run(["ip", "link", "del", veth], capture_output=True, check=False)
+    return found
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().split()
+    except OSError:  # the cgroup went away meanwhile
+        return []
 
 
 def remove(layout: LabLayout, host: LabHost) -> None:

@@ -34,8 +34,8 @@ IMAGE_PACKAGES = [
     "gcc", "libc6-dev", "curl", "ca-certificates", "iproute2", "procps",
 ]
 # What the lab's package source serves (with dependencies missing from the image): the
-# deploy's prerequisites, and nftables for the node firewall.
-SOURCE_PACKAGES = ["python3-dev", "aria2", "nftables"]
+# deploy's prerequisites, nftables for the node firewall, nginx-light for the fan-out's peer server.
+SOURCE_PACKAGES = ["python3-dev", "aria2", "nftables", "nginx-light"]
 
 # Bump to force a rebuild (the key already covers the package lists and the setup code).
 IMAGE_FORMAT = 3

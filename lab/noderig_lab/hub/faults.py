@@ -21,7 +21,8 @@ FAULTS = {
     "rate_limit_bps": ("bps", {"count": -1, "scope": "cdn", "match": ""}),
 }
 SCOPES = {"cdn": {"cdn"}, "api": {"api", "resolve"}, "resolve": {"resolve"}, "all": {"api", "resolve", "cdn"}}
-OTHER_FAULTS = ("redirect_ttl", "gated", "reject_cdn_authorization", "hostile_listing", "mirror", "no_range")
+OTHER_FAULTS = ("redirect_ttl", "gated", "reject_cdn_authorization", "hostile_listing", "mirror", "no_range",
+                "uplink_bps")
 # Switches set with the faults: on (true) until reset or set false.
 SWITCHES = ("mirror", "no_range")
 
@@ -50,7 +51,7 @@ class FaultChanges:
     gated: dict[str, bool] = field(default_factory=dict)
     reject_cdn_authorization: bool | None = None
     hostile: dict[str, dict[str, FileEntry]] | None = None
-    switches: dict[str, bool] = field(default_factory=dict)
+    switches: dict[str, bool | float | None] = field(default_factory=dict)
 
 
 def parse_faults(spec, default_ttl: float, payloads: "HostilePayloads") -> FaultChanges:
@@ -76,6 +77,10 @@ def parse_faults(spec, default_ttl: float, payloads: "HostilePayloads") -> Fault
             changes.gated = value
         elif name == "reject_cdn_authorization":
             changes.reject_cdn_authorization = bool(value)
+        elif name == "uplink_bps":  # one rate shared by every file body: a fleet behind one link
+            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):
+                raise ValueError('"uplink_bps" must be a positive number of bytes per second, or null (off)')
+            changes.switches[name] = value
         elif name in SWITCHES:
             changes.switches[name] = bool(value)
         else:

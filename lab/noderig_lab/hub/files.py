@@ -5,7 +5,9 @@ the body faults: a dropped connection, a stall, a rate limit."""
 
 from __future__ import annotations
 
+import os
 import re
+import select
 import socket
 import time
 from urllib.parse import quote, urlsplit
@@ -100,19 +102,31 @@ class FileRoutes(HubAuth):
         dropped = False
         try:
             with open(entry.abspath, "rb") as f:
-                if drop or stall or rate:
+                if drop or stall or rate or self.hub.switches.get("uplink_bps"):
                     dropped = self._copy_with_faults(f, start, length, drop, stall, rate, progress)
                 else:
-                    while progress[0] < length:
-                        n = self.connection.sendfile(f, start + progress[0], min(length - progress[0], 8 * MiB))
-                        if n == 0:
-                            break
-                        progress[0] += n
+                    self._sendfile_counted(f, start, length, progress)
         finally:
             self.hub.counters.file_end(target, progress[0], dropped)
             self.hub.counters.count("bytes_by_kind", self.kind, progress[0])
         if dropped or progress[0] < length:
             self.close_connection = True
+
+    def _sendfile_counted(self, f, start: int, length: int, progress: list[int]) -> None:
+        """sendfile(2) one call at a time, so that ``progress`` holds every byte the kernel took
+        even when the client hangs up mid-body (socket.sendfile loses the count of the call
+        that fails: the uplink counters would miss what a client cut short)."""
+        out, fd = self.connection.fileno(), f.fileno()
+        while progress[0] < length:
+            try:
+                n = os.sendfile(out, fd, start + progress[0], min(length - progress[0], 8 * MiB))
+            except BlockingIOError:  # the socket has a timeout, so it is non-blocking underneath
+                if not select.select([], [out], [], self.timeout)[1]:
+                    raise TimeoutError("the client stopped reading")
+                continue
+            if n == 0:
+                break
+            progress[0] += n
 
     def _copy_with_faults(self, f, start: int, length: int, drop, stall, rate, progress: list[int]) -> bool:
         """Copy the body in chunks, throttled, paused and/or cut short. True when cut."""
@@ -120,7 +134,9 @@ class FileRoutes(HubAuth):
         limit = min(length, int(drop["bytes"])) if drop else length
         stall_at = int(stall["after_bytes"]) if stall else None
         bps = float(rate["bps"]) if rate else 0.0
-        chunk = max(1024, min(256 * 1024, int(bps / 20))) if bps else 256 * 1024
+        uplink = self.hub.switches.get("uplink_bps") or 0
+        slowest = min(bps or uplink, uplink or bps)
+        chunk = max(1024, min(256 * 1024, int(slowest / 20))) if slowest else 256 * 1024
         t0 = time.monotonic()
         while progress[0] < limit:
             if stall_at is not None and progress[0] >= stall_at:
@@ -135,6 +151,9 @@ class FileRoutes(HubAuth):
                 break
             self.wfile.write(data)
             progress[0] += len(data)
+            shared = self.hub.uplink_wait(len(data))
+            if shared > 0 and self.hub.stopping.wait(shared):
+                break
             if bps:
                 delay = t0 + progress[0] / bps - time.monotonic()
                 if delay > 0 and self.hub.stopping.wait(delay):

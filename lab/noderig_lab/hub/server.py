@@ -210,7 +210,20 @@ class LabHub:
         self.gated_override: dict[str, bool] = {}
         self.reject_cdn_auth = False
         self.switches = {name: False for name in SWITCHES}
+        # The uplink: one rate shared by every file body the Hub and its CDN send (a fleet
+        # behind one link), or None. _uplink_next: when the link is free again (monotonic).
+        self.switches["uplink_bps"], self._uplink_next = None, 0.0
         self.hostile: dict[str, dict[str, FileEntry]] = {}
+
+    def uplink_wait(self, n: int) -> float:
+        """Book ``n`` bytes on the shared uplink: the seconds to wait before sending more."""
+        with self.lock:
+            bps = self.switches.get("uplink_bps")
+            if not bps:
+                return 0.0
+            now = time.monotonic()
+            self._uplink_next = max(now, self._uplink_next) + n / bps
+            return self._uplink_next - now
 
     def stats(self) -> dict:
         """What ``GET /_lab/stats`` answers: see `Counters.stats`."""

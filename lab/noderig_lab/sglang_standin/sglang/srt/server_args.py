@@ -76,6 +76,7 @@ class ServerArgs:
     cuda_graph_bs: Optional[List[int]] = None
     disable_cuda_graph: bool = False
     disable_custom_all_reduce: bool = False
+    enable_two_batch_overlap: bool = False
     disable_overlap_schedule: bool = False
     speculative_algorithm: Optional[str] = None
     speculative_draft_model_path: Optional[str] = None
@@ -165,6 +166,10 @@ class ServerArgs:
         assert self.tp_size % self.nnodes == 0, "tp_size must be divisible by number of nodes"
         assert self.nnodes == 1 or self.dist_init_addr, "please provide --dist-init-addr as host:port of head node"
         assert not self.enable_dp_attention or self.tp_size % self.dp_size == 0, "tp_size must be divisible by dp_size"
+        # Accepted by --help, fatal at startup (SGLang's two-batch overlap needs the DeepEP
+        # all-to-all backend, which this node does not have): the lab's bad flag for a canary.
+        assert not self.enable_two_batch_overlap, \
+            "Two-batch overlap requires --moe-a2a-backend deepep, which is not available on this node"
 
     def url(self) -> str:
         """Where this server reaches itself (the warmup request): wildcard binds mean loopback."""
@@ -221,6 +226,7 @@ class ServerArgs:
         add("--cuda-graph-bs", type=int, nargs="+", help="Set the list of batch sizes for cuda graph.")
         add("--disable-cuda-graph", action="store_true", help="Disable cuda graph.")
         add("--disable-custom-all-reduce", action="store_true", help="Disable the custom all-reduce kernel and fall back to NCCL.")
+        add("--enable-two-batch-overlap", action="store_true", help="Enabling two micro batches to overlap.")
         add("--disable-overlap-schedule", action="store_true", help="Disable the overlap scheduler, which overlaps "
             "the CPU scheduler with GPU model worker.")
         add("--speculative-algorithm", type=str, choices=SPECULATIVE_ALGORITHM_CHOICES, help="Speculative algorithm.")

@@ -1,0 +1,134 @@
+"""Benchmark: the fleet fan-out against today's behaviour (fan-out off), same lab, same uplink, one run.
+
+    .venv/bin/python bench/fanout.py [--mib 96] [--uplink-mib 24]
+
+Boots its own lab ("benchfan": one reference, three targets) with a generated checkpoint of
+``--mib`` MiB and throttles the lab Hub's uplink to one rate shared by every client
+(``uplink_bps``). Each deploy runs the steps the checkpoint needs
+(``steps=prerequisites,checkpoint``) on freshly reset targets, and the Hub counts the file
+bytes it served:
+
+- one node: the first target alone (the reference time at this uplink);
+- fleet, fan-out off: the three targets, each fetching everything from the Hub (today);
+- fleet, fan-out on: the three targets, each file from the Hub once, the rest from peers.
+
+Figures: upstream bytes / checkpoint bytes (goal <= 1.05; off: 3.0) and fleet wall time / one
+node's wall time (goal <= 1.2). With ``--critical-path``, also one node's whole deploy
+minus max(checkpoint step, prerequisites + venv), each measured alone on a fresh node (the
+time the download does not hide). Results in bench/results/fanout.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from noderig_lab.lab import Lab, write_inventory  # noqa: E402
+from noderig_lab.layout import LabLayout  # noqa: E402
+
+TARGETS = ("b300", "b300-2", "b300-3")
+STEPS = "steps=prerequisites,checkpoint"
+
+
+def hub(lab, path: str, data: dict | None = None) -> dict:
+    req = urllib.request.Request(f"{lab.layout.hub_url}{path}", method="POST" if data is not None else "GET",
+                                 data=json.dumps(data).encode() if data is not None else None,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read() or b"{}")
+
+
+def deploy(inventory: Path, *data: str) -> float:
+    args = [str(ROOT / ".venv/bin/pyinfra"), str(inventory), "-y", "deploy.py"]
+    for d in data:
+        args += ["--data", d]
+    t0 = time.monotonic()
+    res = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYINFRA_PROGRESS": "off"})
+    took = time.monotonic() - t0
+    if res.returncode != 0:
+        raise SystemExit(f"deploy failed ({' '.join(data)}):\n{(res.stdout + res.stderr)[-4000:]}")
+    return took
+
+
+def measure(lab, inventory: Path, uplink_bps: int, names, *data: str) -> dict:
+    for name in names:
+        lab.reset(name)
+    hub(lab, "/_lab/reset", {})
+    hub(lab, "/_lab/faults", {"uplink_bps": uplink_bps})
+    wall = deploy(inventory, STEPS, *data)
+    served = hub(lab, "/_lab/stats")["bytes_served"]
+    return {"wall_s": round(wall, 2), "hub_file_bytes": served.get("cdn", 0) + served.get("resolve", 0)}
+
+
+def checkpoint_bytes(lab) -> int:
+    total = 0
+    for repo in ("moonshotai/Kimi-K2.6", "z-lab/Kimi-K2.6-DFlash"):
+        root = lab.repo_path(repo)
+        total += sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+    return total
+
+
+def critical_path(lab, single: Path) -> dict:
+    """One node: whole deploy, the checkpoint step alone (prerequisites first, not timed), and
+    prerequisites + venv alone, each on a fresh node at the same uplink."""
+    lab.reset("b300")
+    whole = deploy(single)
+    lab.reset("b300")
+    deploy(single, "steps=prerequisites")
+    checkpoint = deploy(single, "steps=checkpoint")
+    lab.reset("b300")
+    prereq_venv = deploy(single, "steps=prerequisites,environment")
+    return {"whole_s": round(whole, 2), "checkpoint_s": round(checkpoint, 2), "prereq_venv_s": round(prereq_venv, 2),
+            "not_hidden_s": round(whole - max(checkpoint, prereq_venv), 2)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mib", type=int, default=96)
+    ap.add_argument("--uplink-mib", type=float, default=24.0)
+    ap.add_argument("--critical-path", action="store_true")
+    args = ap.parse_args()
+    os.environ["NODERIG_LAB_MODEL_MIB"] = str(args.mib)
+    lab = Lab(LabLayout.from_env(os.environ.get("NODERIG_LAB", "benchfan")))
+    fleet_inventory = lab.up(targets=3)
+    single = fleet_inventory.with_name(fleet_inventory.stem + "_single.py")
+    write_inventory(single, lab.layout, [h for h in lab.hosts if h.role == "reference"] +
+                    [h for h in lab.hosts if h.role == "target"][:1])
+    bps = int(args.uplink_mib * 2**20)
+    try:
+        size = checkpoint_bytes(lab)
+        one = measure(lab, single, bps, ["b300"])
+        off = measure(lab, fleet_inventory, bps, TARGETS, "fanout=False")
+        on = measure(lab, fleet_inventory, bps, TARGETS, "fanout=True")
+        result = {
+            "checkpoint_bytes": size, "uplink_bytes_per_s": bps, "one_node": one, "fleet_fanout_off": off,
+            "fleet_fanout_on": on,
+            "upstream_ratio": {"fanout_on": round(on["hub_file_bytes"] / size, 3),
+                               "fanout_off": round(off["hub_file_bytes"] / size, 3), "goal": 1.05},
+            "fleet_over_one_node_wall": {"fanout_on": round(on["wall_s"] / one["wall_s"], 3),
+                                         "fanout_off": round(off["wall_s"] / one["wall_s"], 3), "goal": 1.2},
+        }
+        if args.critical_path:
+            hub(lab, "/_lab/faults", {"uplink_bps": bps})
+            result["critical_path_one_node"] = critical_path(lab, single)
+    finally:
+        if os.environ.get("NODERIG_KEEP_LAB") != "1":
+            lab.down()
+    out = ROOT / "bench/results/fanout.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""The checkpoint fan-out across the fleet: the plan from every target's facts, and each
+node's peer file server (Debian's nginx as a transient unit) for the duration of the fan-out.
+
+pyinfra runs each operation on every host before the next one, which gives the phases: each
+target fetches its stripe from the Hub (``checkpoint.fetch(only=...)``), the nodes that hold
+files another needs start serving them (``serve``), every node takes the rest from those
+peers with the Hub as the fallback (``checkpoint.fetch(from_peers=True)``), and the servers
+stop (``stopped``). What each server offers lives in this controller process (``SERVING``),
+filled at execution, when the server has started: a receiver's sources are read from it only
+when its download starts, after every server of the phase is up.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+import socket
+from dataclasses import dataclass, field
+
+from pyinfra import host, logger
+from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
+from pyinfra.facts.deb import DebPackages
+from pyinfra.operations import files
+
+from noderig import checkpoint_plan, fanout, peer_server
+from noderig.copykey import is_ip
+from noderig.node import script_path
+
+from . import summary
+from .checkpoint import HUBPATH_SCRIPT, VERIFY_SCRIPT, manifest_for
+from .facts import FileStats, JsonFile, Mtimes, UnitStatus
+from .util import first_pass, one_at_a_time, operation
+
+
+@dataclass
+class Served:
+    """One node's running peer server: where it listens and, per checkpoint key, the digests
+    of the files it linked (verified when linked)."""
+
+    address: str
+    port: int
+    secret: str
+    digests: dict[str, set[str]] = field(default_factory=dict)
+
+    def url(self, key: str, digest: str) -> str:
+        return fanout.peer_url(self.address, self.port, self.secret, key, digest)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One checkpoint's fan-out: the plan, the manifest's sizes, its name on the servers."""
+
+    fleet: fanout.FleetPlan
+    sizes: dict
+    key: str
+
+
+SERVING: dict[str, Served] = {}  # node name -> its server, this run
+EXCLUDED: dict[str, str] = {}  # node name -> why it is no longer a source in this run
+_plans: dict[tuple, Planned] = {}
+
+
+def fleet_targets(state) -> list:
+    """The targets this run deploys to, in inventory order (``--limit`` respected)."""
+    return [h for h in state.inventory.get_group("targets") if h in state.activated_hosts]
+
+
+def cluster_address(h) -> str | None:
+    """Where peers reach ``h``'s server: ``fanout_address``, else its ``ssh_hostname`` (an IP,
+    or a name the controller resolves, as pyinfra did to connect). None when neither gives one."""
+    name = h.data.get("fanout_address") or h.data.get("ssh_hostname") or h.name
+    if is_ip(name):
+        return name
+    try:
+        return socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)[0][4][0]
+    except OSError:
+        return None
+
+
+def fleet_plan(pin, token_file, targets: list, fanout_on: bool) -> Planned | None:
+    """The plan for one checkpoint over ``targets`` (each at its own ``dest``), from every
+    target's facts, once per run; with the manifest's sizes. None when a target's manifest or
+    facts cannot be read (its own checkpoint step then says why)."""
+    key = (pin, tuple(h.name for h, _ in targets), fanout_on)
+    with one_at_a_time("fleet-plan", *key):
+        if key not in _plans:
+            states = {}
+            try:
+                for h, dest in targets:
+                    on_node = h.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.MANIFEST_FILE}")
+                    manifest = manifest_for(pin, token_file, on_node, f"{h.name} in {dest}")
+                    states[h.name] = checkpoint_plan.classify(
+                        manifest, h.get_fact(FileStats, root=dest),
+                        h.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.RECORD_FILE}"))
+            except Exception as e:  # noqa: BLE001 - each host's checkpoint step reports it
+                logger.debug(f"fan-out plan for {pin.repo}: {e}")
+                return None
+            sizes = {f["path"]: f["size"] for f in manifest["files"]}
+            _plans[key] = Planned(fanout.plan(sizes, states, [h.name for h, _ in targets], fanout_on), sizes,
+                                  fanout.checkpoint_key(manifest["repo"], manifest["commit"]))
+    return _plans[key]
+
+
+def sources(receiver: str, key: str, digest: str) -> list[str]:
+    """Peer URLs for one file (``digest``, in checkpoint ``key``) for ``receiver``: every other
+    node serving it and not excluded in this run, in inventory order."""
+    return [s.url(key, digest) for name, s in SERVING.items()
+            if name != receiver and name not in EXCLUDED and digest in s.digests.get(key, ())]
+
+
+def exclude(name: str, why: str) -> None:
+    """Stop using ``name`` as a source for the rest of the run; the summary says so."""
+    if name not in EXCLUDED:
+        EXCLUDED[name] = why
+        logger.warning(f"fan-out: {name} is no longer used as a source in this run: {why}")
+        summary.note(f"fan-out: peer {name} not used again in this run: {why}")
+
+
+def server_of(url: str) -> str | None:
+    """The node whose server ``url`` points at."""
+    return next((name for name, s in SERVING.items() if f"/{s.secret}/" in url), None)
+
+
+def scrub(text: str) -> str:
+    """``text`` with every server's secret path segment hidden (aria2 messages name URLs)."""
+    for s in SERVING.values():
+        text = text.replace(s.secret, "<secret>")
+    return text
+
+
+@operation(is_idempotent=True)
+def nginx_quiet():
+    """
+    Debian's ``nginx.service`` masked before nginx is installed by the deploy: its postinst
+    would start it serving the default site on port 80, and the fan-out needs only the binary.
+    Nothing changes on a node that already has nginx (its own use of it is left alone).
+    """
+    if "nginx-common" in host.get_fact(DebPackages) or \
+            host.get_fact(UnitStatus, unit=peer_server.DEBIAN_UNIT)["enabled"] == "masked":
+        host.noop(f"{peer_server.DEBIAN_UNIT} is masked, or nginx was installed before")
+        return
+    yield StringCommand("systemctl", "mask", peer_server.DEBIAN_UNIT)
+
+
+@operation(is_idempotent=False)
+def serve(checkpoints: list[tuple[str, str]], address: str, port: int, peers: list[str]):
+    """
+    Serve this node's verified checkpoint files to its fleet peers until ``stopped``: hard
+    links by digest to files the verified record vouches for, nginx (Debian's) as the
+    transient unit ``noderig-peers`` on ``address:port``, admitting ``peers`` only, under a
+    secret path made for this run (a directory name, never in argv, a unit or a log).
+
+    + checkpoints: ``(key, dest)`` per checkpoint: its name on the server and its directory
+    + address: the node's cluster address (peers connect to it)
+    + port: the server's TCP port
+    + peers: the other targets' addresses
+    """
+    if first_pass(host):
+        logger.info(f"[{host.name}] fan-out: serving verified files to {', '.join(peers)} on {address}:{port}")
+    yield from files.put._inner(src=str(script_path("hubpath.py")), dest=HUBPATH_SCRIPT, mode="644")
+    yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
+    yield from files.put._inner(src=str(script_path("peer_links.py")), dest=peer_server.LINKS_SCRIPT, mode="755")
+    yield FunctionCommand(_start, (checkpoints, address, port, peers), {})
+
+
+def _run(h, command: StringCommand, what: str) -> list[str]:
+    ok, output = h.run_shell_command(command)
+    if not ok:
+        said = (output.stderr or output.stdout).strip()[-400:]
+        # (pyinfra gives no exit status: a command that says nothing was killed, or its ssh
+        # channel closed, before it could)
+        raise ServeError(f"{what} failed on {h.name}: {said or 'no output (killed, or its connection dropped)'}")
+    return output.stdout_lines
+
+
+class ServeError(Exception):
+    pass
+
+
+# Up to 5 s for a TCP connection to open on $1:$2 (nginx binds as it starts).
+_WAIT_FOR_PORT = ('for i in $(seq 50); do (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null && exit 0; sleep 0.1; done; '
+                  'echo "nothing listens on $1:$2" >&2; exit 1')
+
+
+def _start(state, host, checkpoints: list[tuple[str, str]], address: str, port: int, peers: list[str]) -> bool:
+    secret = secrets.token_urlsafe(24).replace("-", "x").replace("_", "y")
+    unit = f"{peer_server.SERVICE}.service"
+    served = Served(address, port, secret)
+    try:
+        _run(host, StringCommand("systemctl", "stop", unit, "2>/dev/null", ";", "systemctl", "reset-failed", unit,
+                                 "2>/dev/null", ";", "rm", "-rf", peer_server.RUN_DIR, "&&",
+                                 "install", "-d", "-m", "711", peer_server.RUN_DIR, f"{peer_server.RUN_DIR}/tmp",
+                                 peer_server.WWW, f"{peer_server.WWW}/{secret}"), "preparing the peer server")
+        for key, dest in checkpoints:
+            lines = _run(host, StringCommand("python3", peer_server.LINKS_SCRIPT, QuoteString(dest)),
+                         f"linking the verified files of {dest}")
+            served.digests[key] = set(json.loads(lines[-1])["served"])
+            _run(host, StringCommand("ln", "-sfn", QuoteString(f"{dest}/{peer_server.LINK_DIR}"),
+                                     f"{peer_server.WWW}/{secret}/{key}"), "publishing the links")
+        if not host.put_file(io.StringIO(peer_server.nginx_conf(address, port, peers)), peer_server.CONF):
+            raise ServeError(f"could not write {peer_server.CONF} on {host.name}")
+        _run(host, StringCommand("systemd-run", "--quiet", f"--unit={peer_server.SERVICE}", "--property=Type=exec",
+                                 peer_server.NGINX, "-e", "stderr", "-c", peer_server.CONF), "starting nginx")
+        _run(host, StringCommand("bash", "-c", QuoteString(_WAIT_FOR_PORT), "_", QuoteString(address),
+                                 QuoteString(str(port))), f"waiting for nginx on {address}:{port}")
+    except ServeError as e:
+        host.log_styled(str(e), fg="red", log_func=logger.error)
+        # A server half started (nginx up, its port not answering) must not outlive the failed
+        # host: nothing later in this run stops it.
+        host.run_shell_command(stop_command())
+        return False
+    SERVING[host.name] = served
+    logger.info(f"[{host.name}] fan-out: serving {sum(len(d) for d in served.digests.values())} verified files")
+    return True
+
+
+@operation(is_idempotent=True)
+def stopped(dests: list[str]):
+    """
+    No peer server left running, and no link to a checkpoint file left behind: after the
+    fan-out, or after a run that was killed during one. Nothing runs when there is neither.
+
+    + dests: the checkpoint directories whose links go
+    """
+    links = [f"{dest}/{peer_server.LINK_DIR}" for dest in dests]
+    present = host.get_fact(Mtimes, paths=(peer_server.RUN_DIR, *links))
+    if not present:
+        host.noop("no peer server and no links to serve")
+        return
+    yield FunctionCommand(_forget, (), {})
+    yield stop_command(*(QuoteString(p) for p in links if p in present))
+
+
+def stop_command(*also_remove) -> StringCommand:
+    """The peer server stopped and its run directory (config, secret path) removed, with
+    ``also_remove`` (quoted paths) after it."""
+    unit = f"{peer_server.SERVICE}.service"
+    return StringCommand("systemctl", "stop", unit, "2>/dev/null", ";", "systemctl", "reset-failed", unit,
+                         "2>/dev/null", ";", "rm", "-rf", peer_server.RUN_DIR, *also_remove)
+
+
+def _forget(state, host) -> bool:
+    SERVING.pop(host.name, None)
+    return True

@@ -1,0 +1,257 @@
+"""Changing a serving fleet on the lab (issue 16): three serving targets, a change rolled out
+in batches of one while a prober on the controller polls every target's /health every 100 ms;
+a canary that fails readiness rolled back while the others are never touched; a controller
+killed between batches, and the rerun that finishes the rollout.
+
+The servers listen on the lab bridge (unauthenticated, on purpose) so the controller itself
+can probe them. The tests share the three targets and run in file order: each leaves the
+fleet serving for the next."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from noderig.repair import REPAIRS_FILE
+from tests.conftest import ROOT, pyinfra_command, run_pyinfra
+from tests.test_fleet import summary
+
+pytestmark = pytest.mark.lab
+
+TARGETS = ("b300", "b300-2", "b300-3")
+PORT = 30000
+UNIT = "/etc/systemd/system/sglang.service"
+EXPOSED = ["server_host=0.0.0.0", "allow_unauthenticated_network_access=True"]
+
+
+def fleet(lab, *data: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, str]:
+    args = ["-y", "deploy.py"]
+    for d in [*EXPOSED, *data]:
+        args += ["--data", d]
+    res = run_pyinfra(lab.fleet_inventory, *args, timeout=timeout)
+    return res, res.stdout + res.stderr
+
+
+def ip(lab, name: str) -> str:
+    return lab.host(name).ip
+
+
+def server_info(lab, name: str) -> dict:
+    with urllib.request.urlopen(f"http://{ip(lab, name)}:{PORT}/server_info", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def started(lab, name: str) -> str:
+    """The server's main process: its pid and start time (a restart changes both)."""
+    return lab.run(name, "systemctl show -p MainPID -p ExecMainStartTimestampMonotonic sglang").stdout
+
+
+def unit_sha(lab, name: str) -> str:
+    return lab.run(name, f"sha256sum {UNIT}").stdout.split()[0]
+
+
+class Prober:
+    """Polls every target's /health from the controller every 100 ms, in one thread per
+    target; records (monotonic time, up) per target."""
+
+    def __init__(self, lab):
+        self.urls = {name: f"http://{ip(lab, name)}:{PORT}/health" for name in TARGETS}
+        self.samples = {name: [] for name in TARGETS}
+        self.done = threading.Event()
+        self.threads = [threading.Thread(target=self._poll, args=(name,), daemon=True) for name in TARGETS]
+
+    def _poll(self, name: str):
+        while not self.done.is_set():
+            began = time.monotonic()
+            try:
+                with urllib.request.urlopen(self.urls[name], timeout=2) as resp:
+                    up = resp.status == 200
+            except OSError:
+                up = False
+            self.samples[name].append((began, up))
+            self.done.wait(max(0.0, 0.1 - (time.monotonic() - began)))
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        for t in self.threads:
+            t.join(5)
+
+    def down_spans(self, name: str) -> list[tuple[float, float]]:
+        """Runs of consecutive failed probes: (first, last) probe time."""
+        spans, start, last = [], None, None
+        for t, up in self.samples[name]:
+            if not up and start is None:
+                start = t
+            if not up:
+                last = t
+            if up and start is not None:
+                spans.append((start, last))
+                start = None
+        if start is not None:
+            spans.append((start, last))
+        return spans
+
+
+# Each test starts from the state the one before it left (in file order: a no-op rerun, not a
+# rollout back to the defaults) and converges there itself when run alone.
+AFTER_FLAG_CHANGE = "mem_fraction_static=0.7"
+AFTER_CONTROLLER_KILL = "mem_fraction_static=0.65"
+
+
+def converge(lab, *data: str):
+    """Every target serving on the bridge with ``data`` (what each test starts from). A repair
+    recorded on a node by another test file stays applied by design, and would override the
+    flags these tests change (a lowered mem_fraction_static): the record goes first."""
+    for name in TARGETS:
+        lab.run(name, f"rm -f {REPAIRS_FILE}")
+    res, out = fleet(lab, *data)
+    assert res.returncode == 0, out[-4000:]
+    for name in TARGETS:
+        assert server_info(lab, name)["status"] == "Up"
+
+
+def test_a_flag_change_rolls_one_node_at_a_time_and_all_serve_it(lab):
+    converge(lab)
+    before = {name: server_info(lab, name)["mem_fraction_static"] for name in TARGETS}
+    assert all(v != 0.7 for v in before.values()), before
+
+    with Prober(lab) as prober:
+        res, out = fleet(lab, AFTER_FLAG_CHANGE, "rollout=1")
+        time.sleep(0.5)
+    assert res.returncode == 0, out[-4000:]
+
+    # The plan, printed before any change: three batches of one, in inventory order.
+    for k, name in enumerate(TARGETS, 1):
+        assert re.search(rf"batch {k}: {re.escape(name)}: restart \(", out), out[-4000:]
+    # Each went down and came back, and never two at once.
+    spans = {name: prober.down_spans(name) for name in TARGETS}
+    print("down spans (s since the first probe): " + "; ".join(
+        f"{n}: " + ", ".join(f"{a - prober.samples[n][0][0]:.1f}-{b - prober.samples[n][0][0]:.1f}" for a, b in s)
+        for n, s in spans.items()))
+    assert all(spans[name] for name in TARGETS), spans
+    everyone = sorted((a, b, name) for name, s in spans.items() for a, b in s)
+    for (a1, b1, n1), (a2, b2, n2) in zip(everyone, everyone[1:]):
+        assert a2 > b1, f"{n1} and {n2} were down at the same time: {everyone}"
+    # ... in batch order, and the summary names each node's batch.
+    assert [name for _, _, name in everyone] == list(TARGETS), everyone
+    lines = summary(out)
+    for k, name in enumerate(TARGETS, 1):
+        assert lines[name].startswith("ok, changed") and f"; changed in rollout batch {k} of 3;" in lines[name], \
+            lines[name]
+        assert server_info(lab, name)["mem_fraction_static"] == 0.7
+
+
+def test_a_failing_canary_is_rolled_back_and_the_others_are_never_touched(lab):
+    converge(lab, AFTER_FLAG_CHANGE)
+    shas = {name: unit_sha(lab, name) for name in TARGETS}
+    processes = {name: started(lab, name) for name in TARGETS}
+    old = server_info(lab, "b300")
+
+    # The stand-in lists --enable-two-batch-overlap in --help, and dies on it at startup.
+    res, out = fleet(lab, AFTER_FLAG_CHANGE, 'extra_flags=["--enable-two-batch-overlap"]', "rollout=1,100%")
+    assert res.returncode != 0, out[-4000:]
+    lines = summary(out)
+    assert lines["b300"].startswith('FAILED at "Ready, or rolled back (batch 1)": ROLLED BACK in rollout batch 1 of 2, '
+                                    "serving its last known good state again: "), lines["b300"]
+    assert "Two-batch overlap requires" in out  # the crash's own line, from the diagnosis of its journal
+    assert "1 failed (b300), 2 not reached (b300-2, b300-3)" in out, out[-4000:]
+    for name in ("b300-2", "b300-3"):
+        assert lines[name].startswith("NOT REACHED in rollout batch 2 of 2: the rollout stopped after batch 1 (b300)"), \
+            lines[name]
+    # The canary serves its old configuration again, from its old files; the others are as they were.
+    info = server_info(lab, "b300")
+    assert info["status"] == "Up" and info["enable_two_batch_overlap"] is False
+    assert info["mem_fraction_static"] == old["mem_fraction_static"]
+    assert unit_sha(lab, "b300") == shas["b300"]
+    assert started(lab, "b300") != processes["b300"]  # (it did restart twice: the new flag, then back)
+    for name in ("b300-2", "b300-3"):
+        assert unit_sha(lab, name) == shas[name] and started(lab, name) == processes[name]
+        assert server_info(lab, name)["status"] == "Up"
+
+
+def test_a_controller_killed_between_batches_is_finished_by_the_rerun(lab):
+    converge(lab, AFTER_FLAG_CHANGE)
+    cmd = pyinfra_command(lab.fleet_inventory, "-y", "deploy.py")
+    for d in [*EXPOSED, AFTER_CONTROLLER_KILL, "rollout=1"]:
+        cmd += ["--data", d]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYINFRA_PROGRESS": "off"}, start_new_session=True)
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            # b300 (batch 1) answered its smoke request: kill before batch 2 starts.
+            if "[b300]" in line and "smoke request answered" in line:
+                os.killpg(proc.pid, signal.SIGKILL)
+                break
+    finally:
+        proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL, "".join(seen)[-3000:]
+    assert server_info(lab, "b300")["mem_fraction_static"] == 0.65
+    assert server_info(lab, "b300-2")["mem_fraction_static"] != 0.65
+
+    res, out = fleet(lab, AFTER_CONTROLLER_KILL, "rollout=1")
+    assert res.returncode == 0, out[-4000:]
+    lines = summary(out)
+    assert "changed in rollout" not in lines["b300"], lines["b300"]
+    for name in TARGETS:
+        assert server_info(lab, name)["mem_fraction_static"] == 0.65
+        # Not half-switched: the process runs the unit on disk (started after it was written).
+        unit_mtime = float(lab.run(name, f"stat -c %.9Y {UNIT}").stdout)
+        start = lab.run(name, "systemctl show -p ExecMainStartTimestamp --timestamp=unix sglang").stdout
+        assert float(start.strip().split("@")[-1]) >= int(unit_mtime), (name, start, unit_mtime)
+
+
+VENV = "/opt/sglang/venv"
+
+
+def listing(lab, name: str, root: str) -> str:
+    """A digest of every entry under ``root`` (type, size, mtime, mode, name), bytecode left out."""
+    return lab.run(name, f"cd {root}/ && find . -name __pycache__ -prune -o -printf '%y %s %T@ %m %P\\n' | sort | "
+                         "sha256sum").stdout.split()[0]
+
+
+def test_a_venv_update_rolls_out_the_same_way_and_the_old_venv_stays_untouched(lab):
+    converge(lab, AFTER_CONTROLLER_KILL)
+    before = {}
+    for name in TARGETS:
+        live = lab.run(name, f"readlink -f {VENV}").stdout.strip()
+        # What the old venv will be once switched away from: itself, or (still a directory) adopted.
+        old = live if live != VENV else f"{VENV}.noderig/adopted"
+        before[name] = (old, listing(lab, name, VENV))
+    version = lab.run("ct200", f"{VENV}/bin/python -c 'import sglang.version as v; print(v.__file__)'").stdout.strip()
+    lab.run("ct200", f"cp -p {version} /root/version.py.orig && "
+                     f"sed -i 's/^__version__ = .*/__version__ = \"0.5.9.post16\"/' {version}")
+    try:
+        with Prober(lab) as prober:
+            res, out = fleet(lab, AFTER_CONTROLLER_KILL, "rollout=1")
+            time.sleep(0.5)
+    finally:  # the reference as the lab made it, for the tests after this one
+        lab.run("ct200", f"mv -f /root/version.py.orig {version}")
+    assert res.returncode == 0, out[-4000:]
+    assert "beside the live one" in out, out[-4000:]
+    everyone = sorted((a, b, name) for name in TARGETS for a, b in prober.down_spans(name))
+    assert [name for _, _, name in everyone] == list(TARGETS), everyone
+    for (a1, b1, n1), (a2, b2, n2) in zip(everyone, everyone[1:]):
+        assert a2 > b1, f"{n1} and {n2} were down at the same time: {everyone}"
+    for name in TARGETS:
+        assert server_info(lab, name)["version"] == "0.5.9.post16"
+        live = lab.run(name, f"readlink -f {VENV}").stdout.strip()
+        assert live.startswith(f"{VENV}.noderig/") and live != before[name][0], live
+        # The old venv, never written to: kept whole as the rollback target.
+        old, digest = before[name]
+        assert listing(lab, name, old) == digest, (name, old)
