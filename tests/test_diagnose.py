@@ -132,6 +132,15 @@ KNOWN_MISSES = {
     "unknown/vllm-54125-gb10-unpacked-scales-launch-failed": (
         "deepgemm_jit_failure", "a device assert and a launch failure reported through DeepGEMM's JIT handle; only the "
                                 "commenter's analysis says vLLM skipped the weight-scale post-processing"),
+    "cute_dsl_version_skew/fastvideo-1558-fa4-cute-fmax-typeerror": (
+        "unknown", "a TypeError about a function's positional arguments, with no frame; only the report's prose says "
+                   "the function is the CuTe DSL's nvvm.fmax called by FlashAttention 4"),
+    "speculative_config/vllm-15154-ngram-draft-256-broadcast-shape": (
+        "unknown", "a numpy broadcast error in the engine core's step; only the report's title says n-gram speculative "
+                   "decoding with 256 draft tokens raised it"),
+    "speculative_config/vllm-pr-55444-mtp-num-speculative-tokens-none": (
+        "unknown", "a TypeError comparing None with an int, with no frame; only the command line says it is the "
+                   "speculative config (an MTP method without num_speculative_tokens)"),
     "unsupported_gpu_arch/deepgemm-pr-324-unknown-recipe-sm120": (
         "deepgemm_jit_failure", "DeepGEMM's 'Unknown recipe' layout assertion inside its JIT path; only the PR's prose "
                                 "says the pinned revision has no sm_120 support"),
@@ -812,6 +821,29 @@ def test_a_traceback_cut_before_its_exception_names_the_module_it_stopped_in(min
     ("speculative_config", ["Traceback (most recent call last):",
                             '  File "/v/sglang/srt/speculative/eagle_worker.py", line 40, in forward_draft_extend',
                             "RuntimeError: shape '[4, 8]' is invalid for input of size 48"], None),
+    # sixth round: a configuration check refusing a speculative setting, in other words than the fixtures'
+    ("speculative_config", ["ValueError: Speculative decoding with EAGLE3 is not compatible with pipeline "
+                            "parallelism for this model."], None),
+    ("speculative_config", ["Traceback (most recent call last):",
+                            '  File "/v/sglang/srt/server_args.py", line 9, in _handle_speculative_decoding',
+                            "AssertionError: Only the NEXTN speculative algorithm is supported for Glm4MoeForCausalLM"],
+     None),
+    # sixth round: the CuTe DSL's own compile errors and an import from the DSL that fails
+    ("cute_dsl_version_skew", ["cutlass.base_dsl.common.DSLAstPreprocessorError: DSLAstPreprocessorError: "
+                               "unsupported construct"], "resync_venv"),
+    ("cute_dsl_version_skew", ["Traceback (most recent call last):",
+                               '  File "/v/flashinfer/cute_dsl/gemm.py", line 4, in <module>',
+                               "ImportError: cannot import name 'make_rmem_tensor' from 'cutlass.cute' "
+                               "(/v/cutlass/cute/__init__.py)"], "resync_venv"),
+    # sixth round: nvcc's error inside DeepGEMM's JIT headers
+    ("deepgemm_jit_failure", ['/v/deep_gemm/include/deep_gemm/impls/sm90_bf16_gemm.cuh(55): error: identifier '
+                              '"cute::TMA" is undefined'], None),
+    # sixth round: a compiler without a target for the GPU; FlashAttention 3's Hopper kernels elsewhere
+    ("unsupported_gpu_arch", ["'sm_121a' is not a recognized processor for this target (ignoring processor)",
+                              "subprocess.CalledProcessError: Command 'ptxas' returned non-zero exit status 255."],
+     "set:attention_backend=triton"),
+    ("unsupported_gpu_arch", ["CUDA error (/src/flash-attention/hopper/flash_bwd_launch_template.h:77): invalid argument"],
+     "set:attention_backend=triton"),
 ])
 def test_new_classes_and_variants(cls, lines, remedy):
     d = diagnose("\n".join(lines))
@@ -836,6 +868,28 @@ def test_new_classes_and_variants(cls, lines, remedy):
       "INFO 01-01 00:00:02 [cuda.py:2] Using FLASH_ATTN backend."], "healthy"),
 ])
 def test_fifth_round_signatures_keep_to_their_cause(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # a kernel's own CUDA check is a failure, though no signature knows it: unknown, never healthy
+    (["CUDA error (/src/kernels/topk.cu:88): an illegal memory access was encountered"], "unknown"),
+    # a line that only talks about CUDA errors is no failure
+    (["INFO 01-01 00:00:01 [x.py:1] Loading safetensors checkpoint shards", "CUDA error checking is enabled for debug builds"],
+     "healthy"),
+    # a CUDA error outside FlashAttention 3's Hopper sources names no arch problem
+    (["CUDA error (/src/flash-attention/csrc/flash_fwd_launch_template.h:40): invalid argument"], "unknown"),
+    # a speculative refusal in a WARNING record of a startup that goes on names nothing
+    (["WARNING 01-01 00:00:01 [config.py:1] Speculative decoding is not compatible with prefix caching; disabling it.",
+      "INFO 01-01 00:00:02 [loader.py:1] Loading weights took 3.1 seconds"], "healthy"),
+    # an import error from another package whose name starts like the DSL's is not DSL skew
+    (["ImportError: cannot import name 'GemmOperation' from 'cutlass_library' (/v/cutlass_library/__init__.py)"],
+     "unknown"),
+    # nvcc's warning inside DeepGEMM's headers is no failure
+    (["/v/deep_gemm/include/deep_gemm/common/utils.cuh(10): warning #177-D: variable \"x\" was declared but never "
+      "referenced", "INFO 01-01 00:00:02 [loader.py:1] Loading weights took 3.1 seconds"], "healthy"),
+])
+def test_sixth_round_signatures_keep_to_their_cause(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
 
 

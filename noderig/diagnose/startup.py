@@ -17,7 +17,8 @@ FAILURE = re.compile(
     r"\b(fatal error|FATAL|Segmentation fault|core dumped|Killed|Aborted|returned non-zero exit status|"
     r"Scheduler hit an exception|Received sigquit|is dead\b|code=(killed|dumped)|status=[1-9]\d*/|"
     r"Failed with result|exit(ed)? with (code|status) [1-9])|^\[?(ERROR|CRITICAL)\b|\berror:|"
-    r"^\[E\d{3,4} [\d:.]+ ", re.IGNORECASE)  # the last: torch/c10's error records ("[E530 13:41:17.1 x.cpp:6] ")
+    r"^\[E\d{3,4} [\d:.]+ |"  # torch/c10's error records ("[E530 13:41:17.1 x.cpp:6] ")
+    r"^\s*CUDA (driver |runtime )?error\s*[(:]", re.IGNORECASE)  # a kernel's own CUDA check ("CUDA error (x.h:188): ...")
 # After the ready line only a dead process is a failure (a request's traceback is not).
 DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|Aborted|Received sigquit|is dead\b|"
                    r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)", re.IGNORECASE)
