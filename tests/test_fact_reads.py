@@ -1,0 +1,124 @@
+"""A fact read once per run while nothing changes it (``operations.fact_reads``), on hosts whose
+connector counts what reaches it: the second read of the same fact is not a round trip, and
+anything that may have changed the facts (a command on any host, an overlapping command, the
+prompt of a change-detection run, a failed read) makes the next read go to the host again."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gevent
+
+from operations.fact_reads import remember
+from operations.facts import FileStats, HttpStatus, JsonFile, UnitStatus
+
+
+class Connector:
+    def __init__(self):
+        self.commands = []
+        self.round_trip = 0.0
+
+    def run_shell_command(self, command, **_kwargs):
+        self.commands.append(command)
+        gevent.sleep(self.round_trip)  # other greenlets run meanwhile
+        return True, []
+
+
+class Host:
+    """pyinfra's host as the fact reads use it: ``get_fact`` runs the fact's command through
+    the connector and answers what ``answers`` holds now (a fresh object each time)."""
+
+    def __init__(self, name, state, answers):
+        self.name, self.state, self.answers, self.connector = name, state, answers, Connector()
+        self.fail_next = False
+
+    def get_fact(self, cls, *args, **kwargs):
+        self.connector.run_shell_command(f"read {cls.__name__} {kwargs}")
+        if self.fail_next:
+            self.state.failed_hosts.add(self)
+        return {"value": self.answers[cls.__name__]}
+
+
+def run(executing=False, prompted=False):
+    state = SimpleNamespace(is_executing=executing, should_check_for_changes=lambda: prompted, failed_hosts=set())
+    answers = {"JsonFile": 1, "FileStats": 2, "UnitStatus": "active", "HttpStatus": 200}
+    node, reference = Host("b300", state, answers), Host("ct200", state, answers)
+    state.inventory = [reference, node]
+    remember(node)
+    return state, answers, node, reference
+
+
+def reads(host) -> int:
+    return sum(1 for c in host.connector.commands if c.startswith("read "))
+
+
+def test_the_same_fact_read_twice_is_one_round_trip_and_each_answer_is_a_copy():
+    _, _, node, _ = run()
+    first = node.get_fact(JsonFile, path="/m/manifest.json")
+    first["value"] = "changed by the caller"
+    assert node.get_fact(JsonFile, path="/m/manifest.json") == {"value": 1}
+    assert reads(node) == 1
+
+
+def test_other_arguments_another_host_or_another_fact_are_read():
+    _, _, node, reference = run()
+    node.get_fact(JsonFile, path="/a")
+    node.get_fact(JsonFile, path="/b")
+    node.get_fact(FileStats, root="/a")
+    reference.get_fact(JsonFile, path="/a")
+    assert (reads(node), reads(reference)) == (3, 1)
+
+
+def test_a_command_on_any_host_makes_every_fact_read_again():
+    _, answers, node, reference = run()
+    node.get_fact(JsonFile, path="/a")
+    answers["JsonFile"] = 5
+    reference.connector.run_shell_command("rsync the venv to b300")  # the reference changes the node
+    assert node.get_fact(JsonFile, path="/a") == {"value": 5}
+    assert reads(node) == 2
+
+
+def test_whether_the_server_runs_and_answers_is_always_read_again():
+    _, answers, node, _ = run()
+    assert node.get_fact(UnitStatus, unit="sglang.service") == {"value": "active"}
+    answers["UnitStatus"], answers["HttpStatus"] = "failed", 0
+    assert node.get_fact(UnitStatus, unit="sglang.service") == {"value": "failed"}
+    node.get_fact(HttpStatus, url="http://127.0.0.1:30000/health")
+    assert node.get_fact(HttpStatus, url="http://127.0.0.1:30000/health") == {"value": 0}
+    assert reads(node) == 4
+
+
+def test_the_run_after_a_prompt_reads_afresh_and_a_run_without_one_does_not():
+    state, answers, node, _ = run(prompted=True)
+    node.get_fact(JsonFile, path="/a")  # the change-detection pass
+    answers["JsonFile"] = 7
+    state.is_executing = True  # the user answered the prompt: time passed
+    assert node.get_fact(JsonFile, path="/a") == {"value": 7}
+    state, answers, node, _ = run(prompted=False)  # -y: the run follows the load at once
+    node.get_fact(JsonFile, path="/a")
+    state.is_executing = True
+    node.get_fact(JsonFile, path="/a")
+    assert reads(node) == 1
+
+
+def test_a_failed_read_is_not_kept():
+    state, _, node, _ = run()
+    node.fail_next = True
+    node.get_fact(JsonFile, path="/a")
+    node.fail_next = False
+    state.failed_hosts.clear()
+    node.get_fact(JsonFile, path="/a")
+    assert reads(node) == 2
+
+
+def test_a_read_that_a_command_on_another_host_overlapped_is_not_kept():
+    _, answers, node, reference = run()
+    # b300's read waits on its (longer) round trip while another greenlet changes something
+    # and is done before the read returns.
+    node.connector.round_trip = 0.01
+    reader = gevent.spawn(node.get_fact, JsonFile, path="/a")
+    changer = gevent.spawn(reference.connector.run_shell_command, "systemctl restart something")
+    gevent.joinall([reader, changer])
+    answers["JsonFile"] = 9
+    assert node.get_fact(JsonFile, path="/a") == {"value": 9}
+    assert reads(node) == 2
