@@ -17,19 +17,35 @@ may have changed it:
 
 A read that failed (its host failed) or raised is not kept: a second read fails again as
 before. Each answer is a copy: a caller may change what it got.
+
+The first reads are one round trip: the facts a host's last run read (kept on the controller,
+``fact-reads/`` in noderig's cache) are read at once when the run starts (``operations.facts.
+Facts``), each cut out and processed by its own fact; a read is then answered from that, as
+a second read would be. What the deploy no longer reads costs only its share of that one
+command; what it reads anew is read as before, and kept for the next run. A fact whose
+command failed there is read again on its own, and fails as it would have.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
+import secrets
 
+import gevent
 from gevent import getcurrent
+from pyinfra import logger
+from pyinfra.api.state import BaseStateCallback
 
-from operations.facts import HttpStatus, UnitStatus
+from operations.facts import FACT_MODULES, Facts, HttpStatus, UnitStatus, fact_class
+from operations.util import controller_cache
 
 VOLATILE = frozenset({UnitStatus, HttpStatus})
 # The connector's methods that act on a host (get_file too: a download may run commands).
 ACTIONS = ("run_shell_command", "put_file", "get_file", "rsync")
+# At most this many facts are kept per host for the next run's first round trip.
+MOST_KEPT = 200
 
 
 class FactReads:
@@ -42,6 +58,9 @@ class FactReads:
         self.reading: set[int] = set()  # the greenlets inside a fact read now
         self.generation = 0  # forget() counts: a read another host's command overlapped is not kept
         self.reads = self.hits = 0
+        self.asked: dict[str, dict] = {}  # host -> the facts it read this run, to read at once next run
+        self.inner: dict = {}  # host -> pyinfra's own get_fact
+        self.pending: dict = {}  # host -> the greenlet reading its last run's facts
 
     def _phase(self) -> bool:
         """True for an operation run after a change-detection pass (time passed since load)."""
@@ -58,6 +77,9 @@ class FactReads:
             self.forget()
         if cls in VOLATILE or not isinstance(cls, type):
             return self._run(inner, cls, args, kwargs)
+        pending = self.pending.get(host.name)
+        if pending is not None and pending is not getcurrent():
+            pending.join()
         key = (host.name, cls, args, tuple(sorted(kwargs.items())))
         try:
             if key in self.values:
@@ -69,7 +91,31 @@ class FactReads:
         value = self._run(inner, cls, args, kwargs)
         if generation == self.generation and host not in self.state.failed_hosts:
             self.values[key] = copy.deepcopy(value)
+        if host not in self.state.failed_hosts and not args and _storable(kwargs):
+            self.asked.setdefault(host.name, {})[key] = [f"{cls.__module__}.{cls.__qualname__}", kwargs]
         return value
+
+    def read_at_once(self, host, reads: list) -> None:
+        """Read ``reads`` (``[[fact name, kwargs], ...]``) on ``host`` in one round trip and keep
+        each answer as its own read would have been kept."""
+        generation, end = self.generation, f"noderig:end:{secrets.token_hex(8)}"
+        try:
+            answers = self._run(self.inner[host.name], Facts, (), {"reads": tuple(reads), "end": end})
+        except Exception as error:  # noqa: BLE001 - the facts are then read one by one, as before
+            logger.debug(f"[{host.name}] reading the last run's facts at once: {error!r}")
+            return
+        if generation != self.generation or host in self.state.failed_hosts:
+            return
+        for (name, kwargs), (status, lines) in zip(reads, answers):
+            try:
+                fact = fact_class(name)()
+                kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
+                fact.command(**kwargs)  # as pyinfra does: command() before process()
+                value = (fact.process(lines) if lines else fact.default()) if status == 0 else None
+            except Exception:  # noqa: BLE001 - read on its own later, failing as it would
+                continue
+            if status == 0:
+                self.values.setdefault((host.name, type(fact), (), tuple(sorted(kwargs.items()))), value)
 
     def _run(self, inner, cls, args, kwargs):
         self.reads += 1
@@ -89,18 +135,67 @@ class FactReads:
 
 
 def remember(host) -> FactReads:
-    """Keep fact reads for the run on every host of ``host``'s inventory (once per run)."""
+    """Keep fact reads for the run on every host of ``host``'s inventory, and read what each
+    connected host's last run read, at once (once per run)."""
     state = host.state
     reads = getattr(state, "_noderig_fact_reads", None)
     if reads is None:
         reads = state._noderig_fact_reads = FactReads(state)
         for each in state.inventory:
             _install(each, reads)
+        state.add_callback_handler(_Keeper(reads))
+        for each in state.inventory:
+            last = _last_reads(each)
+            if last and each.connected:
+                reads.pending[each.name] = gevent.spawn(reads.read_at_once, each, last)
     return reads
 
 
+def _storable(kwargs: dict) -> bool:
+    """Arguments a stored list can give back as they were (strings, numbers, tuples of them)."""
+    plain = (str, int, float, bool, type(None))
+    return all(isinstance(v, plain) or (isinstance(v, tuple) and all(isinstance(i, plain) for i in v))
+               for v in kwargs.values())
+
+
+def _kept_file(host):
+    """Where the facts ``host`` read are kept: by its name and the address it is reached at."""
+    who = f"{host.name}\0{host.data.get('ssh_hostname') or ''}"
+    return controller_cache("fact-reads") / f"{hashlib.sha256(who.encode()).hexdigest()[:24]}.json"
+
+
+def _last_reads(host) -> list:
+    """The facts ``host`` read in its last run (``[]`` when none is kept or it is unusable)."""
+    try:
+        reads = json.loads(_kept_file(host).read_text())
+        return [[name, kwargs] for name, kwargs in reads[:MOST_KEPT]
+                if isinstance(name, str) and name.startswith(FACT_MODULES) and isinstance(kwargs, dict)]
+    except (OSError, ValueError, TypeError):
+        return []
+
+
+class _Keeper(BaseStateCallback):
+    """Keeps what each host read for its next run, when pyinfra disconnects from it."""
+
+    def __init__(self, reads: FactReads):
+        self.reads = reads
+
+    def host_disconnect(self, state, host):
+        asked = list(self.reads.asked.get(host.name, {}).values())[:MOST_KEPT]
+        if not asked:
+            return
+        path = _kept_file(host)
+        try:
+            if path.exists() and json.loads(path.read_text()) == asked:
+                return
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(asked))
+        except (OSError, ValueError, TypeError) as error:
+            logger.debug(f"[{host.name}] keeping its fact reads for the next run: {error!r}")
+
+
 def _install(host, reads: FactReads) -> None:
-    inner = host.get_fact
+    inner = reads.inner[host.name] = host.get_fact
     host.get_fact = lambda cls, *args, **kwargs: reads.read(host, inner, cls, args, kwargs)
     connector = host.connector
     for method in ACTIONS:

@@ -8,9 +8,16 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import gevent
+import pytest
 
 from operations.fact_reads import remember
-from operations.facts import FileStats, HttpStatus, JsonFile, UnitStatus
+from operations.facts import Facts, FileStats, HttpStatus, JsonFile, UnitStatus
+
+
+@pytest.fixture(autouse=True)
+def controller_cache(tmp_path, monkeypatch):
+    """What the runs keep for the next one stays in this test."""
+    monkeypatch.setenv("NODERIG_CACHE", str(tmp_path))
 
 
 class Connector:
@@ -31,21 +38,33 @@ class Host:
     def __init__(self, name, state, answers):
         self.name, self.state, self.answers, self.connector = name, state, answers, Connector()
         self.fail_next = False
+        self.data, self.connected = {"ssh_hostname": f"10.0.0.{len(name)}"}, True
 
     def get_fact(self, cls, *args, **kwargs):
         self.connector.run_shell_command(f"read {cls.__name__} {kwargs}")
+        if cls is Facts:  # the last run's facts at once: each one's status and output lines
+            return [self.answers["Facts"][name] for name, _ in kwargs["reads"]]
         if self.fail_next:
             self.state.failed_hosts.add(self)
         return {"value": self.answers[cls.__name__]}
 
 
-def run(executing=False, prompted=False):
-    state = SimpleNamespace(is_executing=executing, should_check_for_changes=lambda: prompted, failed_hosts=set())
-    answers = {"JsonFile": 1, "FileStats": 2, "UnitStatus": "active", "HttpStatus": 200}
+def run(executing=False, prompted=False, facts=None):
+    state = SimpleNamespace(is_executing=executing, should_check_for_changes=lambda: prompted, failed_hosts=set(),
+                            handlers=[])
+    state.add_callback_handler = state.handlers.append
+    answers = {"JsonFile": 1, "FileStats": 2, "UnitStatus": "active", "HttpStatus": 200, "Facts": facts or {}}
     node, reference = Host("b300", state, answers), Host("ct200", state, answers)
     state.inventory = [reference, node]
     remember(node)
+    gevent.wait([g for g in state._noderig_fact_reads.pending.values()])
     return state, answers, node, reference
+
+
+def end_of_run(state, *hosts):
+    for handler in state.handlers:
+        for host in hosts:
+            handler.host_disconnect(state, host)
 
 
 def reads(host) -> int:
@@ -122,3 +141,34 @@ def test_a_read_that_a_command_on_another_host_overlapped_is_not_kept():
     answers["JsonFile"] = 9
     assert node.get_fact(JsonFile, path="/a") == {"value": 9}
     assert reads(node) == 2
+
+
+def test_the_facts_the_last_run_read_are_read_in_one_round_trip():
+    state, _, node, reference = run()
+    node.get_fact(JsonFile, path="/m/.noderig/manifest.json")
+    node.get_fact(FileStats, root="/m")
+    node.get_fact(UnitStatus, unit="sglang.service")  # read every time: never kept for the next run
+    reference.get_fact(JsonFile, path="/opt/venv/pyvenv.cfg")
+    end_of_run(state, node, reference)
+
+    # The next run: b300's two facts in one command, the manifest answered from it; FileStats
+    # failed there (status 2): read again on its own, as it would fail on its own.
+    facts = {"operations.facts.JsonFile": [0, ["noderig:present", '{"repo": "m"}']],
+             "operations.facts.FileStats": [2, []]}
+    state, _, node, reference = run(facts=facts)
+    assert node.connector.commands[0].startswith("read Facts"), node.connector.commands
+    assert "UnitStatus" not in node.connector.commands[0]
+    assert node.get_fact(JsonFile, path="/m/.noderig/manifest.json") == {"repo": "m"}
+    assert node.get_fact(FileStats, root="/m") == {"value": 2}
+    assert [c.split(" ")[1] for c in node.connector.commands] == ["Facts", "FileStats"]
+    assert reference.connector.commands[0].startswith("read Facts")
+
+
+def test_a_fact_the_last_run_did_not_read_is_read_as_before():
+    state, _, node, reference = run()  # nothing kept yet: no read at once
+    assert node.connector.commands == []
+    node.get_fact(JsonFile, path="/a")
+    end_of_run(state, node)
+    state, _, node, _ = run(facts={"operations.facts.JsonFile": [0, ["noderig:present", "[]"]]})
+    assert node.get_fact(JsonFile, path="/b") == {"value": 1}  # another path: its own read
+    assert [c.split(" ")[1] for c in node.connector.commands] == ["Facts", "JsonFile"]
