@@ -12,8 +12,10 @@ may have changed it:
   reference pushes the venv to a target; peers serve files);
 - the operation run that follows a change-detection pass (pyinfra's prompt, or ``--dry``:
   time passes) reads everything afresh; with ``-y`` the run follows the load at once;
-- ``VOLATILE`` facts are always read again: whether the server and aria2 run and answer
-  changes on its own, and readiness, the rollout and the checkpoint step act on it now.
+- ``VOLATILE`` facts (whether the server and aria2 run and answer: that changes on its own)
+  are kept only while the deploy file plans (pyinfra's load, and its change detection), so
+  that every plan sees one state; the operation run reads them afresh each time, as readiness,
+  the service's restart and the checkpoint step act on what runs now.
 
 A read that failed (its host failed) or raised is not kept: a second read fails again as
 before. Each answer is a copy: a caller may change what it got.
@@ -75,7 +77,7 @@ class FactReads:
         if phase != self.phase:
             self.phase = phase
             self.forget()
-        if cls in VOLATILE or not isinstance(cls, type):
+        if not isinstance(cls, type) or (cls in VOLATILE and self.state.is_executing):
             return self._run(inner, cls, args, kwargs)
         pending = self.pending.get(host.name)
         if pending is not None and pending is not getcurrent():
@@ -84,6 +86,7 @@ class FactReads:
         try:
             if key in self.values:
                 self.hits += 1
+                self._asked(host, key, cls, args, kwargs)
                 return copy.deepcopy(self.values[key])
         except TypeError:  # an argument that cannot be a key (a list): read, never kept
             return self._run(inner, cls, args, kwargs)
@@ -91,16 +94,22 @@ class FactReads:
         value = self._run(inner, cls, args, kwargs)
         if generation == self.generation and host not in self.state.failed_hosts:
             self.values[key] = copy.deepcopy(value)
+        self._asked(host, key, cls, args, kwargs)
+        return value
+
+    def _asked(self, host, key, cls, args, kwargs) -> None:
+        """Note a fact this run read (answered from what was kept or not), for the next run."""
         if host not in self.state.failed_hosts and not args and _storable(kwargs):
             self.asked.setdefault(host.name, {})[key] = [f"{cls.__module__}.{cls.__qualname__}", kwargs]
-        return value
 
     def read_at_once(self, host, reads: list) -> None:
         """Read ``reads`` (``[[fact name, kwargs], ...]``) on ``host`` in one round trip and keep
         each answer as its own read would have been kept."""
         generation, end = self.generation, f"noderig:end:{secrets.token_hex(8)}"
         try:
-            answers = self._run(self.inner[host.name], Facts, (), {"reads": tuple(reads), "end": end})
+            # (its command never fails; should the connection, the host is not failed for it)
+            answers = self._run(self.inner[host.name], Facts, (), {"reads": tuple(reads), "end": end,
+                                                                     "_ignore_errors": True})
         except Exception as error:  # noqa: BLE001 - the facts are then read one by one, as before
             logger.debug(f"[{host.name}] reading the last run's facts at once: {error!r}")
             return

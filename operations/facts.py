@@ -545,10 +545,13 @@ def fact_command(name: str, kwargs: dict) -> StringCommand:
 
 class Facts(FactBase):
     """
-    Several facts in one round trip: each fact's own command in a subshell, then a line with
-    ``end``, its position and its exit status; ``end`` is drawn at random for the run, so no
-    output can forge one. ``[[status, [line, ...]], ...]`` in the order asked; a fact whose
-    line never came (the command was cut short) is left out, as are those after it.
+    Several facts in one round trip: each fact's own command in a subshell, all at once (every
+    one of them only reads), their outputs kept in a directory of ``mktemp -d`` (removed at the
+    end), then printed in order, each followed by a line with ``end``, its position and its
+    exit status; ``end`` is drawn at random for the run, so no output can forge one.
+    ``[[status, [line, ...]], ...]`` in the order asked; a fact whose line never came (the
+    command was cut short) is left out, as are those after it; nothing at all without a
+    temporary directory (the facts are then read one by one).
 
     + reads: ``[["operations.facts.JsonFile", {"path": "/x"}], ...]`` (``fact_class`` names)
     + end: the marker
@@ -558,10 +561,15 @@ class Facts(FactBase):
 
     def command(self, reads: tuple, end: str) -> StringCommand:
         self.end = end  # pyinfra makes one instance per read: process() finds the ends
-        bits = []
+        bits = ["d=$(mktemp", "-d", "2>/dev/null)", "||", "exit", "0;", "trap", QuoteString('rm -rf "$d"'), "EXIT;"]
         for position, (name, kwargs) in enumerate(reads):
-            bits += ["(", fact_command(name, kwargs), ");", "printf", QuoteString("\\n%s %s %s\\n"), QuoteString(end),
-                     str(position), '"$?";']
+            bits += ["(", fact_command(name, kwargs), ")", f'>"$d/{position}"', "2>/dev/null", "&",
+                     f"p{position}=$!;"]
+        for position in range(len(reads)):
+            bits += ["wait", f"$p{position};", f"s{position}=$?;"]
+        for position in range(len(reads)):
+            bits += ["cat", f'"$d/{position}";', "printf", QuoteString("\\n%s %s %s\\n"), QuoteString(end),
+                     str(position), f'"$s{position}";']
         return StringCommand(*bits)
 
     def process(self, output):

@@ -97,14 +97,24 @@ def test_a_command_on_any_host_makes_every_fact_read_again():
     assert reads(node) == 2
 
 
-def test_whether_the_server_runs_and_answers_is_always_read_again():
-    _, answers, node, _ = run()
+def test_whether_the_server_runs_and_answers_is_read_again_each_time_in_the_operation_run():
+    _, answers, node, _ = run(executing=True)
     assert node.get_fact(UnitStatus, unit="sglang.service") == {"value": "active"}
     answers["UnitStatus"], answers["HttpStatus"] = "failed", 0
     assert node.get_fact(UnitStatus, unit="sglang.service") == {"value": "failed"}
     node.get_fact(HttpStatus, url="http://127.0.0.1:30000/health")
     assert node.get_fact(HttpStatus, url="http://127.0.0.1:30000/health") == {"value": 0}
     assert reads(node) == 4
+
+
+def test_the_deploy_files_plans_see_one_state_of_the_server_and_the_run_reads_it_afresh():
+    state, answers, node, _ = run()
+    node.get_fact(UnitStatus, unit="sglang.service")  # the rollout: does it serve?
+    answers["UnitStatus"] = "failed"
+    assert node.get_fact(UnitStatus, unit="sglang.service") == {"value": "active"}  # must it restart?
+    state.is_executing = True  # -y: the run follows at once, and still reads what runs now
+    assert node.get_fact(UnitStatus, unit="sglang.service") == {"value": "failed"}
+    assert reads(node) == 2
 
 
 def test_the_run_after_a_prompt_reads_afresh_and_a_run_without_one_does_not():
@@ -147,17 +157,17 @@ def test_the_facts_the_last_run_read_are_read_in_one_round_trip():
     state, _, node, reference = run()
     node.get_fact(JsonFile, path="/m/.noderig/manifest.json")
     node.get_fact(FileStats, root="/m")
-    node.get_fact(UnitStatus, unit="sglang.service")  # read every time: never kept for the next run
+    node.get_fact(UnitStatus, unit="sglang.service")  # read at load: in the next run's first round trip too
     reference.get_fact(JsonFile, path="/opt/venv/pyvenv.cfg")
     end_of_run(state, node, reference)
 
     # The next run: b300's two facts in one command, the manifest answered from it; FileStats
     # failed there (status 2): read again on its own, as it would fail on its own.
     facts = {"operations.facts.JsonFile": [0, ["noderig:present", '{"repo": "m"}']],
-             "operations.facts.FileStats": [2, []]}
+             "operations.facts.FileStats": [2, []], "operations.facts.UnitStatus": [0, ["ActiveState=active"]]}
     state, _, node, reference = run(facts=facts)
     assert node.connector.commands[0].startswith("read Facts"), node.connector.commands
-    assert "UnitStatus" not in node.connector.commands[0]
+    assert node.get_fact(UnitStatus, unit="sglang.service")["active"] == "active"
     assert node.get_fact(JsonFile, path="/m/.noderig/manifest.json") == {"repo": "m"}
     assert node.get_fact(FileStats, root="/m") == {"value": 2}
     assert [c.split(" ")[1] for c in node.connector.commands] == ["Facts", "FileStats"]
@@ -172,3 +182,14 @@ def test_a_fact_the_last_run_did_not_read_is_read_as_before():
     state, _, node, _ = run(facts={"operations.facts.JsonFile": [0, ["noderig:present", "[]"]]})
     assert node.get_fact(JsonFile, path="/b") == {"value": 1}  # another path: its own read
     assert [c.split(" ")[1] for c in node.connector.commands] == ["Facts", "JsonFile"]
+
+
+def test_what_a_run_answered_from_its_first_round_trip_is_kept_for_the_next_run_too():
+    state, _, node, _ = run()
+    node.get_fact(JsonFile, path="/a")
+    end_of_run(state, node)
+    for _ in range(2):  # answered from the read at once, twice: still in the list each time
+        state, _, node, _ = run(facts={"operations.facts.JsonFile": [0, ["noderig:present", "[]"]]})
+        assert node.get_fact(JsonFile, path="/a") == []
+        assert [c.split(" ")[1] for c in node.connector.commands] == ["Facts"]
+        end_of_run(state, node)
