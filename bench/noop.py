@@ -95,7 +95,10 @@ def breakdown(out: str) -> dict[str, dict[str, dict[str, int]]]:
         if "--> Beginning operation run" in line:
             phase = "run"
         if m := GETTING.search(line):
-            pending = f"fact {m.group(1).rsplit('.', 1)[-1]} ({m.group(2)})"
+            name = m.group(1).rsplit(".", 1)[-1]
+            # (the facts read at once: how many, not their whole list)
+            args = f"{m.group(2).count('], [') + 1} facts at once" if name == "Facts" else m.group(2)
+            pending = f"fact {name} ({args})"
         elif m := RUNNING.search(line):
             what = pending or "command " + " ".join(m.group(2).split()[:4])[:90]
             found.setdefault(m.group(1), {}).setdefault(phase, Counter())[what] += 1
