@@ -59,7 +59,6 @@ class FactReads:
         self.phase = self._phase()
         self.reading: set[int] = set()  # the greenlets inside a fact read now
         self.generation = 0  # forget() counts: a read another host's command overlapped is not kept
-        self.reads = self.hits = 0
         self.asked: dict[str, dict] = {}  # host -> the facts it read this run, to read at once next run
         self.inner: dict = {}  # host -> pyinfra's own get_fact
         self.pending: dict = {}  # host -> the greenlet reading its last run's facts
@@ -85,7 +84,6 @@ class FactReads:
         key = (host.name, cls, args, tuple(sorted(kwargs.items())))
         try:
             if key in self.values:
-                self.hits += 1
                 self._asked(host, key, cls, args, kwargs)
                 return copy.deepcopy(self.values[key])
         except TypeError:  # an argument that cannot be a key (a list): read, never kept
@@ -116,18 +114,18 @@ class FactReads:
         if generation != self.generation or host in self.state.failed_hosts:
             return
         for (name, kwargs), (status, lines) in zip(reads, answers):
+            if status != 0:
+                continue  # read on its own later, failing as it would
             try:
                 fact = fact_class(name)()
                 kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
                 fact.command(**kwargs)  # as pyinfra does: command() before process()
-                value = (fact.process(lines) if lines else fact.default()) if status == 0 else None
-            except Exception:  # noqa: BLE001 - read on its own later, failing as it would
+                value = fact.process(lines) if lines else fact.default()
+            except Exception:  # noqa: BLE001 - likewise (an unreadable JSON file names itself then)
                 continue
-            if status == 0:
-                self.values.setdefault((host.name, type(fact), (), tuple(sorted(kwargs.items()))), value)
+            self.values.setdefault((host.name, type(fact), (), tuple(sorted(kwargs.items()))), value)
 
     def _run(self, inner, cls, args, kwargs):
-        self.reads += 1
         me = id(getcurrent())
         nested = me in self.reading
         self.reading.add(me)

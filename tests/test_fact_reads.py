@@ -195,3 +195,13 @@ def test_what_a_run_answered_from_its_first_round_trip_is_kept_for_the_next_run_
         node.get_fact(FileStats, root="/m")
         assert [c.split(" ")[1] for c in node.connector.commands] == ["Facts", "FileStats"]
         end_of_run(state, node)
+
+
+def test_a_fact_whose_output_in_the_first_round_trip_cannot_be_processed_is_read_on_its_own():
+    state, _, node, _ = run()
+    node.get_fact(JsonFile, path="/etc/noderig/repairs.json")
+    end_of_run(state, node)
+    # Broken JSON: its own read then fails the host, naming the file, as it always did.
+    state, _, node, _ = run(facts={"operations.facts.JsonFile": [0, ["noderig:present", '{"repairs": [']]})
+    assert node.get_fact(JsonFile, path="/etc/noderig/repairs.json") == {"value": 1}
+    assert [c.split(" ")[1] for c in node.connector.commands] == ["Facts", "JsonFile"]
