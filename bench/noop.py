@@ -10,8 +10,9 @@ targets), converges it with the whole deploy, then alternates, ``--reps`` times 
 - the no-op rerun: ``pyinfra INVENTORY -y deploy.py``, which must change nothing (checked on
   pyinfra's results table and noderig's summary: a run that changes something is an error).
 
-Figures: the medians of both wall times and their ratio (goal <= 2.0), the commands per host
-(noderig's summary), and one more rerun under ``--debug`` read into where the round trips go:
+Figures: the medians of both wall times and their ratio (goal <= 2.0), when each stage of a
+run ended (connected, deploy file loaded, operations done: medians, seconds from the start),
+the commands per host (noderig's summary), and one more rerun under ``--debug`` read into where the round trips go:
 per host, each fact (with its arguments) and each operation command, counted in the
 deploy-file pass (``load``) and in the operation run (``run``). Results in
 bench/results/noop.json (noop_fleet.json with ``--fleet``).
@@ -42,15 +43,32 @@ SUMMARY_LINE = re.compile(r"^\s*(\S+)\s{2,}(ok|FAILED|NOT REACHED|would)(.*); (\
                           re.M)
 
 
-def pyinfra(inventory: Path, *args: str) -> tuple[float, str]:
+# pyinfra's own lines that end one stage of a run and begin the next: the seconds from the
+# start to each say where a run's wall time goes (connecting, loading the deploy file with its
+# plans' facts, the operations, the rest: disconnecting and the summary).
+STAGES = (("connected", "--> Preparing operation files"), ("connected", "--> Gathering facts"),
+          ("loaded", "--> Skipping change detection"), ("loaded", "--> Detected changes"),
+          ("operations_done", "--> Results"))
+
+
+def pyinfra(inventory: Path, *args: str) -> tuple[float, str, dict[str, float]]:
+    """Wall time, whole output and the time each stage ended (seconds from the start)."""
     began = time.monotonic()
-    res = subprocess.run([PYINFRA, str(inventory), *args], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "PYINFRA_PROGRESS": "off"}, timeout=900)
+    proc = subprocess.Popen([PYINFRA, str(inventory), *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYINFRA_PROGRESS": "off", "PYTHONUNBUFFERED": "1"})
+    lines, stages = [], {}
+    for line in proc.stdout:
+        lines.append(line)
+        for stage, marker in STAGES:
+            if stage not in stages and line.startswith(marker):
+                stages[stage] = round(time.monotonic() - began, 2)
+    proc.wait(timeout=900)
     took = time.monotonic() - began
-    out = res.stdout + res.stderr
-    if res.returncode != 0:
+    out = "".join(lines)
+    if proc.returncode != 0:
         raise SystemExit(f"`pyinfra {inventory.name} {' '.join(args)}` failed:\n{out[-4000:]}")
-    return took, out
+    return took, out, stages
 
 
 def host_lines(out: str) -> dict[str, dict]:
@@ -71,13 +89,19 @@ def assert_no_change(out: str) -> dict[str, dict]:
     return lines
 
 
-def noop(inventory: Path) -> tuple[float, dict[str, dict]]:
-    took, out = pyinfra(inventory, "-y", "deploy.py")
-    return took, assert_no_change(out)
+def noop(inventory: Path) -> tuple[float, dict[str, dict], dict[str, float]]:
+    took, out, stages = pyinfra(inventory, "-y", "deploy.py")
+    return took, assert_no_change(out), stages
 
 
-def floor(inventory: Path) -> float:
-    return pyinfra(inventory, "-y", "fact", FLOOR_FACT)[0]
+def floor(inventory: Path) -> tuple[float, dict[str, float]]:
+    took, _, stages = pyinfra(inventory, "-y", "fact", FLOOR_FACT)
+    return took, stages
+
+
+def median_stages(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {stage: round(statistics.median(r[stage] for r in runs if stage in r), 2)
+            for stage in dict.fromkeys(s for r in runs for s in r)}
 
 
 # pyinfra's --debug lines: a fact read logs "Getting fact: <name> (<args>)" and, with no I/O in
@@ -128,23 +152,27 @@ def main() -> int:
     lab = Lab(LabLayout.from_env(os.environ.get("NODERIG_LAB", "benchnoop")))
     inventory = lab_inventory(lab, args.fleet, args.reuse)
     try:
-        converge, _ = pyinfra(inventory, "-y", "deploy.py")
+        converge = pyinfra(inventory, "-y", "deploy.py")[0]
         noop(inventory)  # the first rerun may still stop what the converging run left serving
-        floors, reruns, commands, host_s = [], [], {}, {}
+        floors, reruns, commands, host_s, floor_stages, noop_stages = [], [], {}, {}, [], []
         for _ in range(args.reps):
-            floors.append(floor(inventory))
-            took, lines = noop(inventory)
+            took, stages = floor(inventory)
+            floors.append(took)
+            floor_stages.append(stages)
+            took, lines, stages = noop(inventory)
             reruns.append(took)
+            noop_stages.append(stages)
             commands = {n: v["commands"] for n, v in lines.items()}
             host_s = {n: v["host_s"] for n, v in lines.items()}
-        _, debug_out = pyinfra(inventory, "-y", "deploy.py", "--debug")
+        debug_out = pyinfra(inventory, "-y", "deploy.py", "--debug")[1]
         assert_no_change(debug_out)
         result = {
             "hosts": sorted(commands), "reps": args.reps, "converge_s": round(converge, 2),
             "floor": {"command": f"pyinfra INVENTORY fact {FLOOR_FACT}", "runs_s": [round(t, 2) for t in floors],
-                      "median_s": round(statistics.median(floors), 2)},
+                      "median_s": round(statistics.median(floors), 2), "stages_ended_s": median_stages(floor_stages)},
             "noop_rerun": {"command": "pyinfra INVENTORY -y deploy.py", "runs_s": [round(t, 2) for t in reruns],
-                           "median_s": round(statistics.median(reruns), 2), "commands_per_host": commands,
+                           "median_s": round(statistics.median(reruns), 2),
+                           "stages_ended_s": median_stages(noop_stages), "commands_per_host": commands,
                            "seconds_on_each_host": host_s},
             "ratio": round(statistics.median(reruns) / statistics.median(floors), 2), "goal": 2.0,
             "breakdown": breakdown(debug_out),

@@ -18,7 +18,9 @@ may have changed it:
   the service's restart and the checkpoint step act on what runs now.
 
 A read that failed (its host failed) or raised is not kept: a second read fails again as
-before. Each answer is a copy: a caller may change what it got.
+before. Each answer is a copy: a caller may change what it got. A wait loop (a function an
+operation yields) polls with a ``VOLATILE`` fact or a command of its own, never with a kept
+fact: with nothing run in between, a kept fact would answer the same forever.
 
 The first reads are one round trip: the facts a host's last run read (kept on the controller,
 ``fact-reads/`` in noderig's cache) are read at once when the run starts (``operations.facts.
