@@ -190,15 +190,15 @@ class _Keeper(BaseStateCallback):
         self.reads = reads
 
     def host_disconnect(self, state, host):
-        asked = list(self.reads.asked.get(host.name, {}).values())[:MOST_KEPT]
-        if not asked:
+        asked = json.dumps(list(self.reads.asked.get(host.name, {}).values())[:MOST_KEPT])
+        if asked == "[]":
             return
         path = _kept_file(host)
         try:
-            if path.exists() and json.loads(path.read_text()) == asked:
-                return
+            if path.exists() and path.read_text() == asked:
+                return  # (the same list: the file is left alone)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(asked))
+            path.write_text(asked)
         except (OSError, ValueError, TypeError) as error:
             logger.debug(f"[{host.name}] keeping its fact reads for the next run: {error!r}")
 
