@@ -17,8 +17,8 @@ from noderig.peer_server import PACKAGE as PEER_SERVER_PACKAGE
 from noderig.manifest import RepoPin
 from noderig.repair import REPAIRS_FILE, recorded_settings
 from noderig.server_settings import ServerSettings
-from operations import (checkpoint, diagnosis, environment, firewall, packages, peers, preflight, rollout, service,
-                        summary)
+from operations import (checkpoint, diagnosis, environment, fact_reads, firewall, packages, peers, preflight, rollout,
+                        service, summary)
 from operations.facts import JsonFile
 from operations.util import decided
 
@@ -31,6 +31,9 @@ if unknown:
 
 # Every host's commands are counted for the summary printed at the end of the run.
 summary.track(host)
+# A fact is read once while nothing changes it (a converged node's rerun reads the same facts
+# at load, in preflight and in the step that owns them).
+fact_reads.remember(host)
 
 # Repairs applied by an earlier run (recorded on the node) stay applied: a rerun after a
 # repair renders the same unit instead of undoing the fix.

@@ -12,7 +12,6 @@ from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
 from noderig.checkpoint_plan import MANIFEST_FILE, RECORD_FILE, STATE_DIR
-from noderig.diagnose import diagnose
 from noderig.firewall import NFT, RULESET_FILE, load_script, render_table
 from noderig.repair import REPAIRS_FILE, manual_reason, plan_repair
 from noderig.secret_files import read_private
@@ -239,6 +238,9 @@ def _diagnose_failed_invocation(host, unit: str, waited: float, timeout: int):
     for line in tail:
         if line.startswith("{"):
             crashed_at = int(json.loads(line).get("__REALTIME_TIMESTAMP", 0)) / 1e6 or None
+    # (imported here, when a launch failed: the catalog's modules cost every converged rerun ~0.07 s)
+    from noderig.diagnose import diagnose
+
     d = diagnose("\n".join(journal))
     running = result.get("ActiveState") in ("active", "activating", "reloading")
     if d.healthy and running:  # still starting: slow, not crashed (and nothing to repair)

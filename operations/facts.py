@@ -512,3 +512,78 @@ class FileStates(FactBase):
             if path:
                 found[path] = (digest, mode)
         return found
+
+
+# Where facts may come from when named by a stored list (``Facts``): noderig's and pyinfra's.
+FACT_MODULES = ("operations.", "pyinfra.facts.")
+
+
+def fact_class(name: str) -> type[FactBase]:
+    """The fact class ``module.Class`` names, only from ``FACT_MODULES``."""
+    import importlib
+
+    module, _, cls = name.rpartition(".")
+    found = getattr(importlib.import_module(module), cls, None) if module.startswith(FACT_MODULES) else None
+    if not (isinstance(found, type) and issubclass(found, FactBase)):
+        raise ValueError(f"{name!r} is not a fact of noderig or pyinfra")
+    return found
+
+
+def fact_command(name: str, kwargs: dict) -> StringCommand:
+    """The command pyinfra runs to read the fact ``name`` with ``kwargs`` (lists as tuples),
+    its required program checked first (missing: exit 127, as a shell says)."""
+    fact = fact_class(name)()
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
+    command = fact.command(**kwargs)
+    command = command if isinstance(command, StringCommand) else StringCommand(command)
+    requires = fact.requires_command(**kwargs)
+    if not requires:
+        return command
+    return StringCommand("if", "command", "-v", requires, ">/dev/null", "2>&1;", "then", "(", command, ");", "else",
+                         "exit", "127;", "fi")
+
+
+class Facts(FactBase):
+    """
+    Several facts in one round trip: each fact's own command in a subshell, all at once (every
+    one of them only reads), their outputs kept in a directory of ``mktemp -d`` (removed at the
+    end), then printed in order, each followed by a line with ``end``, its position and its
+    exit status; ``end`` is drawn at random for the run, so no output can forge one.
+    ``[[status, [line, ...]], ...]`` in the order asked; a fact whose line never came (the
+    command was cut short) is left out, as are those after it; nothing at all without a
+    temporary directory (the facts are then read one by one).
+
+    + reads: ``[["operations.facts.JsonFile", {"path": "/x"}], ...]`` (``fact_class`` names)
+    + end: the marker
+    """
+
+    default = list
+
+    def command(self, reads: tuple, end: str) -> StringCommand:
+        self.end = end  # pyinfra makes one instance per read: process() finds the ends
+        bits = ["d=$(mktemp", "-d", "2>/dev/null)", "||", "exit", "0;", "trap", QuoteString('rm -rf "$d"'), "EXIT;"]
+        for position, (name, kwargs) in enumerate(reads):
+            bits += ["(", fact_command(name, kwargs), ")", f'>"$d/{position}"', "2>/dev/null", "&",
+                     f"p{position}=$!;"]
+        for position in range(len(reads)):
+            bits += ["wait", f"$p{position};", f"s{position}=$?;"]
+        for position in range(len(reads)):
+            bits += ["cat", f'"$d/{position}";', "printf", QuoteString("\\n%s %s %s\\n"), QuoteString(end),
+                     str(position), f'"$s{position}";']
+        return StringCommand(*bits)
+
+    def process(self, output):
+        # The line before each end line is the newline printf adds: empty when the fact's own
+        # output ended with one (or was empty), else the fact's last, unterminated line.
+        found, lines = [], []
+        end = f"{self.end} " if hasattr(self, "end") else None
+        for line in output:
+            if end and line.startswith(end) and line[len(end):].replace(" ", "").isdigit():
+                position, status = (int(v) for v in line[len(end):].split(" "))
+                if position != len(found):
+                    break
+                found.append([status, lines[:-1] if lines and lines[-1] == "" else lines])
+                lines = []
+            else:
+                lines.append(line)
+        return found

@@ -6,7 +6,6 @@ import difflib
 import hashlib
 import io
 import json
-import os
 from pathlib import Path
 
 from pyinfra import host, logger
@@ -24,7 +23,7 @@ from noderig.unit import LAUNCHER_PATH, check_against_server, help_command, rend
 from . import rollout
 from .facts import (DistributionsDigest, FileMode, FileText, Mtimes, ServerVersion, Sha256, SystemUser, UnitStatus,
                     Unreadable)
-from .util import atomic_write, decided, fail, first_pass, operation, refused
+from .util import atomic_write, controller_cache, decided, fail, first_pass, operation, refused
 
 
 def unit_path(service: str) -> str:
@@ -32,8 +31,7 @@ def unit_path(service: str) -> str:
 
 
 def _help_cache(digest: str) -> Path:
-    base = Path(os.environ.get("NODERIG_CACHE", Path.home() / ".cache" / "noderig")) / "server-help"
-    return base / f"{digest}.json"
+    return controller_cache("server-help") / f"{digest}.json"
 
 
 def server_flags_of(venv_host, venv: str, settings: ServerSettings) -> ServerFlags | None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import os
 import traceback
+from pathlib import Path
 
 from pyinfra import host as current_host
 from pyinfra import logger
@@ -11,6 +13,12 @@ from pyinfra.api import operation as pyinfra_operation
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
 from noderig.service_plan import CHANGES_DIR, marker
+
+
+def controller_cache(name: str) -> Path:
+    """A directory of noderig's cache on the controller (``NODERIG_CACHE``, else
+    ``~/.cache/noderig``): what a later run may reuse, never needed for a right answer."""
+    return Path(os.environ.get("NODERIG_CACHE", Path.home() / ".cache" / "noderig")) / name
 
 
 def _report_failure(state, host, message: str) -> bool:

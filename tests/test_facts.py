@@ -365,3 +365,34 @@ def test_pyinfra_file_facts_read_a_directory_as_absent_where_ours_fail(tmp_path)
     assert gather(FileContents, path=str(path)) == (0, None)
     assert gather(facts.Sha256, path=str(path))[0] != 0
     assert gather(facts.FileText, path=str(path))[0] != 0
+
+
+def test_several_facts_at_once_each_as_it_reads_alone(tmp_path):
+    """``Facts`` on real files: each fact's lines and status cut out of the one command's
+    output, so that each fact's own ``process`` gives what its own read gives: output without
+    a last newline (curl's status is such), an unreadable file's failure, an empty output."""
+    (tmp_path / "r.json").write_text('{"a": [1, 2]}')
+    (tmp_path / "unreadable.json").mkdir()  # cat fails on it
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "x.bin").write_bytes(b"12345")
+    reads = [["operations.facts.JsonFile", {"path": str(tmp_path / "r.json")}],
+             ["operations.facts.JsonFile", {"path": str(tmp_path / "unreadable.json")}],
+             ["operations.facts.LinkTarget", {"path": str(tmp_path / "r.json")}],
+             ["operations.facts.FileStats", {"root": str(tmp_path / "m")}],
+             ["operations.facts.Mtimes", {"paths": [str(tmp_path / "absent")]}]]
+    status, answers = gather(facts.Facts, reads=tuple(reads), end="noderig:end:5eed")
+    assert status == 0 and [s for s, _ in answers] == [0, 1, 0, 0, 0]
+    assert answers[0][1] == ["noderig:present", '{"a": [1, 2]}']
+    assert answers[2][1] == [] and answers[4][1] == []  # no output at all: the fact's default
+    size, _, name = answers[3][1][1].split(" ")
+    assert (size, name) == ("5", "x.bin")
+    stats = facts.FileStats()
+    assert stats.process(answers[3][1]) == gather(facts.FileStats, root=str(tmp_path / "m"))[1]
+
+
+def test_several_facts_at_once_leave_no_temporary_directory(tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    command = facts.Facts().command(reads=(("operations.facts.SshdPorts", {}),), end="noderig:end:5eed")
+    res = subprocess.run(["sh", "-c", command.get_raw_value()], capture_output=True, text=True, env=env)
+    assert res.returncode == 0 and res.stdout.splitlines()[-1] == "noderig:end:5eed 0 0"
+    assert list(tmp_path.iterdir()) == []

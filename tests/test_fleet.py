@@ -79,9 +79,11 @@ def test_one_failing_host_does_not_stop_the_others_and_the_summary_names_it(lab)
     for name in TARGETS:
         commands = int(re.search(r"(\d+) commands", lines[name]).group(1))
         # Facts only: no hashing, no transfer (a regression that re-hashes shows up as more).
-        # Measured: 43 per target for one node's facts, 76 with the fleet's (the rollout's
-        # decision and the fan-out's plan read every target: docs/ARCHITECTURE.md).
-        assert lines[name].startswith("ok, no changes") and 10 <= commands <= 90, lines[name]
+        # The facts the last run read come in one command; what runs is read afresh in the
+        # operation run (the server's unit twice, /health, the firewall's unit): 5 measured, a
+        # few more right after the run that provisioned the node (a fact a converged node reads
+        # and a provisioning run did not is read on its own once). Before facts were kept: 76.
+        assert lines[name].startswith("ok, no changes") and 5 <= commands <= 12, lines[name]
 
     for name in ("b300-2", "b300-3"):
         lab.reset(name)  # the stand-in servers go; the hosts stay booted for nothing else
