@@ -270,6 +270,13 @@ class Session:
                 return
             time.sleep(interval)
 
+    def busy_elsewhere(self) -> bool:
+        """Whether the daemon still downloads (or queues) a file outside this session's ``dest``:
+        another checkpoint's, handed to it earlier in the run and not yet followed."""
+        prefix = self.dest.rstrip("/") + "/"
+        return any(d.status in ("active", "waiting", "paused") and d.files
+                   and not str(d.files[0].path).startswith(prefix) for d in self.api.get_downloads())
+
     def close(self) -> None:
         """Forget the finished downloads' results (the daemon keeps them for a later run otherwise)."""
         self.api.client.purge_download_result()

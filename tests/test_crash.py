@@ -63,10 +63,11 @@ print(json.dumps(out))
 # Hub's faults meanwhile: a slowed CDN keeps the download going long enough to land in it)
 SLOW_CDN = {"rate_limit_bps": {"bps": 256 << 10}}
 KILL_POINTS = [
-    ("apt installing the prerequisites", "Starting operation: Prerequisites", 1.5, None),
+    ("the checkpoint's manifest and small files being written", "Starting operation: Download started: moonshotai",
+     0.3, None),
+    # (the download runs on the node while the prerequisites and the venv are installed)
+    ("apt installing the prerequisites", "Starting operation: Prerequisites \n", 1.5, None),
     ("rsync copying the venv", "Starting operation: Venv", 0.4, None),
-    ("the checkpoint's manifest and small files being written", "Starting operation: Checkpoint moonshotai", 1.0,
-     None),
     ("aria2 downloading the checkpoint", "MiB/s, ETA", 0.5, SLOW_CDN),
     ("files being hashed as aria2 completes them", "MiB/s, ETA", 3.0, SLOW_CDN),
     ("the draft's download", "Starting operation: Checkpoint z-lab", 0.3, None),
@@ -95,11 +96,12 @@ print(json.dumps({
 }))
 """
 LANDED = {
-    "apt installing the prerequisites": lambda w, s: not w["manifest"] and w["venv_files"] == 0
-    and (w["apt"] or not w["packages"]),
-    "rsync copying the venv": lambda w, s: w["packages"] and not w["manifest"],
-    "the checkpoint's manifest and small files being written": lambda w, s: w["venv_files"] > 0
+    "the checkpoint's manifest and small files being written": lambda w, s: w["venv_files"] == 0
     and not s["complete"].get(CHECKPOINTS[0]) and not w["draft_manifest"],
+    "apt installing the prerequisites": lambda w, s: w["manifest"] and w["venv_files"] == 0
+    and (w["apt"] or not w["packages"]),
+    "rsync copying the venv": lambda w, s: w["packages"] and w["manifest"] and not s["complete"].get(CHECKPOINTS[0])
+    and s["placed"][PLACED[1]] is None,
     "aria2 downloading the checkpoint": lambda w, s: w["aria2"] and not s["complete"].get(CHECKPOINTS[0]),
     "files being hashed as aria2 completes them": lambda w, s: w["aria2"] and not s["complete"].get(CHECKPOINTS[0])
     and s["recorded_in"].get(CHECKPOINTS[0], 0) > 0,

@@ -365,3 +365,12 @@ def test_pyinfra_file_facts_read_a_directory_as_absent_where_ours_fail(tmp_path)
     assert gather(FileContents, path=str(path)) == (0, None)
     assert gather(facts.Sha256, path=str(path))[0] != 0
     assert gather(facts.FileText, path=str(path))[0] != 0
+
+
+def test_aria2_downloads_is_none_when_the_daemon_is_not_running(tmp_path):
+    # (its node script against a real aria2c daemon: tests/test_aria2_session.py)
+    systemctl = tmp_path / "systemctl"
+    systemctl.write_text("#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/calls\"\nexit 3\n")
+    systemctl.chmod(0o755)
+    assert gather_with_path(tmp_path, facts.Aria2Downloads, dest="/models/m") == (0, None)
+    assert (tmp_path / "calls").read_text() == "is-active --quiet noderig-aria2.service\n"
