@@ -21,7 +21,7 @@ from noderig.node.hubpath import describe
 from noderig.secret_files import read_token
 from noderig.sizes import human_size
 
-from .facts import Aria2Downloads, FileStats, FsType, JsonFile
+from .facts import CheckpointState, FsType
 from .tunnel import LoopbackForward
 from .util import fail, first_pass, mark_changing, one_at_a_time, operation
 
@@ -65,14 +65,11 @@ def manifest_for(pin: RepoPin, token_file: str | None, on_node: dict | None, whe
 def _planned(pin: RepoPin, dest: str, token_file: str | None, only: list[str] | None):
     """From the node's facts: (its manifest file, the manifest to use, every file's state, the
     files not yet verified (within ``only``), the files aria2 holds). NoderigError: no manifest."""
-    on_node = host.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.MANIFEST_FILE}")
-    manifest = manifest_for(pin, token_file, on_node, f"{host.name} in {dest}")
-    stats = host.get_fact(FileStats, root=dest)
-    record = host.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.RECORD_FILE}")
-    states = checkpoint_plan.classify(manifest, stats, record)
+    node = host.get_fact(CheckpointState, dest=dest)
+    manifest = manifest_for(pin, token_file, node["manifest"], f"{host.name} in {dest}")
+    states = checkpoint_plan.classify(manifest, node["stats"], node["record"])
     todo = {p: s for p, s in states.items() if s != checkpoint_plan.OK and (only is None or p in only)}
-    held = host.get_fact(Aria2Downloads, dest=dest)
-    return on_node, manifest, stats, states, todo, held
+    return node["manifest"], manifest, node["stats"], states, todo, node["held"]
 
 
 @operation(is_idempotent=True)

@@ -577,3 +577,46 @@ class Aria2Downloads(FactBase):
             if d.get("status") in aria2.LIVE and path.startswith(self.dest + "/"):
                 held.append(path[len(self.dest) + 1:])
         return sorted(held)
+
+
+# Where one part of a combined fact's output starts (the part's name follows).
+PART = "noderig:part:"
+
+
+class CheckpointState(FactBase):
+    """
+    All the checkpoint steps read of ``dest``, in one round trip: its manifest and verified
+    record (as ``JsonFile``), its files (``FileStats``) and what the node's aria2 daemon holds
+    there (``Aria2Downloads``). Each part fails the host as that fact would alone.
+
+    .. code:: python
+
+        {"manifest": {...} or None, "stats": {...}, "record": {...} or None, "held": [...] or None}
+    """
+
+    def command(self, dest: str) -> StringCommand:
+        from noderig.checkpoint_plan import MANIFEST_FILE, RECORD_FILE
+
+        self.parts = {"manifest": (JsonFile(), {"path": f"{dest}/{MANIFEST_FILE}"}),
+                      "stats": (FileStats(), {"root": dest}),
+                      "record": (JsonFile(), {"path": f"{dest}/{RECORD_FILE}"}),
+                      "held": (Aria2Downloads(), {"dest": dest})}
+        bits: list = []
+        for name, (fact, kwargs) in self.parts.items():
+            bits += [*(["&&"] if bits else []), "echo", f"{PART}{name}", "&&", fact.command(**kwargs)]
+        return StringCommand(*bits)
+
+    def process(self, output):
+        lines: dict[str, list[str]] = {}
+        current = None
+        for line in output:
+            if line.startswith(PART) and line[len(PART):] in self.parts and line[len(PART):] not in lines:
+                current = lines.setdefault(line[len(PART):], [])
+            elif current is not None:
+                current.append(line)
+        if set(lines) != set(self.parts):
+            raise FactProcessError(f"the checkpoint's state could not be read (parts {sorted(lines)} of "
+                                   f"{sorted(self.parts)}); rerun")
+        # (as pyinfra computes a fact: its default when its command printed nothing)
+        return {name: fact.process(lines[name]) if lines[name] else fact.default()
+                for name, (fact, _) in self.parts.items()}

@@ -251,10 +251,12 @@ MANIFEST = {"version": 1, "repo": "org/m", "revision": COMMIT, "commit": COMMIT,
 
 def node_with(stats: dict, record: dict | None, held: list[str] | None = None, extra: dict | None = None) -> FakeHost:
     """``held``: the files the node's aria2 daemon holds (None: no daemon running)."""
-    return FakeHost({fact("JsonFile", path=f"{DEST}/.noderig/manifest.json"): MANIFEST,
-                     fact("FileStats", root=DEST): stats,
-                     fact("JsonFile", path=f"{DEST}/.noderig/verified.json"): record,
-                     fact("Aria2Downloads", dest=DEST): held, **(extra or {})})
+    return FakeHost({checkpoint_state(): {"manifest": MANIFEST, "stats": stats, "record": record, "held": held},
+                     **(extra or {})})
+
+
+def checkpoint_state() -> tuple:
+    return fact("CheckpointState", dest=DEST)
 
 
 def verified(size: int, mtime: float, digest: str) -> dict:
@@ -694,7 +696,7 @@ def test_an_operation_that_raises_fails_only_its_host_with_a_sentence():
 
 def test_a_node_manifest_edited_to_name_a_climbing_path_fails_before_anything_is_read_or_written():
     edited = {**MANIFEST, "files": [*MANIFEST["files"], {"path": "../../etc/cron.d/x", "size": 1, "git_oid": "e" * 40}]}
-    host = FakeHost({fact("JsonFile", path=f"{DEST}/.noderig/manifest.json"): edited})
+    host = FakeHost({checkpoint_state(): {"manifest": edited, "stats": {}, "record": None, "held": None}})
     (only,) = run_op(checkpoint.fetch, host, PIN, DEST)
     assert only.startswith(f"fail: checkpoint org/m for b300: the manifest .noderig/manifest.json on b300 in {DEST} "
                            "was edited: it lists the unsafe path '../../etc/cron.d/x' (it has a '..' component); ")
@@ -790,7 +792,7 @@ def test_a_gated_repo_s_small_files_are_fetched_by_the_controller_never_with_the
     token.chmod(0o600)
     gated = {**MANIFEST, "gated": True}
     host = node_with({"model.safetensors": STATS["model.safetensors"]}, RECORD)
-    host.facts[fact("JsonFile", path=f"{DEST}/.noderig/manifest.json")] = gated
+    host.facts[checkpoint_state()]["manifest"] = gated
     commands = run_op(checkpoint.fetch, host, PIN, DEST, token_file=str(token))
     assert commands[len(NODE_CHECKS):] == [
         "install -d -m 755 /var/lib/noderig/changes && touch /var/lib/noderig/changes/checkpoint",
@@ -824,9 +826,8 @@ def test_an_unreachable_reference_fails_the_node_before_reading_anything():
 
 def test_a_volume_too_small_for_what_is_still_to_fetch_fails_preflight_with_the_numbers():
     node, reference = preflight_hosts(info={**INFO, "free_bytes": 10 * 2**20})
-    node.facts.update({fact("JsonFile", path=f"{DEST}/.noderig/manifest.json"): MANIFEST,
-                       fact("FileStats", root=DEST): {"config.json": STATS["config.json"]},
-                       fact("JsonFile", path=f"{DEST}/.noderig/verified.json"): RECORD,
+    node.facts.update({checkpoint_state(): {"manifest": MANIFEST, "stats": {"config.json": STATS["config.json"]},
+                                            "record": RECORD, "held": None},
                        fact("NodeInfo", path=DEST): {**INFO, "free_bytes": 10 * 2**20}})
     (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference, checkpoints=[(PIN, None, DEST)])
     # 1000 bytes still to fetch (model.safetensors), margin 64 MiB + 2% of 1000 bytes = 67108884 B
@@ -836,8 +837,7 @@ def test_a_volume_too_small_for_what_is_still_to_fetch_fails_preflight_with_the_
 
 def test_a_volume_that_holds_it_passes():
     node, reference = preflight_hosts(info={**INFO, "free_bytes": 10 * 2**30})
-    node.facts.update({fact("JsonFile", path=f"{DEST}/.noderig/manifest.json"): MANIFEST,
-                       fact("FileStats", root=DEST): {}, fact("JsonFile", path=f"{DEST}/.noderig/verified.json"): None,
+    node.facts.update({checkpoint_state(): {"manifest": MANIFEST, "stats": {}, "record": None, "held": None},
                        fact("NodeInfo", path=DEST): INFO})
     assert run_op(preflight.node, node, "/models/m", "/opt/v", reference, checkpoints=[(PIN, None, DEST)]) == []
 
