@@ -102,7 +102,7 @@ if "targets" in host.groups:
     # aria2 is there, and the prerequisites and the venv copy run while it is in flight; the
     # checkpoint step (4) re-attaches to it, waits for it and verifies. (The fan-out's stripes
     # need every target's plan first: it starts at step 4.)
-    early = checkpoints and not fanning_out
+    early = bool(checkpoints) and not fanning_out and data.download_first
     if early and "prerequisites" in steps:
         packages.present(name=packages.EARLY_PREREQUISITE, packages=["aria2"])
     for pin, token_file, dest, _ in checkpoints if early else ():

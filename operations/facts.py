@@ -603,7 +603,9 @@ class CheckpointState(FactBase):
                       "held": (Aria2Downloads(), {"dest": dest})}
         bits: list = []
         for name, (fact, kwargs) in self.parts.items():
-            bits += [*(["&&"] if bits else []), "echo", f"{PART}{name}", "&&", fact.command(**kwargs)]
+            # a newline first: the part before may end without one (a JSON file often does)
+            bits += [*(["&&"] if bits else []), "printf", QuoteString("\\n%s\\n"), f"{PART}{name}", "&&",
+                     fact.command(**kwargs)]
         return StringCommand(*bits)
 
     def process(self, output):
@@ -614,6 +616,9 @@ class CheckpointState(FactBase):
                 current = lines.setdefault(line[len(PART):], [])
             elif current is not None:
                 current.append(line)
+        for part in lines.values():
+            if part and part[-1] == "":
+                part.pop()  # the newline written before the next part's marker
         if set(lines) != set(self.parts):
             raise FactProcessError(f"the checkpoint's state could not be read (parts {sorted(lines)} of "
                                    f"{sorted(self.parts)}); rerun")

@@ -403,3 +403,17 @@ def test_checkpoint_state_of_an_unreadable_record_fails_instead_of_reading_unver
     (dest / ".noderig" / "verified.json").chmod(0)
     code, _ = gather(facts.CheckpointState, dest=str(dest))
     assert code != 0
+
+
+def test_checkpoint_state_reads_a_json_file_without_a_final_newline_apart_from_the_next_part(tmp_path):
+    systemctl = tmp_path / "bin" / "systemctl"
+    systemctl.parent.mkdir()
+    systemctl.write_text("#!/bin/sh\nexit 3\n")
+    systemctl.chmod(0o755)
+    dest = tmp_path / "m"
+    (dest / ".noderig").mkdir(parents=True)
+    (dest / ".noderig" / "manifest.json").write_text('{"repo": "org/m"}')  # as json.dump writes it
+    (dest / ".noderig" / "verified.json").write_text('{"a": {"size": 1}}')
+    code, value = gather_with_path(systemctl.parent, facts.CheckpointState, dest=str(dest))
+    assert code == 0
+    assert value["manifest"] == {"repo": "org/m"} and value["record"] == {"a": {"size": 1}} and value["held"] is None
