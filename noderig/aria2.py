@@ -188,6 +188,11 @@ class Session:
                 if d.status == "paused":
                     self.api.resume([d])
             else:
+                if d is not None:  # aria2 gave up on it since it was handed over: said, and forgotten
+                    if d.status == "error":
+                        self.say(f"{self.label}: {path}: aria2 gave up on it earlier "
+                                 f"({redact(d.error_message or 'error')}); starting it again")
+                    self.api.client.remove_download_result(d.gid)
                 to_add.append(([url] if isinstance(url, str) else list(url), path))
                 if not isinstance(url, str):
                     self.from_peers.add(path)

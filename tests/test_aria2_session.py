@@ -384,3 +384,23 @@ def test_a_session_knows_when_the_daemon_still_works_for_another_checkpoint(serv
                         options={**aria2.download_options(str(dest), "a.safetensors", 1, "none"), "pause": "true"})
     assert session.busy_elsewhere() is False, "its own downloads do not count"
     api.remove([mine], force=True)
+
+
+def test_a_download_aria2_gave_up_on_is_said_forgotten_and_added_again(server, daemon, tmp_path):
+    dest = tmp_path / "m"
+    api = aria2.connect(daemon, SECRET, wait=60)
+    failed = api.add_uris([f"{server.url}/missing/a.safetensors"],
+                          options=aria2.download_options(str(dest), "a.safetensors", 1, "none"))
+    for _ in range(3000):  # a bound on polls, not a clock: aria2 gives up on a 404 at once
+        if api.get_download(failed.gid).status == "error":
+            break
+        time.sleep(0.01)
+    assert api.get_download(failed.gid).status == "error"
+    calls = Calls(dest)
+    session = session_for(daemon, dest, calls)
+    assert session.attach([(f"{server.url}/files/a.safetensors", "a.safetensors")], jobs=1) == 0
+    assert calls.said[0].startswith("[b300] org/m: a.safetensors: aria2 gave up on it earlier (")
+    assert calls.said[0].endswith("); starting it again")
+    assert failed.gid not in [d.gid for d in api.get_downloads()], "the failed result is forgotten"
+    session.follow({"a.safetensors": len(FILES["a.safetensors"])}, interval=0.02)
+    assert (dest / "a.safetensors").read_bytes() == FILES["a.safetensors"]
