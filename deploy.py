@@ -101,14 +101,27 @@ if "targets" in host.groups:
                           data.allow_unauthenticated_network_access),
     )
 
+    # The download is the critical path (hundreds of GB): it starts on the node now, as soon as
+    # aria2 is there, and the prerequisites and the venv copy run while it is in flight; the
+    # checkpoint step (4) re-attaches to it, waits for it and verifies. (The fan-out's stripes
+    # need every target's plan first: it starts at step 4.)
+    early = bool(checkpoints) and not fanning_out and data.download_first
+    if early and "prerequisites" in steps:
+        packages.present(name=packages.EARLY_PREREQUISITE, packages=["aria2"])
+    for pin, token_file, dest, _ in checkpoints if early else ():
+        checkpoint.download_started(name=f"Download started: {pin.repo}", pin=pin, dest=dest, token_file=token_file,
+                                    connections=data.aria2_connections, jobs=data.aria2_jobs)
+
     # 2. Prerequisites the runtime needs (python3-dev: Triton's JIT includes Python.h; nftables
     # for the firewall).
     if "prerequisites" in steps:
         if fanning_out:
             peers.nginx_quiet(name="nginx's own site kept off (the fan-out runs its own server)")
-        packages.present(name="Prerequisites", packages=[*data.packages, *data.cuda_packages,
-                                                         *(["nftables"] if data.firewall else []),
-                                                         *([PEER_SERVER_PACKAGE] if fanning_out else [])])
+        wanted = [*data.packages, *data.cuda_packages, *(["nftables"] if data.firewall else []),
+                  *([PEER_SERVER_PACKAGE] if fanning_out else [])]
+        # (aria2 is there already when the download started first: this step leaves it alone,
+        # so the dry run does not also list it here)
+        packages.present(name="Prerequisites", packages=[p for p in wanted if not (early and p == "aria2")])
 
     # 3. Environment: the reference's venv, host to host; beside the live one while a server
     # runs from it (it becomes live at the node's restart, in its rollout batch).

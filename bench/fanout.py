@@ -15,7 +15,8 @@ bytes it served:
 Figures: upstream bytes / checkpoint bytes (goal <= 1.05; off: 3.0) and fleet wall time / one
 node's wall time (goal <= 1.2). With ``--critical-path``, also one node's whole deploy
 minus max(checkpoint step, prerequisites + venv), each measured alone on a fresh node (the
-time the download does not hide). Results in bench/results/fanout.json.
+time the download does not hide; goal <= 10 s), with the download started first and, in the
+same run, after the prerequisites and the venv as before. Results in bench/results/fanout.json.
 """
 
 from __future__ import annotations
@@ -78,17 +79,24 @@ def checkpoint_bytes(lab) -> int:
 
 
 def critical_path(lab, single: Path) -> dict:
-    """One node: whole deploy, the checkpoint step alone (prerequisites first, not timed), and
-    prerequisites + venv alone, each on a fresh node at the same uplink."""
-    lab.reset("b300")
-    whole = deploy(single)
+    """One node: the whole deploy with the download started first (today) and after the
+    prerequisites and the venv (``download_first=False``, as before), the checkpoint step alone
+    (prerequisites first, not timed), and prerequisites + venv alone, each on a fresh node at
+    the same uplink. ``not_hidden_s``: the whole deploy minus the longer of the two."""
+    whole = {}
+    for first in (True, False):
+        lab.reset("b300")
+        whole[first] = deploy(single, f"download_first={first}")
     lab.reset("b300")
     deploy(single, "steps=prerequisites")
     checkpoint = deploy(single, "steps=checkpoint")
     lab.reset("b300")
     prereq_venv = deploy(single, "steps=prerequisites,environment")
-    return {"whole_s": round(whole, 2), "checkpoint_s": round(checkpoint, 2), "prereq_venv_s": round(prereq_venv, 2),
-            "not_hidden_s": round(whole - max(checkpoint, prereq_venv), 2)}
+    longer = max(checkpoint, prereq_venv)
+    return {"whole_s": round(whole[True], 2), "whole_download_after_s": round(whole[False], 2),
+            "checkpoint_s": round(checkpoint, 2), "prereq_venv_s": round(prereq_venv, 2),
+            "not_hidden_s": round(whole[True] - longer, 2), "not_hidden_download_after_s": round(whole[False] - longer, 2),
+            "goal_not_hidden_s": 10}
 
 
 def main() -> int:

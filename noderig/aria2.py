@@ -188,6 +188,11 @@ class Session:
                 if d.status == "paused":
                     self.api.resume([d])
             else:
+                if d is not None:  # aria2 gave up on it since it was handed over: said, and forgotten
+                    if d.status == "error":
+                        self.say(f"{self.label}: {path}: aria2 gave up on it earlier "
+                                 f"({redact(d.error_message or 'error')}); starting it again")
+                    self.api.client.remove_download_result(d.gid)
                 to_add.append(([url] if isinstance(url, str) else list(url), path))
                 if not isinstance(url, str):
                     self.from_peers.add(path)
@@ -269,6 +274,13 @@ class Session:
             if done:
                 return
             time.sleep(interval)
+
+    def busy_elsewhere(self) -> bool:
+        """Whether the daemon still downloads (or queues) a file outside this session's ``dest``:
+        another checkpoint's, handed to it earlier in the run and not yet followed."""
+        prefix = self.dest.rstrip("/") + "/"
+        return any(d.status in ("active", "waiting", "paused") and d.files
+                   and not str(d.files[0].path).startswith(prefix) for d in self.api.get_downloads())
 
     def close(self) -> None:
         """Forget the finished downloads' results (the daemon keeps them for a later run otherwise)."""

@@ -16,7 +16,7 @@ from .node.verify_files import (MANIFEST_FILE, MISSING, OK, PARTIAL, RECORD_FILE
                                 expected_digest)
 
 __all__ = ["STATE_DIR", "MANIFEST_FILE", "RECORD_FILE", "OK", "UNVERIFIED", "MISSING", "PARTIAL", "TRUNCATED",
-           "OVERSIZE", "FETCH", "expected_digest", "classify", "bytes_to_fetch", "manifest_text", "describe"]
+           "OVERSIZE", "FETCH", "expected_digest", "classify", "split_todo", "starts_over", "bytes_to_fetch", "manifest_text", "describe"]
 
 # States of a manifest file on the node, as the planner sees them from its stats:
 #   OK          hashed before, unchanged since (size and mtime as recorded)
@@ -53,6 +53,27 @@ def classify(manifest: dict, stats: dict, record: dict | None) -> dict[str, str]
         else:
             states[path] = UNVERIFIED
     return states
+
+
+def split_todo(todo: dict[str, str], held: list[str] | None) -> tuple[list[str], list[str]]:
+    """(to hash first, to fetch) for the files not yet verified. ``held``: the files the
+    node's aria2 daemon still holds (``None``: no daemon). A held file goes through aria2,
+    whatever its size says: aria2 preallocates, so a file it is writing can have its full
+    size and no control file yet; hashing it would find it bad and delete it under aria2.
+    Every other right-size file is hashed first (those that fail join the fetch)."""
+    held_set = set(held or ())
+    to_fetch = sorted(p for p, s in todo.items() if s in FETCH or p in held_set)
+    to_hash = sorted(p for p, s in todo.items() if s == UNVERIFIED and p not in held_set)
+    return to_hash, to_fetch
+
+
+def starts_over(todo: dict[str, str], lfs: set[str], held: list[str] | None) -> list[str]:
+    """Files deleted before the fetch: longer than they should be, or a small git file that
+    is short (an edited config shrinks too): their bytes are not a prefix worth resuming.
+    Never a file aria2 holds: it is writing it."""
+    held_set = set(held or ())
+    return sorted(p for p, s in todo.items() if p not in held_set
+                  and (s == OVERSIZE or (s == TRUNCATED and p not in lfs)))
 
 
 def bytes_to_fetch(manifest: dict, states: dict[str, str], stats: dict) -> int:

@@ -21,7 +21,7 @@ from noderig.node.hubpath import describe
 from noderig.secret_files import read_token
 from noderig.sizes import human_size
 
-from .facts import FileStats, FsType, JsonFile, UnitStatus
+from .facts import CheckpointState, FsType
 from .tunnel import LoopbackForward
 from .util import fail, first_pass, mark_changing, one_at_a_time, operation
 
@@ -62,6 +62,51 @@ def manifest_for(pin: RepoPin, token_file: str | None, on_node: dict | None, whe
     return _manifests[key]
 
 
+def _planned(pin: RepoPin, dest: str, token_file: str | None, only: list[str] | None):
+    """From the node's facts: (its manifest file, the manifest to use, every file's state, the
+    files not yet verified (within ``only``), the files aria2 holds). NoderigError: no manifest."""
+    node = host.get_fact(CheckpointState, dest=dest)
+    manifest = manifest_for(pin, token_file, node["manifest"], f"{host.name} in {dest}")
+    states = checkpoint_plan.classify(manifest, node["stats"], node["record"])
+    todo = {p: s for p, s in states.items() if s != checkpoint_plan.OK and (only is None or p in only)}
+    return node["manifest"], manifest, node["stats"], states, todo, node["held"]
+
+
+@operation(is_idempotent=True)
+def download_started(pin: RepoPin, dest: str, token_file: str | None = None, connections: int = 16, jobs: int = 4,
+                     only: list[str] | None = None):
+    """
+    Hand the files the node lacks to aria2 on the node and return at once: the download runs
+    (a transient systemd unit) while the deploy's next steps do, and ``fetch`` of the same
+    checkpoint re-attaches to it, waits, and verifies. Files of the right size that were never
+    hashed wait for ``fetch``: hashing them here would hold up the steps the download hides.
+
+    + pin: the Hub repo, revision (branch, tag or commit sha), endpoint and file patterns
+    + dest: checkpoint directory on the node
+    + token_file: a 0600 file with the Hub token (else ``HF_TOKEN``); never sent to the node
+    + connections: aria2 connections per file
+    + jobs: files downloaded at once
+    + only: these files alone (the fan-out's stripe of this node)
+    """
+    try:
+        _, manifest, stats, states, todo, held = _planned(pin, dest, token_file, only)
+    except NoderigError as e:
+        yield from fail(host, f"checkpoint {pin.repo} for {host.name}: {e}")
+        return
+    _, to_fetch = checkpoint_plan.split_todo(todo, held)
+    to_add = [p for p in to_fetch if p not in (held or ())]
+    if not to_add:
+        already = f" ({len(to_fetch)} already downloading)" if to_fetch else ""
+        host.noop(f"{pin.repo}@{manifest['commit'][:12]}: nothing to start in {dest}{already}")
+        return
+    if first_pass(host):
+        logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: starting the download of "
+                    f"{checkpoint_plan.describe({p: todo[p] for p in to_add})}")
+    yield from _manifest_written_checked(manifest, dest, f"{dest}/{checkpoint_plan.MANIFEST_FILE}")
+    yield from _fetched(manifest, dest, {p: todo[p] for p in to_fetch}, to_fetch, held, read_token(token_file),
+                        connections, jobs, follow=False)
+
+
 @operation(is_idempotent=True)
 def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: int = 16, jobs: int = 4,
           only: list[str] | None = None, from_peers: bool = False):
@@ -69,7 +114,9 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     Download a Hub repo at a pinned commit into ``dest`` on the node with aria2c (run as a
     transient systemd unit, so it outlives the controller), then verify every file against
     the manifest (size and the Hub's sha256 / git blob id). Files verified earlier and
-    unchanged since (size and mtime as recorded) are neither hashed nor fetched again.
+    unchanged since (size and mtime as recorded) are neither hashed nor fetched again; a
+    download already running on the node (``download_started``, or a killed run's) is
+    re-attached to, not started again.
 
     + pin: the Hub repo, revision (branch, tag or commit sha), endpoint and file patterns
     + dest: checkpoint directory on the node
@@ -81,16 +128,11 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
       verified (``operations.peers``), the Hub as their fallback; a peer whose bytes fail
       the hash is not used again in this run
     """
-    on_node = host.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.MANIFEST_FILE}")
     try:
-        manifest = manifest_for(pin, token_file, on_node, f"{host.name} in {dest}")
+        on_node, manifest, stats, states, todo, held = _planned(pin, dest, token_file, only)
     except NoderigError as e:
         yield from fail(host, f"checkpoint {pin.repo} for {host.name}: {e}")
         return
-    stats = host.get_fact(FileStats, root=dest)
-    record = host.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.RECORD_FILE}")
-    states = checkpoint_plan.classify(manifest, stats, record)
-    todo = {p: s for p, s in states.items() if s != checkpoint_plan.OK and (only is None or p in only)}
     if not todo and on_node == manifest:
         what = f"{len(states)} files" if only is None else f"its stripe of {len(only)} files"
         host.noop(f"{pin.repo}@{manifest['commit'][:12]}: {what} verified in {dest}")
@@ -102,17 +144,14 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     manifest_path = f"{dest}/{checkpoint_plan.MANIFEST_FILE}"
     yield from _manifest_written_checked(manifest, dest, manifest_path)
 
-    # Files of the right size are hashed first; the ones that fail join the fetch list. But
-    # while aria2 runs (a killed controller left it downloading) a file it is writing may
-    # have its full (preallocated) size and no control file yet: everything goes through
-    # aria2, which re-attaches to its own downloads and reports the rest complete.
-    aria2_running = host.get_fact(UnitStatus, unit=f"{aria2.SERVICE}.service")["active"] == "active"
-    fetch_list = [p for p, s in todo.items() if s in checkpoint_plan.FETCH or aria2_running]
-    unverified = [p for p, s in todo.items() if s == checkpoint_plan.UNVERIFIED and not aria2_running]
-    if unverified:
-        yield FunctionCommand(_verify, (manifest_path, dest, jobs, fetch_list), {"within": only})
+    # Files of the right size are hashed first (those that fail join the fetch list), but
+    # never one aria2 holds: it may be writing it (``checkpoint_plan.split_todo``).
+    to_hash, fetch_list = checkpoint_plan.split_todo(todo, held)
+    if to_hash:
+        yield FunctionCommand(_verify, (manifest_path, dest, jobs, fetch_list), {"within": to_hash})
     if fetch_list:
-        yield from _fetched(manifest, dest, todo, fetch_list, read_token(token_file), connections, jobs, from_peers)
+        yield from _fetched(manifest, dest, todo, fetch_list, held, read_token(token_file), connections, jobs,
+                            from_peers=from_peers)
     checked = sum(f["size"] for f in manifest["files"] if f["path"] in todo)
     yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {"checked_bytes": checked, "within": only})
 
@@ -129,18 +168,16 @@ def _manifest_written_checked(manifest: dict, dest: str, manifest_path: str):
     yield FunctionCommand(_check_paths, (manifest_path, dest), {})
 
 
-def _fetched(manifest: dict, dest: str, todo: dict, fetch_list: list, token: str | None, connections: int,
-             jobs: int, from_peers: bool = False):
+def _fetched(manifest: dict, dest: str, todo: dict, fetch_list: list, held: list[str] | None, token: str | None,
+             connections: int, jobs: int, from_peers: bool = False, follow: bool = True):
     """The commands that fetch ``fetch_list`` (which ``_verify`` may still extend while the
     commands run): files not worth resuming deleted, a gated repo's small files through the
-    controller, the rest by aria2 on the node; the verified record forgets them all first."""
+    controller, the rest by aria2 on the node, followed to the end, or (``follow=False``)
+    only handed to it; the verified record forgets them all first."""
     yield mark_changing("checkpoint")
     lfs = {f["path"] for f in manifest["files"] if "sha256" in f}
-    for path, state in todo.items():
-        # Longer than it should be, or a small git file that is short: its bytes are not
-        # a prefix worth resuming (an edited config shrinks too), so it starts over.
-        if state == checkpoint_plan.OVERSIZE or (state == checkpoint_plan.TRUNCATED and path not in lfs):
-            yield StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"))
+    for path in checkpoint_plan.starts_over(todo, lfs, held):
+        yield StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"))
     # Small git files of a gated repo are served only with the token, which must not
     # reach the node: the controller fetches those (kilobytes) and uploads them.
     via_controller = sorted(p for p in fetch_list if p not in lfs and token and manifest.get("gated"))
@@ -153,7 +190,7 @@ def _fetched(manifest: dict, dest: str, todo: dict, fetch_list: list, token: str
                         *(QuoteString(p) for p in sorted(fetch_list)))
     if entries:
         allocation = "falloc" if host.get_fact(FsType, path=dest) in FALLOC_FILESYSTEMS else "none"
-        download = _download_from_peers if from_peers else _download
+        download = _download_started if not follow else _download_from_peers if from_peers else _download
         yield FunctionCommand(download, (manifest, dest, entries, token, connections, jobs, allocation), {})
 
 
@@ -287,12 +324,9 @@ class _BackgroundVerify:
             self.running.join()
 
 
-def _download(state, host, manifest: dict, dest: str, entries: list, token, connections: int, jobs: int,
-              allocation: str, scrub=lambda text: text, fell_back: list | None = None) -> bool:
-    """Drive aria2 on the node over RPC (through the SSH connection) until every file is
-    complete, showing progress and hashing files as they finish; re-resolve signed URLs that
-    expired (``aria2.Session``); stop the daemon at the end. ``scrub`` hides what a line must
-    not show (the fan-out's secret paths); ``fell_back`` collects the files the peers failed."""
+def _session(host, manifest: dict, dest: str, token, connections: int, allocation: str, port: int, secret: str,
+             scrub=lambda text: text) -> aria2.Session:
+    """The controller's hold on the node's aria2 daemon for ``manifest``'s files in ``dest``."""
 
     def resolve_again(path: str) -> str:
         try:
@@ -305,17 +339,44 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
         host.run_shell_command(StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"),
                                              QuoteString(f"{dest}/{path}.aria2")))
 
+    return aria2.Session(
+        aria2.connect(port, secret, where=host.name), dest, resolve=resolve_again, discard=discard,
+        options=lambda path, url: aria2.file_options(manifest, dest, path, url, token, connections, allocation),
+        say=lambda line: logger.info(scrub(line)), label=f"[{host.name}] {manifest['repo']}")
+
+
+def _download_started(state, host, manifest: dict, dest: str, entries: list, token, connections: int, jobs: int,
+                      allocation: str) -> bool:
+    """Hand ``entries`` to aria2 on the node (started if need be) and return: the daemon goes
+    on downloading while the deploy's other steps run; ``_download`` later follows it."""
     try:
         secret = _ensure_daemon(host)
         with LoopbackForward(host, aria2.RPC_PORT) as fwd:
-            session = aria2.Session(
-                aria2.connect(fwd.port, secret, where=host.name), dest, resolve=resolve_again, discard=discard,
-                options=lambda path, url: aria2.file_options(manifest, dest, path, url, token, connections, allocation),
-                say=lambda line: logger.info(scrub(line)), label=f"[{host.name}] {manifest['repo']}")
+            _session(host, manifest, dest, token, connections, allocation, fwd.port, secret).attach(entries, jobs)
+    except aria2.DownloadError as e:
+        host.log_styled(redact(str(e)), fg="red", log_func=logger.error)
+        return False
+    logger.info(f"[{host.name}] {manifest['repo']}: {len(entries)} file(s) downloading on the node while the next "
+                "steps run")
+    return True
+
+
+def _download(state, host, manifest: dict, dest: str, entries: list, token, connections: int, jobs: int,
+              allocation: str, scrub=lambda text: text, fell_back: list | None = None) -> bool:
+    """Drive aria2 on the node over RPC (through the SSH connection) until every file is
+    complete, showing progress and hashing files as they finish; re-resolve signed URLs that
+    expired (``aria2.Session``); stop the daemon at the end unless it still downloads another
+    checkpoint's files. ``scrub`` hides what a line must not show (the fan-out's secret paths);
+    ``fell_back`` collects the files the peers failed."""
+    try:
+        secret = _ensure_daemon(host)
+        with LoopbackForward(host, aria2.RPC_PORT) as fwd:
+            session = _session(host, manifest, dest, token, connections, allocation, fwd.port, secret, scrub)
             session.attach(entries, jobs)
             background = _BackgroundVerify(host, f"{dest}/{checkpoint_plan.MANIFEST_FILE}", dest, jobs)
             session.follow({f["path"]: f["size"] for f in manifest["files"]}, on_file_done=background.kick)
             background.wait()
+            busy = session.busy_elsewhere()
             session.close()
             if fell_back is not None:
                 fell_back.extend(session.fell_back)
@@ -323,7 +384,8 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
         host.log_styled(scrub(redact(str(e))), fg="red", log_func=logger.error)
         _stop_daemon(host)
         return False
-    _stop_daemon(host)
+    if not busy:
+        _stop_daemon(host)
     return True
 
 

@@ -42,10 +42,10 @@ from gevent import getcurrent
 from pyinfra import logger
 from pyinfra.api.state import BaseStateCallback
 
-from operations.facts import FACT_MODULES, Facts, HttpStatus, UnitStatus, fact_class
+from operations.facts import FACT_MODULES, Aria2Downloads, Facts, HttpStatus, UnitStatus, fact_class
 from operations.util import controller_cache
 
-VOLATILE = frozenset({UnitStatus, HttpStatus})
+VOLATILE = frozenset({UnitStatus, HttpStatus, Aria2Downloads})
 # The connector's methods that act on a host (get_file too: a download may run commands).
 ACTIONS = ("run_shell_command", "put_file", "get_file", "rsync")
 # At most this many facts are kept per host for the next run's first round trip.
@@ -85,14 +85,14 @@ class FactReads:
             pending.join()
         key = (host.name, cls, args, tuple(sorted(kwargs.items())))
         try:
-            if key in self.values:
+            if key in self.values and not _changes_on_its_own(cls, self.values[key]):
                 self._asked(host, key, cls, args, kwargs)
                 return copy.deepcopy(self.values[key])
         except TypeError:  # an argument that cannot be a key (a list): read, never kept
             return self._run(inner, cls, args, kwargs)
         generation = self.generation
         value = self._run(inner, cls, args, kwargs)
-        if generation == self.generation and host not in self.state.failed_hosts:
+        if generation == self.generation and host not in self.state.failed_hosts and not _changes_on_its_own(cls, value):
             self.values[key] = copy.deepcopy(value)
         self._asked(host, key, cls, args, kwargs)
         return value
@@ -125,7 +125,8 @@ class FactReads:
                 value = fact.process(lines) if lines else fact.default()
             except Exception:  # noqa: BLE001 - likewise (an unreadable JSON file names itself then)
                 continue
-            self.values.setdefault((host.name, type(fact), (), tuple(sorted(kwargs.items()))), value)
+            if not _changes_on_its_own(type(fact), value):
+                self.values.setdefault((host.name, type(fact), (), tuple(sorted(kwargs.items()))), value)
 
     def _run(self, inner, cls, args, kwargs):
         me = id(getcurrent())
@@ -158,6 +159,13 @@ def remember(host) -> FactReads:
             if last and each.connected:
                 reads.pending[each.name] = gevent.spawn(reads.read_at_once, each, last)
     return reads
+
+
+def _changes_on_its_own(cls, value) -> bool:
+    """A value that something running on the node changes between two reads (a fact class says
+    so with ``changes_on_its_own(value)``: the checkpoint while aria2 writes it): never kept."""
+    check = getattr(cls, "changes_on_its_own", None)
+    return bool(check is not None and check(value))
 
 
 def _storable(kwargs: dict) -> bool:

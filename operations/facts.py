@@ -15,6 +15,8 @@ from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.api.exceptions import FactProcessError
 from pyinfra.facts.files import File
 
+from noderig import aria2
+
 # First line of a file fact's output when the file exists (its content follows).
 PRESENT = "noderig:present"
 
@@ -587,3 +589,118 @@ class Facts(FactBase):
             else:
                 lines.append(line)
         return found
+# Run on the node by Aria2Downloads: the daemon's downloads over its loopback RPC, the secret
+# read from its 0600 config (never argv); one JSON line per download, its status and file.
+ARIA2_DOWNLOADS = r"""
+import json, sys, time, urllib.error, urllib.request
+conf, port = sys.argv[1], sys.argv[2]
+secret = next((l.split("=", 1)[1].strip() for l in open(conf) if l.startswith("rpc-secret=")), None)
+if not secret:
+    sys.exit(f"{conf} holds no rpc-secret")
+keys = ["status", "files"]
+calls = [{"methodName": m, "params": ["token:" + secret, *p]} for m, p in (
+    ("aria2.tellActive", [keys]), ("aria2.tellWaiting", [0, 1 << 20, keys]), ("aria2.tellStopped", [0, 1 << 20, keys]))]
+body = json.dumps({"jsonrpc": "2.0", "id": "noderig", "method": "system.multicall", "params": [calls]}).encode()
+request = urllib.request.Request(f"http://127.0.0.1:{port}/jsonrpc", body, {"Content-Type": "application/json"})
+for attempt in range(50):  # a daemon started a moment ago opens its port within a second
+    try:
+        reply = json.load(urllib.request.urlopen(request, timeout=10))
+        break
+    except urllib.error.HTTPError as e:
+        sys.exit(f"aria2's RPC refused the query: {e.read().decode(errors='replace')[:200]}")
+    except OSError as e:
+        error = e
+        time.sleep(0.1)
+else:
+    sys.exit(f"aria2's RPC on 127.0.0.1:{port} did not answer: {error}")
+for result in reply.get("result") or sys.exit(f"aria2's RPC refused the query: {reply.get('error')}"):
+    if not isinstance(result, list):
+        sys.exit(f"aria2's RPC refused the query: {result}")
+    for d in result[0]:
+        print(json.dumps({"status": d["status"], "path": d["files"][0]["path"] if d.get("files") else ""}))
+"""
+
+
+class Aria2Downloads(FactBase):
+    """
+    The files under ``dest`` that the node's aria2 daemon still holds (downloading, queued,
+    paused or complete), as paths relative to ``dest``: ``["model-00001-of-00002.safetensors"]``;
+    ``None`` when the daemon is not running. A daemon that runs but does not answer fails the
+    host: its files' state is unknown, and guessing could hash or delete a file it is writing.
+    """
+
+    def command(self, dest: str) -> StringCommand:
+        self.dest = dest.rstrip("/")
+        return StringCommand("if", "systemctl", "is-active", "--quiet", f"{aria2.SERVICE}.service", ";", "then",
+                             "echo", PRESENT, "&&", "python3", "-c", QuoteString(ARIA2_DOWNLOADS), aria2.CONF,
+                             str(aria2.RPC_PORT), ";", "fi")
+
+    def process(self, output):
+        lines = present_lines(output)
+        if lines is None:
+            return None
+        held = []
+        for line in lines:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                raise FactProcessError(f"aria2's downloads could not be read: {line[:200]!r}; stop it "
+                                       f"(systemctl stop {aria2.SERVICE}) and rerun")
+            path = d.get("path") or ""
+            if d.get("status") in aria2.LIVE and path.startswith(self.dest + "/"):
+                held.append(path[len(self.dest) + 1:])
+        return sorted(held)
+
+
+# Where one part of a combined fact's output starts (the part's name follows).
+PART = "noderig:part:"
+
+
+class CheckpointState(FactBase):
+    """
+    All the checkpoint steps read of ``dest``, in one round trip: its manifest and verified
+    record (as ``JsonFile``), its files (``FileStats``) and what the node's aria2 daemon holds
+    there (``Aria2Downloads``). Each part fails the host as that fact would alone.
+
+    .. code:: python
+
+        {"manifest": {...} or None, "stats": {...}, "record": {...} or None, "held": [...] or None}
+    """
+
+    def command(self, dest: str) -> StringCommand:
+        from noderig.checkpoint_plan import MANIFEST_FILE, RECORD_FILE
+
+        self.parts = {"manifest": (JsonFile(), {"path": f"{dest}/{MANIFEST_FILE}"}),
+                      "stats": (FileStats(), {"root": dest}),
+                      "record": (JsonFile(), {"path": f"{dest}/{RECORD_FILE}"}),
+                      "held": (Aria2Downloads(), {"dest": dest})}
+        bits: list = []
+        for name, (fact, kwargs) in self.parts.items():
+            # a newline first: the part before may end without one (a JSON file often does)
+            bits += [*(["&&"] if bits else []), "printf", QuoteString("\\n%s\\n"), f"{PART}{name}", "&&",
+                     fact.command(**kwargs)]
+        return StringCommand(*bits)
+
+    @staticmethod
+    def changes_on_its_own(value) -> bool:
+        """While aria2 runs it writes the files and changes what it holds: such a state is never
+        answered from an earlier read (``operations.fact_reads``)."""
+        return value.get("held") is not None
+
+    def process(self, output):
+        lines: dict[str, list[str]] = {}
+        current = None
+        for line in output:
+            if line.startswith(PART) and line[len(PART):] in self.parts and line[len(PART):] not in lines:
+                current = lines.setdefault(line[len(PART):], [])
+            elif current is not None:
+                current.append(line)
+        for part in lines.values():
+            if part and part[-1] == "":
+                part.pop()  # the newline written before the next part's marker
+        if set(lines) != set(self.parts):
+            raise FactProcessError(f"the checkpoint's state could not be read (parts {sorted(lines)} of "
+                                   f"{sorted(self.parts)}); rerun")
+        # (as pyinfra computes a fact: its default when its command printed nothing)
+        return {name: fact.process(lines[name]) if lines[name] else fact.default()
+                for name, (fact, _) in self.parts.items()}

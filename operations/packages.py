@@ -29,6 +29,10 @@ WAIT_FOR_DPKG_LOCK = (
 )
 
 
+# The step that installs aria2 before the other prerequisites (deploy.py): the checkpoint's
+# download starts as soon as aria2 is there, and the rest is installed while it runs.
+EARLY_PREREQUISITE = "Prerequisites: aria2, so the download starts first"
+
 @operation(is_idempotent=True)
 def present(packages: list[str]):
     """

@@ -13,7 +13,7 @@ from noderig.firewall import problems as firewall_problems
 from noderig.preflight import describe, disk_problems, problems
 
 from .checkpoint import manifest_for
-from .facts import FileStats, JsonFile, NodeInfo, PythonVersion, PyvenvCfg
+from .facts import CheckpointState, NodeInfo, PythonVersion, PyvenvCfg
 from .util import fail, first_pass, operation
 
 
@@ -21,15 +21,14 @@ def _bytes_to_fetch(checkpoints) -> tuple[dict, list[str]]:
     """Bytes still to download per node volume, from the pinned manifests and the node's files."""
     per_device, found = {}, []
     for pin, token_file, dest in checkpoints:
-        on_node = host.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.MANIFEST_FILE}")
+        node = host.get_fact(CheckpointState, dest=dest)
         try:
-            manifest = manifest_for(pin, token_file, on_node, f"{host.name} in {dest}")
+            manifest = manifest_for(pin, token_file, node["manifest"], f"{host.name} in {dest}")
         except NoderigError as e:
             found.append(str(e))
             continue
-        stats = host.get_fact(FileStats, root=dest)
-        record = host.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.RECORD_FILE}")
-        states = checkpoint_plan.classify(manifest, stats, record)
+        stats = node["stats"]
+        states = checkpoint_plan.classify(manifest, stats, node["record"])
         volume = host.get_fact(NodeInfo, path=dest)
         key = volume.get("device") or dest
         entry = per_device.setdefault(key, {"free": volume["free_bytes"], "need": 0, "dirs": []})

@@ -12,6 +12,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -19,6 +20,7 @@ import pytest
 
 from noderig import aria2
 from noderig.manifest import download_url, resolve_url
+from operations.facts import ARIA2_DOWNLOADS, PRESENT, Aria2Downloads
 
 ARIA2C = shutil.which("aria2c")
 pytestmark = pytest.mark.skipif(ARIA2C is None, reason="aria2c is not installed")
@@ -338,3 +340,67 @@ def test_the_token_goes_only_to_the_hub_itself_for_a_gated_repo(gated, token, ur
     assert opts.get("header") == (["Authorization: Bearer hf_tok"] if header else None)
     assert (opts["dir"], opts["out"], opts["split"], opts["file-allocation"]) == ("/models/m", "config.json", "4",
                                                                                   "falloc")
+
+
+def test_the_node_script_behind_aria2downloads_lists_what_the_daemon_holds(server, daemon, tmp_path):
+    dest, other = tmp_path / "m", tmp_path / "draft"
+    api = aria2.connect(daemon, SECRET, wait=60)
+    paused = {"pause": "true"}
+    api.add_uris([f"{server.url}/files/a.safetensors"],
+                 options={**aria2.download_options(str(dest), "a.safetensors", 1, "none"), **paused})
+    api.add_uris([f"{server.url}/files/sub/config.json"],
+                 options={**aria2.download_options(str(other), "config.json", 1, "none"), **paused})
+    run = subprocess.run([sys.executable, "-c", ARIA2_DOWNLOADS, str(tmp_path / "aria2.conf"), str(daemon)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert SECRET not in run.stdout
+    fact = Aria2Downloads()
+    fact.command(dest=str(dest))
+    assert fact.process([PRESENT, *run.stdout.splitlines()]) == ["a.safetensors"]
+    fact.command(dest=str(other))
+    assert fact.process([PRESENT, *run.stdout.splitlines()]) == ["config.json"]
+
+
+def test_the_node_script_fails_saying_why_when_the_secret_is_wrong(daemon, tmp_path):
+    wrong = tmp_path / "wrong.conf"
+    wrong.write_text(aria2.daemon_conf("not-the-secret", daemon))
+    run = subprocess.run([sys.executable, "-c", ARIA2_DOWNLOADS, str(wrong), str(daemon)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0 and "aria2's RPC" in run.stderr, (run.returncode, run.stderr)
+    assert "not-the-secret" not in run.stderr + run.stdout
+
+
+def test_a_session_knows_when_the_daemon_still_works_for_another_checkpoint(server, daemon, tmp_path):
+    dest, other = tmp_path / "m", tmp_path / "m-draft"
+    api = aria2.connect(daemon, SECRET, wait=60)
+    session = session_for(daemon, dest, Calls(dest))
+    assert session.busy_elsewhere() is False
+    # "m-draft" shares "m"'s prefix as a string, not as a directory
+    queued = api.add_uris([f"{server.url}/files/a.safetensors"],
+                          options={**aria2.download_options(str(other), "a.safetensors", 1, "none"), "pause": "true"})
+    assert session.busy_elsewhere() is True
+    api.remove([queued], force=True)
+    mine = api.add_uris([f"{server.url}/files/a.safetensors"],
+                        options={**aria2.download_options(str(dest), "a.safetensors", 1, "none"), "pause": "true"})
+    assert session.busy_elsewhere() is False, "its own downloads do not count"
+    api.remove([mine], force=True)
+
+
+def test_a_download_aria2_gave_up_on_is_said_forgotten_and_added_again(server, daemon, tmp_path):
+    dest = tmp_path / "m"
+    api = aria2.connect(daemon, SECRET, wait=60)
+    failed = api.add_uris([f"{server.url}/missing/a.safetensors"],
+                          options=aria2.download_options(str(dest), "a.safetensors", 1, "none"))
+    for _ in range(3000):  # a bound on polls, not a clock: aria2 gives up on a 404 at once
+        if api.get_download(failed.gid).status == "error":
+            break
+        time.sleep(0.01)
+    assert api.get_download(failed.gid).status == "error"
+    calls = Calls(dest)
+    session = session_for(daemon, dest, calls)
+    assert session.attach([(f"{server.url}/files/a.safetensors", "a.safetensors")], jobs=1) == 0
+    assert calls.said[0].startswith("[b300] org/m: a.safetensors: aria2 gave up on it earlier (")
+    assert calls.said[0].endswith("); starting it again")
+    assert failed.gid not in [d.gid for d in api.get_downloads()], "the failed result is forgotten"
+    session.follow({"a.safetensors": len(FILES["a.safetensors"])}, interval=0.02)
+    assert (dest / "a.safetensors").read_bytes() == FILES["a.safetensors"]

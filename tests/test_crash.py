@@ -60,15 +60,21 @@ print(json.dumps(out))
 """
 
 # (what is running when the controller dies, the line that starts it, seconds after, the lab
-# Hub's faults meanwhile: a slowed CDN keeps the download going long enough to land in it)
+# Hub's faults meanwhile: a slowed CDN keeps the download going long enough to land in it;
+# and the killed deploy's settings, if any)
 SLOW_CDN = {"rate_limit_bps": {"bps": 256 << 10}}
 KILL_POINTS = [
-    ("apt installing the prerequisites", "Starting operation: Prerequisites", 1.5, None),
+    ("the checkpoint's manifest and small files being written", "Starting operation: Download started: moonshotai",
+     0.3, None),
+    # (the download runs on the node while the prerequisites and the venv are installed)
+    ("apt installing the prerequisites", "Starting operation: Prerequisites \n", 1.5, None),
     ("rsync copying the venv", "Starting operation: Venv", 0.4, None),
-    ("the checkpoint's manifest and small files being written", "Starting operation: Checkpoint moonshotai", 1.0,
-     None),
-    ("aria2 downloading the checkpoint", "MiB/s, ETA", 0.5, SLOW_CDN),
-    ("files being hashed as aria2 completes them", "MiB/s, ETA", 3.0, SLOW_CDN),
+    # (killed while aria2 downloads on its own, the next steps running)
+    ("aria2 downloading the checkpoint", "downloading on the node while the next steps run", 0.5, SLOW_CDN),
+    # (the download started at the checkpoint step: started first, it is over before the
+    # prerequisites and the venv are, and nothing is left to hash as it completes; the rerun
+    # then takes it over with the download first)
+    ("files being hashed as aria2 completes them", "MiB/s, ETA", 3.0, SLOW_CDN, "download_first=False"),
     ("the draft's download", "Starting operation: Checkpoint z-lab", 0.3, None),
     ("the environment file being written", "Starting operation: Server environment file", 0.0, None),
     ("the unit being written", "Starting operation: sglang.service", 0.05, None),
@@ -95,11 +101,12 @@ print(json.dumps({
 }))
 """
 LANDED = {
-    "apt installing the prerequisites": lambda w, s: not w["manifest"] and w["venv_files"] == 0
-    and (w["apt"] or not w["packages"]),
-    "rsync copying the venv": lambda w, s: w["packages"] and not w["manifest"],
-    "the checkpoint's manifest and small files being written": lambda w, s: w["venv_files"] > 0
+    "the checkpoint's manifest and small files being written": lambda w, s: w["venv_files"] == 0
     and not s["complete"].get(CHECKPOINTS[0]) and not w["draft_manifest"],
+    "apt installing the prerequisites": lambda w, s: w["manifest"] and w["venv_files"] == 0
+    and (w["apt"] or not w["packages"]),
+    "rsync copying the venv": lambda w, s: w["packages"] and w["manifest"] and not s["complete"].get(CHECKPOINTS[0])
+    and s["placed"][PLACED[1]] is None,
     "aria2 downloading the checkpoint": lambda w, s: w["aria2"] and not s["complete"].get(CHECKPOINTS[0]),
     "files being hashed as aria2 completes them": lambda w, s: w["aria2"] and not s["complete"].get(CHECKPOINTS[0])
     and s["recorded_in"].get(CHECKPOINTS[0], 0) > 0,
@@ -157,11 +164,12 @@ def converged_state(lab):
     return state
 
 
-@pytest.mark.parametrize("what,trigger,delay,faults", KILL_POINTS, ids=[p[0].replace(" ", "-") for p in KILL_POINTS])
+@pytest.mark.parametrize("what,trigger,delay,faults,data", [(*p, *([None] * (5 - len(p)))) for p in KILL_POINTS],
+                         ids=[p[0].replace(" ", "-") for p in KILL_POINTS])
 def test_a_deploy_killed_anywhere_converges_on_rerun_with_nothing_half_done(lab, converged_state, what, trigger,
-                                                                            delay, faults):
+                                                                            delay, faults, data):
     lab.reset("b300")
-    kill_deploy_at(lab, trigger, delay, faults=faults)
+    kill_deploy_at(lab, trigger, delay, *([data] if data else []), faults=faults)
     lab.run("b300", "sleep 0.5")  # whatever the kill left running on the node keeps running
 
     after_kill = node_state(lab)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from operations.packages import EARLY_PREREQUISITE
 from tests.conftest import changed_ops, deploy, run_pyinfra
 
 pytestmark = pytest.mark.lab
@@ -79,7 +80,7 @@ def test_a_removed_prerequisite_is_installed_again_and_nothing_else_changes(conv
     res, out = deploy(lab)
     assert res.returncode == 0, out[-3000:]
     assert lab.run("b300", "dpkg -s aria2", check=False).returncode == 0
-    assert changed_ops(out) == {"Prerequisites": 1}, changed_ops(out)
+    assert changed_ops(out) == {EARLY_PREREQUISITE: 1}, changed_ops(out)
 
 
 def test_drift_everywhere_at_once_is_planned_exactly_and_repaired_exactly(converged):
@@ -107,10 +108,11 @@ def test_drift_everywhere_at_once_is_planned_exactly_and_repaired_exactly(conver
     assert "-ExecStart=" in out and "--log-level debug" in out
     assert "[b300] sglang: start (it is inactive); reload systemd (the unit changed)" in out
     # (The venv and checkpoint rewritten: their readability for the server's user is checked again.)
-    drifted = ["Prerequisites", "Venv /opt/sglang/venv from ct200", "Checkpoint moonshotai/Kimi-K2.6",
-               "Venv and checkpoints readable by the server's user", "sglang.service", "sglang running and enabled",
-               "sglang ready"]
-    assert f"would change 7: {', '.join(drifted)};" in out, out[-1500:]
+    # (aria2 first, then the deleted shard's download started before the venv is repaired)
+    drifted = [EARLY_PREREQUISITE, "Download started: moonshotai/Kimi-K2.6", "Venv /opt/sglang/venv from ct200",
+               "Checkpoint moonshotai/Kimi-K2.6", "Venv and checkpoints readable by the server's user",
+               "sglang.service", "sglang running and enabled", "sglang ready"]
+    assert f"would change 8: {', '.join(drifted)};" in out, out[-1500:]
 
     res, out = deploy(lab)
     assert res.returncode == 0, out[-3000:]
@@ -136,4 +138,4 @@ def test_a_dpkg_run_left_half_way_is_finished_and_the_package_installed(converge
     assert res.returncode == 0, out[-3000:]
     assert lab.run("b300", "dpkg --audit", check=False).stdout.strip() == ""
     assert lab.run("b300", "dpkg-query -W -f '${Status}' aria2").stdout == "install ok installed"
-    assert changed_ops(out) == {"Prerequisites": 1}, changed_ops(out)
+    assert changed_ops(out) == {EARLY_PREREQUISITE: 1}, changed_ops(out)

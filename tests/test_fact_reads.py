@@ -205,3 +205,39 @@ def test_a_fact_whose_output_in_the_first_round_trip_cannot_be_processed_is_read
     state, _, node, _ = run(facts={"operations.facts.JsonFile": [0, ["noderig:present", '{"repairs": [']]})
     assert node.get_fact(JsonFile, path="/etc/noderig/repairs.json") == {"value": 1}
     assert [c.split(" ")[1] for c in node.connector.commands] == ["Facts", "JsonFile"]
+
+
+
+class RawHost(Host):
+    """A host whose facts answer the value itself (a fresh copy), not ``{"value": ...}``."""
+
+    def get_fact(self, cls, *args, **kwargs):
+        self.connector.run_shell_command(f"read {cls.__name__} {kwargs}")
+        return dict(self.answers[cls.__name__])
+
+
+def test_the_checkpoint_is_read_again_each_time_while_aria2_writes_it_and_kept_once_it_does_not():
+    from operations.facts import CheckpointState
+
+    state = SimpleNamespace(is_executing=True, should_check_for_changes=lambda: False, failed_hosts=set(),
+                            handlers=[])
+    state.add_callback_handler = state.handlers.append
+    downloading = {"manifest": None, "stats": {}, "record": None, "held": ["a.safetensors"]}
+    node = RawHost("b300", state, {"CheckpointState": downloading})
+    state.inventory = [node]
+    remember(node)
+    assert node.get_fact(CheckpointState, dest="/m") == downloading
+    assert node.get_fact(CheckpointState, dest="/m") == downloading
+    assert reads(node) == 2, "aria2 writes the files: every read goes to the node"
+    settled = {"manifest": None, "stats": {}, "record": None, "held": None}
+    node.answers["CheckpointState"] = settled
+    assert node.get_fact(CheckpointState, dest="/m") == settled
+    assert node.get_fact(CheckpointState, dest="/m") == settled
+    assert reads(node) == 3, "no daemon: the second read is answered from the first"
+
+
+def test_what_aria2_holds_is_read_afresh_in_the_operation_run():
+    from operations.fact_reads import VOLATILE
+    from operations.facts import Aria2Downloads
+
+    assert Aria2Downloads in VOLATILE

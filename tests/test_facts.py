@@ -396,3 +396,53 @@ def test_several_facts_at_once_leave_no_temporary_directory(tmp_path):
     res = subprocess.run(["sh", "-c", command.get_raw_value()], capture_output=True, text=True, env=env)
     assert res.returncode == 0 and res.stdout.splitlines()[-1] == "noderig:end:5eed 0 0"
     assert list(tmp_path.iterdir()) == []
+def test_aria2_downloads_is_none_when_the_daemon_is_not_running(tmp_path):
+    # (its node script against a real aria2c daemon: tests/test_aria2_session.py)
+    systemctl = tmp_path / "systemctl"
+    systemctl.write_text("#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/calls\"\nexit 3\n")
+    systemctl.chmod(0o755)
+    assert gather_with_path(tmp_path, facts.Aria2Downloads, dest="/models/m") == (0, None)
+    assert (tmp_path / "calls").read_text() == "is-active --quiet noderig-aria2.service\n"
+
+
+def test_checkpoint_state_reads_every_part_in_one_command(tmp_path):
+    systemctl = tmp_path / "bin" / "systemctl"
+    systemctl.parent.mkdir()
+    systemctl.write_text("#!/bin/sh\nexit 3\n")  # the aria2 daemon is not running
+    systemctl.chmod(0o755)
+    dest = tmp_path / "m odel"
+    (dest / ".noderig").mkdir(parents=True)
+    (dest / ".noderig" / "manifest.json").write_text('{"repo": "org/m"}\n')
+    (dest / "a.safetensors").write_bytes(b"x" * 7)
+    (dest / "a.safetensors.aria2").write_bytes(b"c")
+    os.utime(dest / "a.safetensors", (1764680000.5, 1764680000.5))
+    code, value = gather_with_path(systemctl.parent, facts.CheckpointState, dest=str(dest))
+    assert code == 0
+    assert value["manifest"] == {"repo": "org/m"} and value["record"] is None and value["held"] is None
+    assert value["stats"]["a.safetensors"] == {"size": 7, "mtime": 1764680000.5, "aria2": True}
+    assert set(value["stats"]) == {"a.safetensors", "a.safetensors.aria2", ".noderig/manifest.json"}
+
+
+def test_checkpoint_state_of_an_unreadable_record_fails_instead_of_reading_unverified(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root reads every file")
+    dest = tmp_path / "m"
+    (dest / ".noderig").mkdir(parents=True)
+    (dest / ".noderig" / "verified.json").write_text("{}")
+    (dest / ".noderig" / "verified.json").chmod(0)
+    code, _ = gather(facts.CheckpointState, dest=str(dest))
+    assert code != 0
+
+
+def test_checkpoint_state_reads_a_json_file_without_a_final_newline_apart_from_the_next_part(tmp_path):
+    systemctl = tmp_path / "bin" / "systemctl"
+    systemctl.parent.mkdir()
+    systemctl.write_text("#!/bin/sh\nexit 3\n")
+    systemctl.chmod(0o755)
+    dest = tmp_path / "m"
+    (dest / ".noderig").mkdir(parents=True)
+    (dest / ".noderig" / "manifest.json").write_text('{"repo": "org/m"}')  # as json.dump writes it
+    (dest / ".noderig" / "verified.json").write_text('{"a": {"size": 1}}')
+    code, value = gather_with_path(systemctl.parent, facts.CheckpointState, dest=str(dest))
+    assert code == 0
+    assert value["manifest"] == {"repo": "org/m"} and value["record"] == {"a": {"size": 1}} and value["held"] is None

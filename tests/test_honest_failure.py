@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from operations.packages import EARLY_PREREQUISITE
 from tests.conftest import ROOT
 
 DEPLOY = '''
@@ -138,9 +139,9 @@ setattr(owner, name, injected)
 # /health is then first read by the venv step; readiness alone reads it itself.
 STEPS = [
     ("noderig.preflight:problems", "Preflight: OS, disk, GPUs, base Python, exposure", "all"),
-    ("pyinfra.facts.deb:DebPackages.process", "Prerequisites", "all"),
+    ("pyinfra.facts.deb:DebPackages.process", EARLY_PREREQUISITE, "all"),
     ("noderig.treediff:diff_listings", "Venv /opt/sglang/venv from ct200", "all"),
-    ("noderig.checkpoint_plan:classify@fetch", "Checkpoint moonshotai/Kimi-K2.6", "all"),
+    ("noderig.checkpoint_plan:classify@_planned", "Download started: moonshotai/Kimi-K2.6", "all"),
     ("noderig.service_plan:plan_service", "sglang running and enabled", "all"),
     ("operations.facts:HttpStatus.process", "Venv /opt/sglang/venv from ct200", "all"),
     ("operations.facts:HttpStatus.process", "sglang ready", "readiness"),

@@ -12,13 +12,14 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+from pyinfra.context import ctx_host
 
 from noderig.firewall import FirewallSettings, render_table
 from noderig.manifest import RepoPin
 from noderig.server_settings import ServerSettings
 from operations import checkpoint, diagnosis, environment, firewall, packages, preflight, service, util
 from operations.packages import APT
-from tests.fakehost import Data, FakeHost, fact, run_op
+from tests.fakehost import Data, FakeHost, describe, fact, run_op
 from tests.test_inventory_check import TARGET
 from tests.test_standin import STANDIN
 
@@ -248,11 +249,14 @@ MANIFEST = {"version": 1, "repo": "org/m", "revision": COMMIT, "commit": COMMIT,
                       {"path": "model.safetensors", "size": 1000, "sha256": "b" * 64}]}
 
 
-def node_with(stats: dict, record: dict | None, aria2="inactive", extra: dict | None = None) -> FakeHost:
-    return FakeHost({fact("JsonFile", path=f"{DEST}/.noderig/manifest.json"): MANIFEST,
-                     fact("FileStats", root=DEST): stats,
-                     fact("JsonFile", path=f"{DEST}/.noderig/verified.json"): record,
-                     fact("UnitStatus", unit="noderig-aria2.service"): {"active": aria2}, **(extra or {})})
+def node_with(stats: dict, record: dict | None, held: list[str] | None = None, extra: dict | None = None) -> FakeHost:
+    """``held``: the files the node's aria2 daemon holds (None: no daemon running)."""
+    return FakeHost({checkpoint_state(): {"manifest": MANIFEST, "stats": stats, "record": record, "held": held},
+                     **(extra or {})})
+
+
+def checkpoint_state() -> tuple:
+    return fact("CheckpointState", dest=DEST)
 
 
 def verified(size: int, mtime: float, digest: str) -> dict:
@@ -692,17 +696,17 @@ def test_an_operation_that_raises_fails_only_its_host_with_a_sentence():
 
 def test_a_node_manifest_edited_to_name_a_climbing_path_fails_before_anything_is_read_or_written():
     edited = {**MANIFEST, "files": [*MANIFEST["files"], {"path": "../../etc/cron.d/x", "size": 1, "git_oid": "e" * 40}]}
-    host = FakeHost({fact("JsonFile", path=f"{DEST}/.noderig/manifest.json"): edited})
+    host = FakeHost({checkpoint_state(): {"manifest": edited, "stats": {}, "record": None, "held": None}})
     (only,) = run_op(checkpoint.fetch, host, PIN, DEST)
     assert only.startswith(f"fail: checkpoint org/m for b300: the manifest .noderig/manifest.json on b300 in {DEST} "
                            "was edited: it lists the unsafe path '../../etc/cron.d/x' (it has a '..' component); ")
     assert only.endswith("nothing was written: delete that file and rerun to fetch the Hub's listing again")
 
 
-def test_while_aria2_runs_even_a_full_size_file_goes_through_it_not_the_hasher(monkeypatch):
+def test_while_aria2_runs_a_full_size_file_it_holds_goes_through_it_not_the_hasher(monkeypatch):
     monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
     # a preallocated file aria2 is still writing: full size, no control file yet, never verified
-    host = node_with(STATS, {}, aria2="active", extra={fact("FsType", path=DEST): "xfs"})
+    host = node_with(STATS, {}, held=["config.json", "model.safetensors"], extra={fact("FsType", path=DEST): "xfs"})
     commands = run_op(checkpoint.fetch, host, PIN, DEST)
     assert commands[:len(NODE_CHECKS)] == NODE_CHECKS
     assert commands[len(NODE_CHECKS):] == [
@@ -711,6 +715,63 @@ def test_while_aria2_runs_even_a_full_size_file_goes_through_it_not_the_hasher(m
         "call _download", "call _verify"]
     assert commands[-3].endswith(f"{DEST}/.noderig/verified.json config.json model.safetensors")
     assert not any(c.startswith("rm -f") for c in commands), "full-size files are re-attached, not deleted"
+
+
+def test_while_aria2_runs_a_full_size_file_it_does_not_hold_is_hashed_first(monkeypatch):
+    # aria2 downloads config.json (handed to it by download_started); model.safetensors was
+    # damaged in place: the daemon running must not let it through unhashed (aria2 would call
+    # the full-size file complete, and the final verification fail the deploy).
+    monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
+    stats = {"model.safetensors": {"size": 1000, "mtime": 9.0, "aria2": False}}
+    host = node_with(stats, RECORD, held=["config.json"], extra={fact("FsType", path=DEST): "xfs"})
+    commands = []
+    with ctx_host.use(host):
+        for command in checkpoint.fetch._inner(PIN, DEST):
+            commands.append(describe(command))
+            if commands[-1] == "call _verify" and len(commands) == len(NODE_CHECKS) + 1:
+                assert command.kwargs == {"within": ["model.safetensors"]}, "only what aria2 does not hold"
+                fetch_list = command.args[3]
+                assert fetch_list == ["config.json"]
+                fetch_list.append("model.safetensors")  # what _verify does with a file that fails its hash
+    assert commands[len(NODE_CHECKS)] == "call _verify"
+    forget = next(c for c in commands if c.startswith("python3 -c"))
+    assert forget.endswith(f"{DEST}/.noderig/verified.json config.json model.safetensors")
+    assert commands[-2:] == ["call _download", "call _verify"]
+
+
+def test_download_started_hands_the_missing_files_to_aria2_and_leaves_the_hashing_to_fetch(monkeypatch):
+    monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
+    stats = {"config.json": {"size": 10, "mtime": 7.0, "aria2": False}}  # right size, never verified
+    host = node_with(stats, {}, extra={fact("FsType", path=DEST): "ext4"})
+    commands = run_op(checkpoint.download_started, host, PIN, DEST)
+    assert commands[:len(NODE_CHECKS)] == NODE_CHECKS
+    assert commands[len(NODE_CHECKS):] == [
+        "install -d -m 755 /var/lib/noderig/changes && touch /var/lib/noderig/changes/checkpoint",
+        next(c for c in commands if c.startswith("python3 -c")),
+        "call _download_started"]
+    assert commands[-2].endswith(f"{DEST}/.noderig/verified.json model.safetensors"), \
+        "only the missing file is handed over (and forgotten); config.json waits to be hashed"
+
+
+def test_download_started_does_nothing_for_files_aria2_holds_or_that_only_need_a_hash():
+    stats = {"config.json": {"size": 10, "mtime": 7.0, "aria2": False},
+             "model.safetensors": {"size": 1000, "mtime": 6.0, "aria2": True}}
+    host = node_with(stats, {}, held=["model.safetensors"])
+    assert run_op(checkpoint.download_started, host, PIN, DEST) == []
+    assert host.noops == [f"org/m@{COMMIT[:12]}: nothing to start in {DEST} (1 already downloading)"]
+    host = node_with(STATS, RECORD)
+    assert run_op(checkpoint.download_started, host, PIN, DEST) == []
+    assert host.noops == [f"org/m@{COMMIT[:12]}: nothing to start in {DEST}"]
+
+
+def test_download_started_adds_only_what_aria2_does_not_hold_and_deletes_nothing_it_holds(monkeypatch):
+    monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
+    # config.json is short (a small git file: it starts over) but aria2 is writing it
+    stats = {"config.json": {"size": 4, "mtime": 5.0, "aria2": False}}
+    host = node_with(stats, {}, held=["config.json"], extra={fact("FsType", path=DEST): "ext4"})
+    commands = run_op(checkpoint.download_started, host, PIN, DEST)
+    assert not any(c.startswith("rm -f") for c in commands), commands
+    assert commands[-1] == "call _download_started"
 
 
 def test_a_short_small_git_file_starts_over_while_a_short_lfs_file_resumes(monkeypatch):
@@ -731,7 +792,7 @@ def test_a_gated_repo_s_small_files_are_fetched_by_the_controller_never_with_the
     token.chmod(0o600)
     gated = {**MANIFEST, "gated": True}
     host = node_with({"model.safetensors": STATS["model.safetensors"]}, RECORD)
-    host.facts[fact("JsonFile", path=f"{DEST}/.noderig/manifest.json")] = gated
+    host.facts[checkpoint_state()]["manifest"] = gated
     commands = run_op(checkpoint.fetch, host, PIN, DEST, token_file=str(token))
     assert commands[len(NODE_CHECKS):] == [
         "install -d -m 755 /var/lib/noderig/changes && touch /var/lib/noderig/changes/checkpoint",
@@ -765,9 +826,8 @@ def test_an_unreachable_reference_fails_the_node_before_reading_anything():
 
 def test_a_volume_too_small_for_what_is_still_to_fetch_fails_preflight_with_the_numbers():
     node, reference = preflight_hosts(info={**INFO, "free_bytes": 10 * 2**20})
-    node.facts.update({fact("JsonFile", path=f"{DEST}/.noderig/manifest.json"): MANIFEST,
-                       fact("FileStats", root=DEST): {"config.json": STATS["config.json"]},
-                       fact("JsonFile", path=f"{DEST}/.noderig/verified.json"): RECORD,
+    node.facts.update({checkpoint_state(): {"manifest": MANIFEST, "stats": {"config.json": STATS["config.json"]},
+                                            "record": RECORD, "held": None},
                        fact("NodeInfo", path=DEST): {**INFO, "free_bytes": 10 * 2**20}})
     (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference, checkpoints=[(PIN, None, DEST)])
     # 1000 bytes still to fetch (model.safetensors), margin 64 MiB + 2% of 1000 bytes = 67108884 B
@@ -777,8 +837,7 @@ def test_a_volume_too_small_for_what_is_still_to_fetch_fails_preflight_with_the_
 
 def test_a_volume_that_holds_it_passes():
     node, reference = preflight_hosts(info={**INFO, "free_bytes": 10 * 2**30})
-    node.facts.update({fact("JsonFile", path=f"{DEST}/.noderig/manifest.json"): MANIFEST,
-                       fact("FileStats", root=DEST): {}, fact("JsonFile", path=f"{DEST}/.noderig/verified.json"): None,
+    node.facts.update({checkpoint_state(): {"manifest": MANIFEST, "stats": {}, "record": None, "held": None},
                        fact("NodeInfo", path=DEST): INFO})
     assert run_op(preflight.node, node, "/models/m", "/opt/v", reference, checkpoints=[(PIN, None, DEST)]) == []
 

@@ -135,3 +135,32 @@ def test_the_planner_and_the_node_verifier_name_the_state_files_and_states_alike
     assert (checkpoint_plan.OK, checkpoint_plan.UNVERIFIED, checkpoint_plan.MISSING, checkpoint_plan.PARTIAL,
             checkpoint_plan.TRUNCATED, checkpoint_plan.OVERSIZE) == ("ok", "unverified", "missing", "partial",
                                                                     "truncated", "oversize")
+
+
+# What aria2 holds decides between hashing and fetching (checkpoint_plan.split_todo).
+TODO = {"a.safetensors": checkpoint_plan.UNVERIFIED, "b.safetensors": checkpoint_plan.UNVERIFIED,
+        "config.json": checkpoint_plan.MISSING, "d.safetensors": checkpoint_plan.PARTIAL,
+        "e.json": checkpoint_plan.TRUNCATED, "f.safetensors": checkpoint_plan.OVERSIZE}
+
+
+def test_without_a_daemon_right_size_files_are_hashed_and_the_others_fetched():
+    to_hash, to_fetch = checkpoint_plan.split_todo(TODO, None)
+    assert to_hash == ["a.safetensors", "b.safetensors"]
+    assert to_fetch == ["config.json", "d.safetensors", "e.json", "f.safetensors"]
+    assert checkpoint_plan.split_todo(TODO, []) == (to_hash, to_fetch), "a daemon holding nothing changes nothing"
+
+
+def test_a_right_size_file_aria2_holds_is_fetched_through_it_never_hashed_under_it():
+    to_hash, to_fetch = checkpoint_plan.split_todo(TODO, ["b.safetensors", "config.json", "elsewhere.bin"])
+    assert to_hash == ["a.safetensors"]
+    assert to_fetch == ["b.safetensors", "config.json", "d.safetensors", "e.json", "f.safetensors"]
+
+
+def test_only_what_resuming_cannot_fix_starts_over_and_never_a_file_aria2_holds():
+    lfs = {"a.safetensors", "b.safetensors", "d.safetensors", "f.safetensors"}
+    # an oversize file, and a short small git file (not LFS: its bytes are no prefix worth
+    # resuming); a short LFS file resumes
+    assert checkpoint_plan.starts_over(TODO, lfs, None) == ["e.json", "f.safetensors"]
+    assert checkpoint_plan.starts_over({**TODO, "e.json": checkpoint_plan.TRUNCATED}, lfs | {"e.json"}, None) == \
+        ["f.safetensors"]
+    assert checkpoint_plan.starts_over(TODO, lfs, ["e.json", "f.safetensors"]) == []

@@ -30,6 +30,9 @@ aria2_jobs = 4
 # targets fetch a stripe each from the Hub, then the rest from each other (nginx, Debian's,
 # serving verified files to the fleet's peers only, on fanout_port, for the fan-out alone).
 fanout = True
+# The checkpoint download starts right after preflight, as soon as aria2 is installed, and the
+# other prerequisites and the venv copy run while it is in flight (False: after them).
+download_first = True
 fanout_port = 8378
 fanout_address = None  # where the other targets reach this one; None: its ssh_hostname
 fanout_keep_serving = False  # True: the peer server keeps serving after the deploy
