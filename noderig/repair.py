@@ -85,7 +85,7 @@ def plan_repair(remedy: str | None, settings: dict, applied: list[str]) -> Repai
 def manual_reason(remedy: str | None) -> str | None:
     """Why the deploy leaves ``remedy`` to a human (for the report), or None when it is not one
     of those (a remedy it plans, or no diagnosis with a remedy at all)."""
-    return None if remedy is None else LEFT_TO_A_HUMAN.get(remedy)
+    return LEFT_TO_A_HUMAN.get(remedy)  # (None is no key of it)
 
 
 def recorded_settings(recorded: dict | None) -> dict:

@@ -1096,7 +1096,8 @@ meaning = "Gamma noted."
 evidence = ["gamma noted"]
 fix = "Fix gamma."
 decisive = false
-exceptions = [{type = "GammaError", module = "gammamod"}, {type = "DeltaError", message = "delta says"}]
+exceptions = [{type = "GammaError", module = "gammamod"}, {type = "DeltaError", message = "delta says"},
+              {type = "EpsilonError", raised_in = "/epsmod/"}]
 '''
 MINI_BENIGN = 'version = 1\n[[benign]]\npattern = "harmless alpha exploded"\n'
 
@@ -1242,6 +1243,16 @@ def test_exception_signatures_need_type_and_module_or_message(mini):
     assert mdx(mini, *tb("GammaErrorX: x")).cls == "unknown"
     assert mdx(mini, *tb("DeltaError: delta says no", "/x/other/run.py")).cls == "gamma"
     assert mdx(mini, *tb("DeltaError: something else", "/x/other/run.py")).cls == "unknown"
+
+
+def test_an_exception_signature_raised_in_a_module_needs_the_innermost_frame_there(mini):
+    def tb(*paths):
+        frames = [line for p in paths for line in (f'  File "{p}", line 3, in run', "    f()")]
+        return ["Traceback (most recent call last):", *frames, "EpsilonError: it broke"]
+
+    assert mdx(mini, *tb("/x/main.py", "/x/epsmod/kernel.py")).cls == "gamma"
+    # the module only as a caller: raised elsewhere, so not this cause
+    assert mdx(mini, *tb("/x/epsmod/kernel.py", "/x/other/alloc.py")).cls == "unknown"
 
 
 def test_component_from_the_class_then_generic_then_warmup(mini):
