@@ -643,6 +643,7 @@ def _structure(job):
     """One file's structure; runs in a worker process for many shards. job = (rel, path, size,
     library); returns ("header", length, names, data_bytes) | ("index", index) | ("bad", status, detail)."""
     rel, path, size, library = job
+    gc_was = gc.isenabled()  # restored here: _check_index calls this in the caller's process too
     gc.disable()  # millions of small objects from JSON, none cyclic: the collector only costs time
     try:
         if rel.endswith(".safetensors"):
@@ -658,6 +659,9 @@ def _structure(job):
         return ("bad", e.status, e.detail)
     except OSError as e:
         return ("bad", MISSING, f"cannot read: {e.strerror}")
+    finally:
+        if gc_was:
+            gc.enable()
 
 
 def _apply(f: _File, result) -> None:
