@@ -329,6 +329,11 @@ def test_the_garbage_collector_is_left_as_it_was(tmp_path):
         assert not gc.isenabled()
     finally:
         gc.enable()
+    # a shard the manifest does not name is read through the index, here in this process
+    (root / INDEX).write_text(json.dumps({"weight_map": {"w": "a.safetensors"}}))
+    manifest = {"files": [{"path": INDEX, "size": (root / INDEX).stat().st_size, "git_oid": git_oid(root / INDEX)}]}
+    assert vf.verify(str(root), manifest, use_record=False, library=False)["ok"]
+    assert gc.isenabled()
 
 
 class Rejecting:
@@ -370,10 +375,11 @@ def test_the_library_names_its_own_error(tmp_path):
         "safetensors: Error while deserializing header: incomplete metadata, file not fully covered")
 
 
-def complete(path) -> bool:
-    """The probe's one tensor of two bytes is all there."""
+def complete(path, at_least=False) -> bool:
+    """The probe's one tensor of two bytes is all there (and nothing more, unless ``at_least``)."""
     data = open(path, "rb").read()
-    return len(data) == 8 + struct.unpack("<Q", data[:8])[0] + 2
+    want = 8 + struct.unpack("<Q", data[:8])[0] + 2
+    return len(data) >= want if at_least else len(data) == want
 
 
 def fake_safetensors(monkeypatch, accept):
@@ -412,6 +418,9 @@ def test_the_probe_refuses_a_library_that_does_not_validate(monkeypatch):
     assert (lib.validate, lib.why) == (None, "not used: safetensors 9.9 does not validate a header before needing "
                                              "a framework")
     fake_safetensors(monkeypatch, accept=complete)
+    assert vf.LibraryCheck().why == "safetensors 9.9 safe_open: header validated by the library too, tensor names compared"
+    # a library that only refuses files shorter than their header says is used too: the bad probe is one byte short
+    fake_safetensors(monkeypatch, accept=lambda path: complete(path, at_least=True))
     assert vf.LibraryCheck().why == "safetensors 9.9 safe_open: header validated by the library too, tensor names compared"
     monkeypatch.setitem(sys.modules, "safetensors", None)
     lib = vf.LibraryCheck()
