@@ -316,13 +316,19 @@ def test_headers_are_read_by_forked_processes_sized_to_the_shards(tmp_path, monk
         multiprocessing.set_start_method(before, force=True)
 
 
-def test_the_garbage_collector_is_left_as_it_was(tmp_path):
+def test_the_garbage_collector_is_left_as_it_was(tmp_path, monkeypatch):
     root = tmp_path / "ck"
     root.mkdir()
     shard(root / "a.safetensors", {"w": np.ones((2,), dtype=np.uint8)})
+    shard(root / "b.safetensors", {"v": np.ones((2,), dtype=np.uint8)})
     gc.enable()
+    during = []
+    real = vf._structure
+    monkeypatch.setattr(vf, "_structure", lambda job: during.append(gc.isenabled()) or real(job))
     vf.verify(str(root), None, library=False)
+    assert during == [False, False]  # off while the headers are parsed, one file after another
     assert gc.isenabled()
+    monkeypatch.setattr(vf, "_structure", real)
     gc.disable()
     try:
         vf.verify(str(root), None, library=False)

@@ -681,6 +681,7 @@ def _check_structures(files: list, library: bool, procs: int) -> None:
     others = [f for f in files if not f.rel.endswith(".safetensors")]
     procs = min(procs, len(jobs) // PARALLEL_MIN_SHARDS)
     gc_was = gc.isenabled()
+    gc.disable()  # off across the loop and in the forked workers: _structure leaves it as it finds it
     try:
         if procs > 1 and sys.platform.startswith("linux"):
             import multiprocessing
