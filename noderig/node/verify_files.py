@@ -643,6 +643,7 @@ def _structure(job):
     """One file's structure; runs in a worker process for many shards. job = (rel, path, size,
     library); returns ("header", length, names, data_bytes) | ("index", index) | ("bad", status, detail)."""
     rel, path, size, library = job
+    gc_was = gc.isenabled()  # restored here: _check_index calls this in the caller's process too
     gc.disable()  # millions of small objects from JSON, none cyclic: the collector only costs time
     try:
         if rel.endswith(".safetensors"):
@@ -658,6 +659,9 @@ def _structure(job):
         return ("bad", e.status, e.detail)
     except OSError as e:
         return ("bad", MISSING, f"cannot read: {e.strerror}")
+    finally:
+        if gc_was:
+            gc.enable()
 
 
 def _apply(f: _File, result) -> None:
@@ -677,6 +681,7 @@ def _check_structures(files: list, library: bool, procs: int) -> None:
     others = [f for f in files if not f.rel.endswith(".safetensors")]
     procs = min(procs, len(jobs) // PARALLEL_MIN_SHARDS)
     gc_was = gc.isenabled()
+    gc.disable()  # off across the loop and in the forked workers: _structure leaves it as it finds it
     try:
         if procs > 1 and sys.platform.startswith("linux"):
             import multiprocessing
