@@ -64,8 +64,7 @@ print(json.dumps(out))
 # and the killed deploy's settings, if any)
 SLOW_CDN = {"rate_limit_bps": {"bps": 256 << 10}}
 KILL_POINTS = [
-    ("the checkpoint's manifest and small files being written", "Starting operation: Download started: moonshotai",
-     0.1, None),
+    ("the checkpoint's node scripts and manifest being written", "Kimi-K2.6: starting the download of", 0.6, None),
     # (the download runs on the node while the prerequisites and the venv are installed; aria2
     # is installed already, so the rest can take under 1.5 s on an idle machine: kill early)
     ("apt installing the prerequisites", "Starting operation: Prerequisites \n", 0.3, None),
@@ -103,7 +102,7 @@ print(json.dumps({
 }))
 """
 LANDED = {
-    "the checkpoint's manifest and small files being written": lambda w, s: w["venv_files"] == 0
+    "the checkpoint's node scripts and manifest being written": lambda w, s: w["venv_files"] == 0
     and not s["complete"].get(CHECKPOINTS[0]) and not w["draft_manifest"],
     "apt installing the prerequisites": lambda w, s: w["manifest"] and w["venv_files"] == 0
     and (w["apt"] or not w["packages"]),
