@@ -47,27 +47,36 @@ class ExceptionSignature:
     """A signature over a parsed traceback section rather than one line: the exception's type,
     the module path of its frames and the key tokens of its message (each optional but the type).
     `module` is searched in every frame's file path and in the message (an import error names
-    the module it could not import)."""
+    the module it could not import); `raised_in` only in the innermost frame's path (where it was
+    raised: a module that every call passes through, as a caller, says nothing of the cause)."""
 
     type: re.Pattern
     module: re.Pattern | None
     message: re.Pattern | None
+    raised_in: re.Pattern | None = None
 
     def matches(self, section) -> bool:
         if section.exc_type is None or not self.type.fullmatch(section.exc_type.rsplit(".", 1)[-1]):
             return False
         if self.message is not None and not self.message.search(section.message):
             return False
+        if self.raised_in is not None and not (section.frames and self.raised_in.search(_path(section.frames[-1]))):
+            return False
         if self.module is None:
             return True
-        paths = [f.file.replace("\\", "/") for f in section.frames]
+        paths = [_path(f) for f in section.frames]
         return any(self.module.search(p) for p in paths) or bool(self.module.search(section.message))
 
     def located_in(self, section) -> bool:
         """A traceback cut before its exception line: its innermost frame is in this signature's
         module path (where it failed is known, what it raised is not)."""
-        return (section.exc_type is None and bool(section.frames) and self.module is not None
-                and bool(self.module.search(section.frames[-1].file.replace("\\", "/"))))
+        where = self.raised_in or self.module
+        return (section.exc_type is None and bool(section.frames) and where is not None
+                and bool(where.search(_path(section.frames[-1]))))
+
+
+def _path(frame) -> str:
+    return frame.file.replace("\\", "/")
 
 
 @dataclass(frozen=True)
@@ -134,8 +143,9 @@ def _exception_signatures(entries, cid: str) -> tuple[ExceptionSignature, ...]:
     for e in entries or ():
         if not e.get("type"):
             raise CatalogError(f"{cid}: an exception signature needs a type")
-        type_, module, message = (_compile([e[k]], cid)[0] if e.get(k) else None for k in ("type", "module", "message"))
-        out.append(ExceptionSignature(type_, module, message))
+        type_, module, message, raised_in = (_compile([e[k]], cid)[0] if e.get(k) else None
+                                             for k in ("type", "module", "message", "raised_in"))
+        out.append(ExceptionSignature(type_, module, message, raised_in))
     return tuple(out)
 
 

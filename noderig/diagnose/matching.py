@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from .catalog import Catalog, CatalogClass
 from .normalize import QUIET_LEVELS, Line, with_continuation
-from .tracebacks import Traceback, TracebackSection
+from .tracebacks import Traceback, TracebackSection, assert_expression
 
 __all__ = ["Match", "find_matches", "pick_root", "related_traceback"]
 
@@ -78,8 +78,10 @@ def _lone_exceptions(lines: list[Line], tbs: list[Traceback], skip: set[int]) ->
             continue
         m = _LONE_EXC.match(t)
         if m and not any(a <= i <= b for a, b in inside):
-            out.append(TracebackSection(exc_type=m["type"], message=with_continuation(lines, i)[0][m.start("msg"):].strip(),
-                                        exc_index=i, start_index=i))
+            # a bare AssertionError's message is the assert statement above it, not the line below
+            message = ("" if m["msg"].strip() else assert_expression(lines, i, m["type"])) or \
+                with_continuation(lines, i)[0][m.start("msg"):].strip()
+            out.append(TracebackSection(exc_type=m["type"], message=message, exc_index=i, start_index=i))
     return out
 
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from .normalize import Line
 
-__all__ = ["Frame", "Traceback", "TracebackSection", "format_chain", "parse_tracebacks", "traceback_chain"]
+__all__ = ["Frame", "Traceback", "TracebackSection", "assert_expression", "format_chain", "parse_tracebacks",
+           "traceback_chain"]
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
 _CONNECTOR = re.compile(r"^\s*(?P<kind>The above exception was the direct cause of the following exception:|"
@@ -202,7 +203,8 @@ class _RankParser:
             self.tb.end_index = i
             return
         if em and (self.sec.frames or "." in em["type"] or em["type"][:1].isupper()):
-            self.sec.exc_type, self.sec.message, self.sec.exc_index = em["type"], (em["msg"] or "").strip(), i
+            message = (em["msg"] or "").strip() or assert_expression(self.lines, i, em["type"])
+            self.sec.exc_type, self.sec.message, self.sec.exc_index = em["type"], message, i
             self.state, self.msg_lines, self.tb.end_index = "message", 0, i
             return
         self._close()
@@ -239,6 +241,19 @@ def _raise_stands_for_cut_exception(tb: Traceback, lines: list[Line]) -> None:
     sec.exc_type, sec.exc_index = m["type"].rsplit(".", 1)[-1], last
     sec.message = "".join(x["s"] for part in parts for x in _STRING.finditer(part)).strip()
     tb.code_lines.discard(last)
+
+
+_ASSERT = re.compile(r"^\s*assert\s+(?P<expr>\S.*)$")
+
+
+def assert_expression(lines: list[Line], index: int, exc_type: str) -> str:
+    """A bare ``AssertionError`` (no message) stands for the ``assert`` statement Python echoed on
+    the line before it: its expression is what failed, so it is the exception's message."""
+    if exc_type.rsplit(".", 1)[-1] != "AssertionError":
+        return ""
+    before = [ln.text for ln in lines[max(0, index - 3):index] if ln.text.strip() and ln.text.strip("^~ ")]
+    m = _ASSERT.match(before[-1]) if before else None
+    return m["expr"].strip() if m else ""
 
 
 def _indent(text: str) -> int:
