@@ -1,4 +1,6 @@
-"""Per-module mutation score from ``mutmut results --all true`` on stdin."""
+"""Per-module mutation score from ``mutmut results --all true`` on stdin. Modules whose
+mutants this run did not check (a run limited to other modules) are listed as not run, not
+as 0%."""
 
 import re
 import sys
@@ -15,4 +17,10 @@ print(f"{'module':<32} {'mutants':>8} {'killed':>7} {'survived':>9} {'untested':
 for module, c in sorted(counts.items()):
     total = sum(c.values())
     killed = c["killed"] + c["timeout"]
-    print(f"{module:<32} {total:>8} {killed:>7} {c['survived']:>9} {c['no tests']:>9} {100 * killed / total:>5.1f}%")
+    checked = killed + c["survived"] + c["no tests"]
+    if not checked:
+        print(f"{module:<32} {total:>8}   (not run)")
+        continue
+    unfinished = f"  ({total - checked} not checked: the run stopped early)" if checked < total else ""
+    print(f"{module:<32} {total:>8} {killed:>7} {c['survived']:>9} {c['no tests']:>9} "
+          f"{100 * killed / checked:>5.1f}%{unfinished}")
