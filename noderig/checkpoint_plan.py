@@ -16,7 +16,8 @@ from .node.verify_files import (MANIFEST_FILE, MISSING, OK, PARTIAL, RECORD_FILE
                                 expected_digest)
 
 __all__ = ["STATE_DIR", "MANIFEST_FILE", "RECORD_FILE", "OK", "UNVERIFIED", "MISSING", "PARTIAL", "TRUNCATED",
-           "OVERSIZE", "FETCH", "expected_digest", "classify", "split_todo", "starts_over", "bytes_to_fetch", "manifest_text", "describe"]
+           "OVERSIZE", "FETCH", "expected_digest", "classify", "split_todo", "starts_over", "bytes_to_fetch",
+           "manifest_text", "describe"]
 
 # States of a manifest file on the node, as the planner sees them from its stats:
 #   OK          hashed before, unchanged since (size and mtime as recorded)

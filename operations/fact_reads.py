@@ -42,10 +42,10 @@ from gevent import getcurrent
 from pyinfra import logger
 from pyinfra.api.state import BaseStateCallback
 
-from operations.facts import FACT_MODULES, Aria2Downloads, Facts, HttpStatus, UnitStatus, fact_class
+from operations.facts import FACT_MODULES, Facts, HttpStatus, UnitStatus, fact_class
 from operations.util import controller_cache
 
-VOLATILE = frozenset({UnitStatus, HttpStatus, Aria2Downloads})
+VOLATILE = frozenset({UnitStatus, HttpStatus})
 # The connector's methods that act on a host (get_file too: a download may run commands).
 ACTIONS = ("run_shell_command", "put_file", "get_file", "rsync")
 # At most this many facts are kept per host for the next run's first round trip.

@@ -16,6 +16,7 @@ from pyinfra.api.exceptions import FactProcessError
 from pyinfra.facts.files import File
 
 from noderig import aria2
+from noderig.checkpoint_plan import MANIFEST_FILE, RECORD_FILE
 
 # First line of a file fact's output when the file exists (its content follows).
 PRESENT = "noderig:present"
@@ -594,7 +595,10 @@ class Facts(FactBase):
 ARIA2_DOWNLOADS = r"""
 import json, sys, time, urllib.error, urllib.request
 conf, port = sys.argv[1], sys.argv[2]
-secret = next((l.split("=", 1)[1].strip() for l in open(conf) if l.startswith("rpc-secret=")), None)
+try:
+    secret = next((l.split("=", 1)[1].strip() for l in open(conf) if l.startswith("rpc-secret=")), None)
+except OSError as e:
+    sys.exit(f"aria2 runs but its config {conf} cannot be read ({e.strerror})")
 if not secret:
     sys.exit(f"{conf} holds no rpc-secret")
 keys = ["status", "files"]
@@ -617,7 +621,7 @@ for result in reply.get("result") or sys.exit(f"aria2's RPC refused the query: {
     if not isinstance(result, list):
         sys.exit(f"aria2's RPC refused the query: {result}")
     for d in result[0]:
-        print(json.dumps({"status": d["status"], "path": d["files"][0]["path"] if d.get("files") else ""}))
+        print(json.dumps({"status": d.get("status"), "path": d["files"][0].get("path", "") if d.get("files") else ""}))
 """
 
 
@@ -668,8 +672,6 @@ class CheckpointState(FactBase):
     """
 
     def command(self, dest: str) -> StringCommand:
-        from noderig.checkpoint_plan import MANIFEST_FILE, RECORD_FILE
-
         self.parts = {"manifest": (JsonFile(), {"path": f"{dest}/{MANIFEST_FILE}"}),
                       "stats": (FileStats(), {"root": dest}),
                       "record": (JsonFile(), {"path": f"{dest}/{RECORD_FILE}"}),

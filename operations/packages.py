@@ -33,6 +33,7 @@ WAIT_FOR_DPKG_LOCK = (
 # download starts as soon as aria2 is there, and the rest is installed while it runs.
 EARLY_PREREQUISITE = "Prerequisites: aria2, so the download starts first"
 
+
 @operation(is_idempotent=True)
 def present(packages: list[str]):
     """

@@ -404,3 +404,11 @@ def test_a_download_aria2_gave_up_on_is_said_forgotten_and_added_again(server, d
     assert failed.gid not in [d.gid for d in api.get_downloads()], "the failed result is forgotten"
     session.follow({"a.safetensors": len(FILES["a.safetensors"])}, interval=0.02)
     assert (dest / "a.safetensors").read_bytes() == FILES["a.safetensors"]
+
+
+def test_the_node_script_says_when_the_daemon_s_config_cannot_be_read(tmp_path):
+    run = subprocess.run([sys.executable, "-c", ARIA2_DOWNLOADS, str(tmp_path / "absent.conf"), "6800"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip() == f"aria2 runs but its config {tmp_path / 'absent.conf'} cannot be read " \
+                                 "(No such file or directory)"

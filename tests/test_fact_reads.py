@@ -11,7 +11,7 @@ import gevent
 import pytest
 
 from operations.fact_reads import remember
-from operations.facts import Facts, FileStats, HttpStatus, JsonFile, UnitStatus
+from operations.facts import CheckpointState, Facts, FileStats, HttpStatus, JsonFile, UnitStatus
 
 
 @pytest.fixture(autouse=True)
@@ -49,12 +49,12 @@ class Host:
         return {"value": self.answers[cls.__name__]}
 
 
-def run(executing=False, prompted=False, facts=None):
+def run(executing=False, prompted=False, facts=None, host_cls=None):
     state = SimpleNamespace(is_executing=executing, should_check_for_changes=lambda: prompted, failed_hosts=set(),
                             handlers=[])
     state.add_callback_handler = state.handlers.append
     answers = {"JsonFile": 1, "FileStats": 2, "UnitStatus": "active", "HttpStatus": 200, "Facts": facts or {}}
-    node, reference = Host("b300", state, answers), Host("ct200", state, answers)
+    node, reference = (host_cls or Host)("b300", state, answers), (host_cls or Host)("ct200", state, answers)
     state.inventory = [reference, node]
     remember(node)
     gevent.wait([g for g in state._noderig_fact_reads.pending.values()])
@@ -217,27 +217,15 @@ class RawHost(Host):
 
 
 def test_the_checkpoint_is_read_again_each_time_while_aria2_writes_it_and_kept_once_it_does_not():
-    from operations.facts import CheckpointState
-
-    state = SimpleNamespace(is_executing=True, should_check_for_changes=lambda: False, failed_hosts=set(),
-                            handlers=[])
-    state.add_callback_handler = state.handlers.append
+    _, answers, node, _ = run(executing=True, host_cls=RawHost)
     downloading = {"manifest": None, "stats": {}, "record": None, "held": ["a.safetensors"]}
-    node = RawHost("b300", state, {"CheckpointState": downloading})
-    state.inventory = [node]
-    remember(node)
+    answers["CheckpointState"] = downloading
     assert node.get_fact(CheckpointState, dest="/m") == downloading
     assert node.get_fact(CheckpointState, dest="/m") == downloading
     assert reads(node) == 2, "aria2 writes the files: every read goes to the node"
     settled = {"manifest": None, "stats": {}, "record": None, "held": None}
-    node.answers["CheckpointState"] = settled
+    answers["CheckpointState"] = settled
     assert node.get_fact(CheckpointState, dest="/m") == settled
     assert node.get_fact(CheckpointState, dest="/m") == settled
     assert reads(node) == 3, "no daemon: the second read is answered from the first"
 
-
-def test_what_aria2_holds_is_read_afresh_in_the_operation_run():
-    from operations.fact_reads import VOLATILE
-    from operations.facts import Aria2Downloads
-
-    assert Aria2Downloads in VOLATILE
