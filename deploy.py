@@ -85,9 +85,18 @@ if "targets" in host.groups:
         pins.append((data.draft_repo, data.draft_revision, "draft_dir"))
     checkpoints = [(RepoPin(repo, revision, data.hf_endpoint, tuple(data.checkpoint_patterns)), data.hf_token_file,
                     data.get(dest_key), dest_key) for repo, revision, dest_key in pins] if "checkpoint" in steps else []
-    # Fleet fan-out: with two or more targets each checkpoint file crosses the uplink once.
+    # A node that serves gets a new checkpoint revision beside the live one (it becomes live at
+    # the node's restart, in its rollout batch); else in the live directory, as ever.
     targets = peers.fleet_targets(host.state)
-    fanning_out = bool(checkpoints) and data.fanout and len(targets) > 1
+    live_dirs = {}
+    for i, (pin, token_file, dest, dest_key) in enumerate(checkpoints):
+        generation = decided(f"Checkpoint {pin.repo}", checkpoint.beside, host, pin, token_file, dest, settings)
+        if generation:
+            checkpoints[i], live_dirs[generation] = (pin, token_file, generation, dest_key), dest
+    # Fleet fan-out: with two or more targets each checkpoint file crosses the uplink once; not
+    # for a revision prepared beside a serving node's (each such node fetches what changed).
+    fanning_out = (bool(checkpoints) and data.fanout and len(targets) > 1
+                   and not checkpoint.beside_anywhere(targets, [(pin, t, key) for pin, t, _, key in checkpoints]))
 
     # Who can reach the server, and the node firewall (nftables, noderig's own table).
     fw = firewall.settings_for(data, api_port=data.server_port) if data.firewall else None
@@ -96,10 +105,15 @@ if "targets" in host.groups:
     preflight.node(
         name="Preflight: OS, disk, GPUs, base Python, exposure",
         model_dir=data.model_dir, venv=data.venv_path, reference=reference,
-        gpus_required=data.gpus_required, checkpoints=[c[:3] for c in checkpoints], firewall=fw,
+        gpus_required=data.gpus_required, checkpoints=[(*c[:3], live_dirs.get(c[2])) for c in checkpoints], firewall=fw,
         exposure=exposure(data.server_host, data.server_port, data.api_key_file,
                           data.allow_unauthenticated_network_access),
     )
+
+    for pin, token_file, dest, _ in checkpoints:
+        if dest in live_dirs:
+            checkpoint.revision_seeded(name=f"Checkpoint {pin.repo}: new revision beside {live_dirs[dest]}", pin=pin,
+                                       live=live_dirs[dest], dest=dest, token_file=token_file)
 
     # The download is the critical path (hundreds of GB): it starts on the node now, as soon as
     # aria2 is there, and the prerequisites and the venv copy run while it is in flight; the
@@ -164,7 +178,8 @@ if "targets" in host.groups and "service" in steps:
     ready["firewall"] = fw
     firewall.install(fw)
     service.install(settings, api_key_file=data.api_key_file, reference=reference, venv=venv,
-                    checkpoints=fetched, ready=ready if "readiness" in steps else None, venv_next=venv_next)
+                    checkpoints=fetched, ready=ready if "readiness" in steps else None, venv_next=venv_next,
+                    checkpoints_next=tuple((live, generation) for generation, live in live_dirs.items()))
 elif "targets" in host.groups:
     rollout.join(None)  # every target tells the rollout, taking part or not
 

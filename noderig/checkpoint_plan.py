@@ -17,7 +17,7 @@ from .node.verify_files import (MANIFEST_FILE, MISSING, OK, PARTIAL, RECORD_FILE
 
 __all__ = ["STATE_DIR", "MANIFEST_FILE", "RECORD_FILE", "OK", "UNVERIFIED", "MISSING", "PARTIAL", "TRUNCATED",
            "OVERSIZE", "FETCH", "expected_digest", "classify", "split_todo", "starts_over", "bytes_to_fetch",
-           "manifest_text", "describe"]
+           "manifest_text", "describe", "content", "revision_differs", "linkable", "after_seeding"]
 
 # States of a manifest file on the node, as the planner sees them from its stats:
 #   OK          hashed before, unchanged since (size and mtime as recorded)
@@ -87,6 +87,35 @@ def bytes_to_fetch(manifest: dict, states: dict[str, str], stats: dict) -> int:
         elif state in (MISSING, OVERSIZE):
             total += entry["size"]
     return total
+
+
+def content(manifest: dict) -> dict[str, str | None]:
+    """What a checkpoint's server reads: each file's path and the digest its bytes must have."""
+    return {entry["path"]: expected_digest(entry) for entry in manifest["files"]}
+
+
+def revision_differs(live: dict | None, manifest: dict) -> bool:
+    """Whether ``manifest`` changes a byte of the checkpoint the live directory holds
+    (``live``: its manifest; None: it holds none): a new commit that only moves files the
+    patterns leave out, or renames nothing, is the same checkpoint."""
+    return isinstance(live, dict) and isinstance(live.get("files"), list) and content(live) != content(manifest)
+
+
+def linkable(manifest: dict, live: dict, live_states: dict[str, str]) -> dict[str, str]:
+    """new path -> live path: the files of ``manifest`` that the live revision holds verified
+    with the same digest (``live_states``: ``classify`` of the live directory). A revision
+    prepared beside the live one hard-links them instead of fetching and hashing them."""
+    verified = {}
+    for path, digest in content(live).items():
+        if digest and live_states.get(path) == OK:
+            verified.setdefault(digest, path)
+    return {path: verified[digest] for path, digest in content(manifest).items() if digest in verified}
+
+
+def after_seeding(states: dict[str, str], links: dict[str, str]) -> dict[str, str]:
+    """The states of a directory prepared beside the live revision once the files it shares
+    with it are linked in (a missing one becomes ok: it is linked with its verified record)."""
+    return {p: OK if s == MISSING and p in links else s for p, s in states.items()}
 
 
 def manifest_text(manifest: dict) -> str:

@@ -22,6 +22,8 @@ import hashlib
 import json
 import re
 
+from .checkpoint_plan import content
+
 ROLLOUT_SETTING = "rollout"
 MAX_FAIL_SETTING = "max_fail_percentage"
 _SIZE = re.compile(r"^(?:[1-9][0-9]{0,5}|(?:[1-9][0-9]?|100)%)\Z")
@@ -107,15 +109,24 @@ def should_stop(failed: int, size: int, max_fail_percentage: int) -> str | None:
     return None
 
 
+def checkpoint_generation(live: str, manifest: dict) -> str:
+    """Where a new revision of a checkpoint is prepared beside the live one (a server runs
+    from it): ``<live>.noderig/<digest of its files and their digests>``. Named by content, as
+    a venv generation is: a rerun finds what a killed one began."""
+    digest = hashlib.sha256(json.dumps(sorted(content(manifest).items())).encode()).hexdigest()[:16]
+    return f"{generations(live)}/{digest}"
+
+
 def venv_generation(venv: str, listing: dict) -> str:
     """Where a venv with the reference's ``listing`` (the TreeListing fact) is prepared beside
     the live one: ``<venv>.noderig/<digest of the listing>``. Named by content, so a rerun
     finds what a killed one began, and a rollback target is the directory it came from."""
     digest = hashlib.sha256(json.dumps(sorted(listing.items()), default=list).encode()).hexdigest()[:16]
-    return f"{venv_generations(venv)}/{digest}"
+    return f"{generations(venv)}/{digest}"
 
 
-def venv_generations(venv: str) -> str:
-    """The directory of a venv's generations (beside it: the venv path itself is a symlink to
-    one, switched at the node's restart; scripts keep their absolute shebangs)."""
-    return f"{venv}.noderig"
+def generations(live: str) -> str:
+    """The directory of a venv's or a checkpoint's generations (beside it: the path itself is
+    a symlink to one, switched at the node's restart; a venv's scripts keep their absolute
+    shebangs, the unit keeps its ``--model-path``)."""
+    return f"{live}.noderig"

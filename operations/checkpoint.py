@@ -18,9 +18,12 @@ from noderig.errors import NoderigError, redact
 from noderig.manifest import RepoPin, build_manifest, download_url, manifest_problem
 from noderig.node import script_path, verify_files
 from noderig.node.hubpath import describe
+from noderig.rollout import checkpoint_generation
 from noderig.secret_files import read_token
+from noderig.server_settings import ServerSettings
 from noderig.sizes import human_size
 
+from . import rollout
 from .facts import CheckpointState, FsType
 from .tunnel import LoopbackForward
 from .util import fail, first_pass, mark_changing, one_at_a_time, operation
@@ -60,6 +63,95 @@ def manifest_for(pin: RepoPin, token_file: str | None, on_node: dict | None, whe
         if key not in _manifests:
             _manifests[key] = build_manifest(pin, read_token(token_file))
     return _manifests[key]
+
+
+def beside(node, pin: RepoPin, token_file: str | None, live: str, settings) -> str | None:
+    """Where a node puts this checkpoint: None for its live directory (as ever), or the
+    directory beside it where a new revision is prepared while the server runs from the live
+    one (``noderig.rollout.checkpoint_generation``): when the node serves and the revision
+    changes a byte of what the live directory holds. Decided once per run per node.
+
+    + node: the pyinfra host (the fan-out asks about every target)
+    + live: the checkpoint directory the server runs from (``model_dir`` or ``draft_dir``)
+    + settings: the node's server settings (whether it serves: ``operations.rollout.serving``)
+    """
+    key = (node.name, pin, live)
+    if key not in _beside:
+        _beside[key] = None
+        if rollout.serving(settings, node):
+            state = node.get_fact(CheckpointState, dest=live)
+            try:
+                manifest = manifest_for(pin, token_file, state["manifest"], f"{node.name} in {live}")
+            except NoderigError:
+                return None  # the checkpoint step says why, in its own words
+            if checkpoint_plan.revision_differs(state["manifest"], manifest):
+                _beside[key] = checkpoint_generation(live, manifest)
+    return _beside[key]
+
+
+_beside: dict[tuple, str | None] = {}
+
+
+def beside_anywhere(targets: list, checkpoints: list) -> bool:
+    """Whether any of ``targets`` prepares a checkpoint revision beside its live one (the
+    fan-out then stays off: such a node fetches only what changed, itself). A target whose
+    settings or facts cannot be read counts as not: its own steps say why.
+
+    + checkpoints: ``(RepoPin, token_file, dest_key)`` (``model_dir`` or ``draft_dir``)
+    """
+    for node in targets:
+        for pin, token_file, dest_key in checkpoints:
+            try:
+                live = node.data.get(dest_key)
+                if live and beside(node, pin, token_file, live, ServerSettings.from_inventory(node.data)):
+                    return True
+            except Exception as e:  # noqa: BLE001 - each host's own step reports it
+                logger.debug(f"whether {node.name} prepares {pin.repo} beside {dest_key}: {e}")
+    return False
+
+
+def linked_from_live(manifest: dict, live_state: dict, states: dict[str, str]) -> dict[str, str]:
+    """new path -> live path of the files a revision prepared beside the live one (``states``:
+    its own) still lacks and links from the live directory (its facts ``live_state``)."""
+    live = live_state["manifest"]
+    if not isinstance(live, dict) or manifest_problem(live):
+        return {}
+    live_states = checkpoint_plan.classify(live, live_state["stats"], live_state["record"])
+    return {p: q for p, q in checkpoint_plan.linkable(manifest, live, live_states).items()
+            if states.get(p) == checkpoint_plan.MISSING}
+
+
+@operation(is_idempotent=True)
+def revision_seeded(pin: RepoPin, live: str, dest: str, token_file: str | None = None):
+    """
+    Start a new revision of a checkpoint beside the live one, which a server runs from: the
+    manifest written and checked there, then every file both revisions share hard-linked in
+    from the live directory with its verified record (``verify_files.py --seed-from``), so
+    that ``fetch`` into ``dest`` downloads and hashes only what changed. Never writes in
+    ``live``; the new revision becomes live at the node's restart (``rollout.checkpoint_switch``).
+
+    + pin: the Hub repo, revision, endpoint and file patterns
+    + live: the checkpoint directory the server runs from
+    + dest: the directory beside it (``noderig.rollout.checkpoint_generation``)
+    + token_file: a 0600 file with the Hub token (else ``HF_TOKEN``); never sent to the node
+    """
+    try:
+        _, manifest, _, states, _, _ = _planned(pin, dest, token_file, None)
+    except NoderigError as e:
+        yield from fail(host, f"checkpoint {pin.repo} for {host.name}: {e}")
+        return
+    links = linked_from_live(manifest, host.get_fact(CheckpointState, dest=live), states)
+    if not links:
+        host.noop(f"{pin.repo}@{manifest['commit'][:12]}: beside {live} in {dest}, nothing more to link from it")
+        return
+    if first_pass(host):
+        shared = sum(f["size"] for f in manifest["files"] if f["path"] in links)
+        logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} beside {live} in {dest}: {len(links)} of "
+                    f"{len(states)} files ({human_size(shared)}) linked from the live revision, the rest fetched")
+    manifest_path = f"{dest}/{checkpoint_plan.MANIFEST_FILE}"
+    yield from _manifest_written_checked(manifest, dest, manifest_path)
+    yield StringCommand("python3", VERIFY_SCRIPT, QuoteString(manifest_path), QuoteString(dest),
+                        "--seed-from", QuoteString(live))
 
 
 def _planned(pin: RepoPin, dest: str, token_file: str | None, only: list[str] | None):

@@ -12,7 +12,7 @@ from noderig.errors import NoderigError
 from noderig.firewall import problems as firewall_problems
 from noderig.preflight import describe, disk_problems, problems
 
-from .checkpoint import manifest_for
+from .checkpoint import linked_from_live, manifest_for
 from .facts import CheckpointState, NodeInfo, PythonVersion, PyvenvCfg
 from .util import fail, first_pass, operation
 
@@ -20,7 +20,7 @@ from .util import fail, first_pass, operation
 def _bytes_to_fetch(checkpoints) -> tuple[dict, list[str]]:
     """Bytes still to download per node volume, from the pinned manifests and the node's files."""
     per_device, found = {}, []
-    for pin, token_file, dest in checkpoints:
+    for pin, token_file, dest, live in checkpoints:
         node = host.get_fact(CheckpointState, dest=dest)
         try:
             manifest = manifest_for(pin, token_file, node["manifest"], f"{host.name} in {dest}")
@@ -29,6 +29,9 @@ def _bytes_to_fetch(checkpoints) -> tuple[dict, list[str]]:
             continue
         stats = node["stats"]
         states = checkpoint_plan.classify(manifest, stats, node["record"])
+        if live:  # a revision beside the live one: what the two share is linked, not fetched
+            links = linked_from_live(manifest, host.get_fact(CheckpointState, dest=live), states)
+            states = checkpoint_plan.after_seeding(states, links)
         volume = host.get_fact(NodeInfo, path=dest)
         key = volume.get("device") or dest
         entry = per_device.setdefault(key, {"free": volume["free_bytes"], "need": 0, "dirs": []})
@@ -119,8 +122,9 @@ def node(model_dir: str, venv: str, reference=None, gpus_required: int = 0, chec
     + venv: absolute path of the venv (same on reference and node)
     + reference: the pyinfra host holding the working venv (its ``pyvenv.cfg`` is read)
     + gpus_required: the number of GPUs the node must show in ``nvidia-smi`` (0: none needed)
-    + checkpoints: ``(RepoPin, token_file, dest)`` of each checkpoint: its bytes still to fetch
-      must fit on its volume (checked per volume, with a margin)
+    + checkpoints: ``(RepoPin, token_file, dest, live)`` of each checkpoint: its bytes still to
+      fetch must fit on its volume (checked per volume, with a margin); ``live``: the directory
+      a new revision is prepared beside (``checkpoint.beside``), or None
     + exposure: who can reach the server (``noderig.exposure.decide``): printed, and a refused
       exposure stops the host here
     + firewall: the firewall settings (``noderig.firewall.FirewallSettings``), or None when off

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
+from noderig.checkpoint_plan import RECORD_FILE
 from noderig.rollout import MAX_FAIL_SETTING, ROLLOUT_SETTING, parse_rollout, plan_batches, should_stop
 from noderig.service_plan import RUNNING, marker, plan_service
 
@@ -39,7 +40,8 @@ LAST_GOOD_DIR = "/var/lib/noderig/last-good"
 
 # Runs on the node: keep what the running server runs as its last known good state, when it
 # answers /health; otherwise keep the one recorded before. Arguments: the directory, the
-# health URL, then label=path pairs (label "venv": where the venv symlink points).
+# health URL, then label=path pairs (label "@...": where that symlink points, the venv's or a
+# checkpoint's generation; "venv" is how records written before checkpoints had them say it).
 SNAPSHOT_SCRIPT = r"""
 d="$1"; url="$2"; shift 2
 code=$(curl -s -o /dev/null -m 5 -w '%{http_code}' "$url" || true)
@@ -47,10 +49,10 @@ if [ "$code" != 200 ]; then echo "not serving (health $code): the last known goo
 rm -rf "$d.new" && install -d -m 700 "$d.new" || exit 1
 for pair; do
   label=${pair%%=*}; path=${pair#*=}
-  if [ "$label" = venv ]; then
-    # a venv that is still a directory becomes <venv>.noderig/adopted at its first switch
-    if [ -L "$path" ]; then readlink -f "$path"; else echo "$path.noderig/adopted"; fi > "$d.new/venv"
-  else cp -p "$path" "$d.new/$label" || exit 1; fi
+  case $label in venv|@*)
+    # a venv or checkpoint that is still a directory becomes <path>.noderig/adopted at its first switch
+    if [ -L "$path" ]; then readlink -f "$path"; else echo "$path.noderig/adopted"; fi > "$d.new/$label" ;;
+  *) cp -p "$path" "$d.new/$label" || exit 1 ;; esac
   echo "$pair" >> "$d.new/paths"
 done
 sync "$d.new" 2>/dev/null
@@ -59,27 +61,33 @@ mv -T "$d.new" "$d" && rm -rf "$d.old"
 """
 
 # Runs on the node: put the last known good files back (each renamed into place), point the
-# venv back, and restart the unit. Exit 4: there is no last known good state to go back to.
+# venv and the checkpoints back, and restart the unit. Exit 4: there is no last known good
+# state to go back to.
 RESTORE_SCRIPT = r"""
 d="$1"; unit="$2"
 [ -f "$d/paths" ] || { echo "no last known good state on this node ($d)"; exit 4; }
 while IFS= read -r pair; do
   label=${pair%%=*}; path=${pair#*=}
-  if [ "$label" = venv ]; then
-    if [ -L "$path" ] && [ -d "$(cat "$d/venv")" ]; then ln -sfn "$(cat "$d/venv")" "$path.noderig-tmp" && mv -T "$path.noderig-tmp" "$path" || exit 1; fi
-  else cp -p "$d/$label" "$path.noderig-tmp" && mv -f "$path.noderig-tmp" "$path" || exit 1; fi
+  case $label in venv|@*)
+    if [ -L "$path" ] && [ -d "$(cat "$d/$label")" ]; then ln -sfn "$(cat "$d/$label")" "$path.noderig-tmp" && mv -T "$path.noderig-tmp" "$path" || exit 1; fi ;;
+  *) cp -p "$d/$label" "$path.noderig-tmp" && mv -f "$path.noderig-tmp" "$path" || exit 1 ;; esac
 done < "$d/paths"
 systemctl daemon-reload && systemctl reset-failed "$unit" 2>/dev/null; systemctl restart "$unit"
 """
 
 
-# Runs on the node, in the node's batch: stop the server, make the prepared venv generation
-# live (the venv path is a symlink to it, replaced with rename(2); a venv that is still a
-# directory moves to <venv>.noderig/adopted first), and keep only it and the one it replaces
-# (the rollback target). The server starts again from the next operation.
+# Runs on the node, in the node's batch: stop the server, make the prepared generation (of
+# the venv or of a checkpoint) live (the live path is a symlink to it, replaced with
+# rename(2); one that is still a directory moves to <live>.noderig/adopted first, a rename on
+# the same file system, checked before the server stops), and keep only it and the one it
+# replaces (the rollback target). The server starts again from the next operation.
 SWITCH_SCRIPT = r"""
-live="$1"; new="$2"; unit="$3"; root=$(dirname "$new")
-[ -x "$new/bin/python" ] || { echo "the new venv $new is not complete"; exit 1; }
+live="$1"; new="$2"; unit="$3"; complete="$4"; root=$(dirname "$new")
+[ -e "$new/$complete" ] || { echo "$new is not complete (no $complete)"; exit 1; }
+if [ ! -L "$live" ] && [ -d "$live" ]; then
+  if mountpoint -q "$live"; then echo "$live is a mount point: it cannot be moved aside into $root; mount its volume one level up"; exit 1; fi
+  [ "$(stat -c %d "$live")" = "$(stat -c %d "$root")" ] || { echo "$live and $root are on different file systems"; exit 1; }
+fi
 systemctl stop "$unit" || exit 1
 prev=$(readlink -f "$live")
 if [ ! -L "$live" ] && [ -d "$live" ]; then
@@ -192,17 +200,22 @@ def _inventory_order(name: str) -> int:
     return names.index(name) if name in names else len(names)
 
 
-def serving(settings) -> bool:
-    """Whether this node's server serves now: its unit running and ``/health`` answering
-    (asked once per run: the deploy file asks at the venv step and at the service step)."""
-    key = (host.name, settings.service_name, settings.port)
+def serving(settings, node=None) -> bool:
+    """Whether a node's server serves now: its unit running and ``/health`` answering (asked
+    once per run: the deploy file asks at the venv, checkpoint and service steps).
+
+    + settings: the server settings (its service name and port)
+    + node: the pyinfra host (default: this one; the fan-out asks about every target)
+    """
+    node = node or host
+    key = (node.name, settings.service_name, settings.port)
     if key not in _serving:
         # (a read that raises leaves False: the step that asked first fails the host, and a
         # second asker does not fail it again)
         _serving[key] = False
-        status = host.get_fact(UnitStatus, unit=f"{settings.service_name}.service")
+        status = node.get_fact(UnitStatus, unit=f"{settings.service_name}.service")
         _serving[key] = (status.get("active") in RUNNING
-                         and host.get_fact(HttpStatus, url=f"http://127.0.0.1:{settings.port}/health") == 200)
+                         and node.get_fact(HttpStatus, url=f"http://127.0.0.1:{settings.port}/health") == 200)
     return _serving[key]
 
 
@@ -221,11 +234,30 @@ def venv_switch(service: str, live: str, generation: str):
     + live: the venv path (the inventory's ``venv_path``)
     + generation: the prepared directory (``noderig.rollout.venv_generation``)
     """
+    yield from _switched(service, live, generation, "bin/python")
+
+
+@operation(is_idempotent=True)
+def checkpoint_switch(service: str, live: str, generation: str):
+    """
+    Make the checkpoint revision prepared and verified beside the live one the live one, with
+    the server stopped, as ``venv_switch`` does for a venv: ``model_dir`` (or ``draft_dir``) is
+    a symbolic link replaced atomically, the revision it replaces is kept as the rollback
+    target, older ones are removed. The next operation starts the server.
+
+    + service: the systemd service name
+    + live: the checkpoint directory (the inventory's ``model_dir`` or ``draft_dir``)
+    + generation: the prepared directory (``noderig.rollout.checkpoint_generation``)
+    """
+    yield from _switched(service, live, generation, RECORD_FILE)
+
+
+def _switched(service: str, live: str, generation: str, complete: str):
     if host.get_fact(LinkTarget, path=live) == generation:
         host.noop(f"{live} is {generation} already")
         return
-    yield StringCommand("sh", "-c", QuoteString(SWITCH_SCRIPT), "noderig-venv-switch", QuoteString(live),
-                        QuoteString(generation), QuoteString(f"{service}.service"))
+    yield StringCommand("sh", "-c", QuoteString(SWITCH_SCRIPT), "noderig-switch", QuoteString(live),
+                        QuoteString(generation), QuoteString(f"{service}.service"), QuoteString(complete))
 
 
 def restart_reason(settings, texts: dict[str, tuple[str, str, str]], changing: dict) -> Entry:
@@ -315,23 +347,26 @@ def _check_stop(registry: Registry, batch: int) -> None:
 
 
 @operation(is_idempotent=True)
-def snapshot(service: str, port: int, files: dict[str, str], venv: str | None = None, running_current: bool = True):
+def snapshot(service: str, port: int, files: dict[str, str], links: dict[str, str] | None = None,
+             running_current: bool = True):
     """
-    Keep what the running server runs (unit, environment file, launcher, the venv it points
-    at) on the node as its last known good state, before this batch changes any of it; only
-    while it answers ``/health``. A server that does not run its files (a killed deploy wrote
-    newer ones) keeps the state recorded before.
+    Keep what the running server runs (unit, environment file, launcher, the venv and the
+    checkpoint revisions it points at) on the node as its last known good state, before this
+    batch changes any of it; only while it answers ``/health``. A server that does not run its
+    files (a killed deploy wrote newer ones) keeps the state recorded before.
 
     + service: the systemd service name
     + port: the server's port (for ``/health``)
     + files: label -> path of the files the server runs
-    + venv: the venv path (a symlink to its generation; else not recorded)
+    + links: label -> path of the venv and checkpoint directories (each a symlink to its
+      generation, or a directory that becomes ``<path>.noderig/adopted`` at its first switch)
     + running_current: the running process started after its files were last written
     """
     if not running_current:
         host.noop(f"{service}: its files changed since it started; the last known good state recorded before stays")
         return
-    pairs = [f"{label}={path}" for label, path in files.items()] + ([f"venv={venv}"] if venv else [])
+    pairs = [f"{label}={path}" for label, path in files.items()]
+    pairs += [f"@{label}={path}" for label, path in (links or {}).items() if path]
     yield StringCommand("sh", "-c", QuoteString(SNAPSHOT_SCRIPT), "noderig-snapshot", QuoteString(LAST_GOOD_DIR),
                         QuoteString(f"http://127.0.0.1:{port}/health"), *(QuoteString(p) for p in pairs))
 

@@ -15,7 +15,7 @@ from noderig.errors import NoderigError
 from noderig.flags import ServerFlags, parse_help
 from noderig.secret_files import read_private
 from noderig.node import script_path
-from noderig.rollout import venv_generations
+from noderig.rollout import generations
 from noderig.service_plan import marker, plan_service
 from noderig.server_settings import ServerSettings, validate
 from noderig.unit import LAUNCHER_PATH, check_against_server, help_command, render_env, render_unit
@@ -209,7 +209,7 @@ def _changes(op) -> bool:
 
 
 def install(settings: ServerSettings, api_key_file: str | None, reference, venv=None, checkpoints=(), ready=None,
-            venv_next: str | None = None):
+            venv_next: str | None = None, checkpoints_next: tuple[tuple[str, str], ...] = ()):
     """Validate, then install the launcher, the environment file and the unit, and keep the
     service running what they say (see ``running``) and enabled. A node that serves and must
     restart does its writes and restart in its rollout batch (``operations/rollout.py``).
@@ -218,6 +218,8 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
     + checkpoints: this deploy's checkpoint operations
     + ready: the readiness check's arguments (a batch ends with it); None: no rollout
     + venv_next: the venv generation prepared beside the live venv, made live in the node's batch
+    + checkpoints_next: (live directory, revision prepared beside it) of each checkpoint whose
+      new revision is made live in the node's batch
     """
     secrets = {}
     try:
@@ -238,8 +240,7 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
     system_user(name=f"System user {settings.user} (the server never runs as root)", user=settings.user,
                 home=settings.state_dir)
     readable(name="Venv and checkpoints readable by the server's user",
-             paths=[p for p in (settings.venv, venv_generations(settings.venv), settings.model_dir, settings.draft_dir)
-                    if p],
+             paths=[p for d in (settings.venv, settings.model_dir, settings.draft_dir) if d for p in (d, generations(d))],
              changing=[venv, *checkpoints])
     texts = {"launcher": (LAUNCHER_PATH, script_path("launch.py").read_text(), "755"),
              "environment": (settings.env_path, env_text, "600"),
@@ -247,19 +248,22 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
     # (the rollout's decision reads facts in the deploy file: an error in it fails this host at
     # its service step, and the host still tells the barrier, so the other targets go on)
     entry = decided(f"{settings.service_name} running and enabled", _rollout_entry,
-                    settings, texts, venv, checkpoints, ready, venv_next)
+                    settings, texts, venv, checkpoints, ready, venv_next, checkpoints_next)
     position = rollout.join(entry)
     unit = None
     for tag in rollout.positions(position):
         if venv_next:  # the server stops here, and starts again with the rest
             rollout.venv_switch(name=f"Venv {settings.venv} switched to its new generation{tag}",
                                 service=settings.service_name, live=settings.venv, generation=venv_next)
+        for live, generation in checkpoints_next:
+            rollout.checkpoint_switch(name=f"Checkpoint {live} switched to its new revision{tag}",
+                                      service=settings.service_name, live=live, generation=generation)
         unit = _write_and_run(settings, texts, venv, checkpoints)
     return unit
 
 
 def _rollout_entry(settings: ServerSettings, texts: dict, venv, checkpoints, ready,
-                   venv_next: str | None = None) -> rollout.Entry | None:
+                   venv_next: str | None = None, checkpoints_next=()) -> rollout.Entry | None:
     """What this node tells the rollout: whether it serves and must restart (None without a
     readiness check to gate on)."""
     if ready is None:
@@ -267,8 +271,11 @@ def _rollout_entry(settings: ServerSettings, texts: dict, venv, checkpoints, rea
     entry = rollout.restart_reason(settings, texts, {"venv": [venv], "checkpoint": list(checkpoints)})
     if venv_next and entry.restart is None:
         entry.restart = "a new venv is prepared beside the live one"
+    if checkpoints_next and entry.restart is None:
+        entry.restart = "a new checkpoint revision is prepared beside the live one"
     entry.ready, entry.venv_next = ready, venv_next
-    entry.snapshot = {"service": settings.service_name, "port": settings.port, "venv": settings.venv,
+    links = {"venv": settings.venv, "model_dir": settings.model_dir, "draft_dir": settings.draft_dir}
+    entry.snapshot = {"service": settings.service_name, "port": settings.port, "links": links,
                       "files": {label: path for label, (path, _, _) in texts.items()}}
     return entry
 

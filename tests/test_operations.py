@@ -15,6 +15,7 @@ import pytest
 from pyinfra.context import ctx_host
 
 from noderig.firewall import FirewallSettings, render_table
+from noderig.rollout import checkpoint_generation
 from noderig.manifest import RepoPin
 from noderig.server_settings import ServerSettings
 from operations import checkpoint, diagnosis, environment, firewall, packages, preflight, service, util
@@ -335,7 +336,7 @@ def test_a_hostile_inventory_value_fails_preflight_before_any_other_fact_or_hub_
     # only the unit's fact is given: reading NodeInfo or a manifest would fail the test
     node = FakeHost({fact("UnitFiles", service="sglang"): NO_UNIT}, data=Data({**TARGET, "ssh_hostname": "127.0.0.1$(touch /tmp/x)", "model_dir": "/etc"}))
     (only,) = run_op(preflight.node, node, "/etc", "/opt/sglang/venv", Reference({}, name="ct200"),
-                     checkpoints=[(PIN, None, "/etc")])
+                     checkpoints=[(PIN, None, "/etc", None)])
     assert only.startswith("fail: preflight on b300: the inventory is refused, nothing was changed: ")
     assert "ssh_hostname='127.0.0.1$(touch /tmp/x)' is not an IP address or a host name" in only
     assert "model_dir='/etc' is / or a system directory" in only
@@ -739,6 +740,69 @@ def test_while_aria2_runs_a_full_size_file_it_does_not_hold_is_hashed_first(monk
     assert commands[-2:] == ["call _download", "call _verify"]
 
 
+# --------------------------------------------------------------------------------------------
+# checkpoint.revision_seeded and checkpoint.beside (a new revision beside the live one)
+
+NEW_COMMIT = "d" * 40
+NEW_PIN = RepoPin("org/m", NEW_COMMIT, "https://hub.example", ("*.safetensors", "*.json"))
+# the new revision changes config.json and keeps model.safetensors (same sha256)
+NEW_MANIFEST = {**MANIFEST, "revision": NEW_COMMIT, "commit": NEW_COMMIT,
+                "files": [{"path": "config.json", "size": 12, "git_oid": "e" * 40},
+                          {"path": "model.safetensors", "size": 1000, "sha256": "b" * 64}]}
+BESIDE = "/models/m.noderig/0123456789abcdef"
+
+
+def beside_node(live_stats: dict, live_record: dict | None, new_stats: dict | None = None) -> FakeHost:
+    return FakeHost({checkpoint_state(): {"manifest": MANIFEST, "stats": live_stats, "record": live_record,
+                                          "held": None},
+                     fact("CheckpointState", dest=BESIDE): {"manifest": NEW_MANIFEST, "stats": new_stats or {},
+                                                            "record": {}, "held": None}})
+
+
+def test_a_new_revision_beside_the_live_one_links_what_they_share_then_the_fetch_takes_the_rest(monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="pyinfra")
+    monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
+    host = beside_node(STATS, RECORD)
+    commands = run_op(checkpoint.revision_seeded, host, NEW_PIN, DEST, BESIDE)
+    checks = [c.replace(DEST, BESIDE) for c in NODE_CHECKS]
+    assert commands == [*checks, f"python3 {checkpoint.VERIFY_SCRIPT} {BESIDE}/.noderig/manifest.json {BESIDE} "
+                                 f"--seed-from {DEST}"]
+    assert (f"[b300] org/m@{NEW_COMMIT[:12]} beside {DEST} in {BESIDE}: 1 of 2 files (1000 B) linked from the live "
+            "revision, the rest fetched") in caplog.text
+
+
+@pytest.mark.parametrize("live_stats, new_stats", [
+    ({**STATS, "model.safetensors": {"size": 1000, "mtime": 9.0, "aria2": False}}, None),  # touched since hashed
+    (STATS, {"model.safetensors": {"size": 1000, "mtime": 6.0, "aria2": False}}),  # there already
+], ids=["live-file-not-verified", "already-linked"])
+def test_nothing_is_linked_from_a_live_file_not_verified_or_into_a_file_already_there(live_stats, new_stats):
+    host = beside_node(live_stats, RECORD, new_stats)
+    assert run_op(checkpoint.revision_seeded, host, NEW_PIN, DEST, BESIDE) == []
+    assert host.noops == [f"org/m@{NEW_COMMIT[:12]}: beside {DEST} in {BESIDE}, nothing more to link from it"]
+
+
+SERVING = {fact("UnitStatus", unit="sglang.service"): {"active": "active", "started": 1.0},
+           fact("HttpStatus", url="http://127.0.0.1:30000/health"): 200}
+
+
+@pytest.mark.parametrize("extra, live_manifest, want", [
+    (SERVING, MANIFEST, "beside"),  # serves, and the revision changes config.json
+    ({}, MANIFEST, None),  # serves nothing: in the live directory, as ever
+    (SERVING, NEW_MANIFEST, None),  # already the new revision
+    (SERVING, None, None),  # nothing there yet
+], ids=["serving-changed", "not-serving", "same-content", "empty"])
+def test_a_new_revision_goes_beside_the_live_one_only_on_a_node_that_serves(monkeypatch, extra, live_manifest, want):
+    monkeypatch.setattr(checkpoint, "_beside", {})
+    monkeypatch.setattr(checkpoint.rollout, "_serving", {})
+    monkeypatch.setattr(checkpoint, "build_manifest", lambda pin, token: NEW_MANIFEST)
+    monkeypatch.setattr(checkpoint, "_manifests", {})
+    host = FakeHost({checkpoint_state(): {"manifest": live_manifest, "stats": {}, "record": None, "held": None},
+                     fact("UnitStatus", unit="sglang.service"): {"active": "inactive"}, **extra})
+    settings = SimpleNamespace(service_name="sglang", port=30000)
+    expected = checkpoint_generation(DEST, NEW_MANIFEST) if want else None
+    assert checkpoint.beside(host, NEW_PIN, None, DEST, settings) == expected
+
+
 def test_download_started_hands_the_missing_files_to_aria2_and_leaves_the_hashing_to_fetch(monkeypatch):
     monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
     stats = {"config.json": {"size": 10, "mtime": 7.0, "aria2": False}}  # right size, never verified
@@ -829,7 +893,7 @@ def test_a_volume_too_small_for_what_is_still_to_fetch_fails_preflight_with_the_
     node.facts.update({checkpoint_state(): {"manifest": MANIFEST, "stats": {"config.json": STATS["config.json"]},
                                             "record": RECORD, "held": None},
                        fact("NodeInfo", path=DEST): {**INFO, "free_bytes": 10 * 2**20}})
-    (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference, checkpoints=[(PIN, None, DEST)])
+    (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference, checkpoints=[(PIN, None, DEST, None)])
     # 1000 bytes still to fetch (model.safetensors), margin 64 MiB + 2% of 1000 bytes = 67108884 B
     assert only == (f"fail: preflight on b300: not enough disk for {DEST}: 10.0 MiB free, 1000 B still to download "
                     "+ 64.0 MiB margin; free space or point model_dir/draft_dir at a larger volume")
@@ -839,7 +903,7 @@ def test_a_volume_that_holds_it_passes():
     node, reference = preflight_hosts(info={**INFO, "free_bytes": 10 * 2**30})
     node.facts.update({checkpoint_state(): {"manifest": MANIFEST, "stats": {}, "record": None, "held": None},
                        fact("NodeInfo", path=DEST): INFO})
-    assert run_op(preflight.node, node, "/models/m", "/opt/v", reference, checkpoints=[(PIN, None, DEST)]) == []
+    assert run_op(preflight.node, node, "/models/m", "/opt/v", reference, checkpoints=[(PIN, None, DEST, None)]) == []
 
 
 def test_an_exposure_without_a_key_and_bad_firewall_settings_fail_preflight_together():

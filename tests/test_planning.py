@@ -41,6 +41,46 @@ def test_sizes_decide_resume_or_refetch_and_bytes_to_fetch():
     assert checkpoint_plan.bytes_to_fetch(MANIFEST, states, stats) == 60 + 100 + 10
 
 
+# A new revision beside the live one: what changes, what is linked, what is left to fetch.
+
+NEW = {"files": [
+    {"path": "a.safetensors", "size": 100, "sha256": "aa" * 32},  # the same bytes
+    {"path": "moved/b.safetensors", "size": 100, "sha256": "bb" * 32},  # the same bytes, renamed
+    {"path": "config.json", "size": 12, "git_oid": "dd" * 20},  # changed
+    {"path": "c.safetensors", "size": 50, "sha256": "ee" * 32},  # new
+]}
+
+
+def test_a_revision_differs_when_a_file_its_server_reads_changes_not_when_only_the_commit_does():
+    assert checkpoint_plan.revision_differs(MANIFEST, NEW)
+    assert not checkpoint_plan.revision_differs({**MANIFEST, "commit": "f" * 40}, MANIFEST)
+    renamed = {"files": [{**MANIFEST["files"][0], "path": "x.safetensors"}, *MANIFEST["files"][1:]]}
+    assert checkpoint_plan.revision_differs(MANIFEST, renamed)
+    assert not checkpoint_plan.revision_differs(None, MANIFEST), "nothing there: nothing to keep serving from"
+    assert not checkpoint_plan.revision_differs({"files": "garbled"}, MANIFEST)
+
+
+def test_only_files_the_live_revision_holds_verified_are_linked_and_by_digest_whatever_their_path():
+    live_states = {"a.safetensors": checkpoint_plan.OK, "b.safetensors": checkpoint_plan.OK,
+                   "config.json": checkpoint_plan.OK}
+    assert checkpoint_plan.linkable(NEW, MANIFEST, live_states) == {
+        "a.safetensors": "a.safetensors", "moved/b.safetensors": "b.safetensors"}
+    live_states["b.safetensors"] = checkpoint_plan.UNVERIFIED  # touched since it was hashed
+    assert checkpoint_plan.linkable(NEW, MANIFEST, live_states) == {"a.safetensors": "a.safetensors"}
+
+
+def test_after_seeding_a_linked_missing_file_is_ok_and_the_bytes_to_fetch_are_what_changed():
+    states = checkpoint_plan.classify(NEW, {}, {})
+    links = {"a.safetensors": "a.safetensors", "moved/b.safetensors": "b.safetensors"}
+    seeded = checkpoint_plan.after_seeding(states, links)
+    assert seeded == {"a.safetensors": "ok", "moved/b.safetensors": "ok", "config.json": "missing",
+                      "c.safetensors": "missing"}
+    assert checkpoint_plan.bytes_to_fetch(NEW, seeded, {}) == 12 + 50
+    partial = {**states, "a.safetensors": checkpoint_plan.PARTIAL}
+    assert checkpoint_plan.after_seeding(partial, links)["a.safetensors"] == checkpoint_plan.PARTIAL, \
+        "a file already begun there is left to the fetch"
+
+
 def test_tree_diff_names_added_changed_and_removed():
     src = {"bin/python": ("l", 7, 1, "777", "python3"), "lib/x.py": ("f", 10, 5, "644", ""),
            "lib/y.py": ("f", 20, 5, "644", "")}

@@ -22,7 +22,7 @@ import urllib.request
 import pytest
 
 from noderig.repair import REPAIRS_FILE
-from tests.conftest import ROOT, pyinfra_command, run_pyinfra
+from tests.conftest import ROOT, changed_ops, hub_call, pyinfra_command, run_pyinfra
 from tests.test_fleet import summary
 
 pytestmark = pytest.mark.lab
@@ -255,3 +255,67 @@ def test_a_venv_update_rolls_out_the_same_way_and_the_old_venv_stays_untouched(l
         # The old venv, never written to: kept whole as the rollback target.
         old, digest = before[name]
         assert listing(lab, name, old) == digest, (name, old)
+
+
+MODEL_REPO = "moonshotai/Kimi-K2.6"
+MODEL_DIR = "/models/Kimi-K2.6"
+SHARD = "model-00001-of-000004.safetensors"
+
+
+def live_checkpoint(lab, name: str) -> str:
+    return lab.run(name, f"readlink -f {MODEL_DIR}").stdout.strip()
+
+
+def test_a_new_checkpoint_revision_goes_beside_the_live_one_and_a_failed_canary_goes_back_to_the_old(lab):
+    converge(lab, AFTER_CONTROLLER_KILL)
+    config = lab.repo_path(MODEL_REPO) / "config.json"
+    original, st = config.read_bytes(), config.stat()
+    before = {}
+    for name in TARGETS:
+        live = live_checkpoint(lab, name)
+        # What the old revision's directory will be once switched away from (as for the venv).
+        old = live if live != MODEL_DIR else f"{MODEL_DIR}.noderig/adopted"
+        before[name] = (old, listing(lab, name, MODEL_DIR), lab.run(name, f"stat -c %i {MODEL_DIR}/{SHARD}").stdout)
+    changed = json.loads(original)
+    changed["noderig_lab_revision"] = 2
+    try:
+        config.write_text(json.dumps(changed, indent=2) + "\n")
+        hub_call(lab, "/_lab/rescan", {})
+        with Prober(lab) as prober:
+            res, out = fleet(lab, AFTER_CONTROLLER_KILL, "rollout=1")
+            time.sleep(0.5)
+        assert res.returncode == 0, out[-4000:]
+        assert f"new revision beside {MODEL_DIR}" in out, out[-4000:]
+        everyone = sorted((a, b, name) for name in TARGETS for a, b in prober.down_spans(name))
+        assert [name for _, _, name in everyone] == list(TARGETS), everyone
+        for (a1, b1, n1), (a2, b2, n2) in zip(everyone, everyone[1:]):
+            assert a2 > b1, f"{n1} and {n2} were down at the same time: {everyone}"
+        revision = {}
+        for name in TARGETS:
+            old, digest, inode = before[name]
+            revision[name] = live_checkpoint(lab, name)
+            assert revision[name].startswith(f"{MODEL_DIR}.noderig/") and revision[name] != old, revision[name]
+            assert json.loads(lab.run(name, f"cat {MODEL_DIR}/config.json").stdout)["noderig_lab_revision"] == 2
+            # The shard both revisions share was linked, not fetched; the old revision was never written.
+            assert lab.run(name, f"stat -c %i {MODEL_DIR}/{SHARD}").stdout == inode
+            assert listing(lab, name, old) == digest, (name, old)
+            assert server_info(lab, name)["status"] == "Up"
+        res, out = fleet(lab, AFTER_CONTROLLER_KILL, "rollout=1")
+        assert res.returncode == 0 and changed_ops(out) == {}, out[-4000:]
+
+        # Back to the first revision with a flag the canary crashes on: it is rolled back to the
+        # revision it served, and the others are never touched.
+        config.write_bytes(original)
+        os.utime(config, ns=(st.st_atime_ns, st.st_mtime_ns))
+        hub_call(lab, "/_lab/rescan", {})
+        res, out = fleet(lab, AFTER_CONTROLLER_KILL, 'extra_flags=["--enable-two-batch-overlap"]', "rollout=1,100%")
+        assert res.returncode != 0, out[-4000:]
+        assert summary(out)["b300"].startswith('FAILED at "Ready, or rolled back (batch 1)": ROLLED BACK'), out[-4000:]
+        for name in TARGETS:
+            assert live_checkpoint(lab, name) == revision[name], name
+            assert json.loads(lab.run(name, f"cat {MODEL_DIR}/config.json").stdout)["noderig_lab_revision"] == 2
+            assert server_info(lab, name)["status"] == "Up"
+    finally:  # the Hub as the lab made it, for the tests after this one
+        config.write_bytes(original)
+        os.utime(config, ns=(st.st_atime_ns, st.st_mtime_ns))
+        hub_call(lab, "/_lab/rescan", {})

@@ -2,7 +2,8 @@
 commands each yields or the reason it changes nothing. The lab tier (``test_rollout.py``) runs
 them on a fleet; here every decision branch is stated: a node's gate in and out of its batch,
 at load and at execution, before and after a batch failed past the threshold; the snapshot of a
-server that runs its files and of one that does not; the venv switch already done and to do;
+server that runs its files and of one that does not; the venv and checkpoint switches already
+done and to do;
 readiness passed, rolled back and serving, rolled back and not serving, and no state to roll
 back to."""
 
@@ -45,8 +46,8 @@ def test_venv_switch_to_the_generation_the_link_points_at_already_is_a_no_op():
 def test_venv_switch_runs_the_switch_script_with_the_live_path_the_generation_and_the_unit(target):
     host = FakeHost({fact("LinkTarget", path=LIVE): target})
     [command] = run_op(rollout.venv_switch, host, service="sglang", live=LIVE, generation=GENERATION)
-    assert argv(command) == ["sh", "-c", rollout.SWITCH_SCRIPT, "noderig-venv-switch", LIVE, GENERATION,
-                             "sglang.service"]
+    assert argv(command) == ["sh", "-c", rollout.SWITCH_SCRIPT, "noderig-switch", LIVE, GENERATION,
+                             "sglang.service", "bin/python"]
     assert host.noops == []
 
 
@@ -54,7 +55,29 @@ def test_venv_switch_paths_reach_the_script_as_one_word_each():
     live, generation = "/opt/my venv", "/opt/my venv.noderig/g; rm -rf /"
     host = FakeHost({fact("LinkTarget", path=live): None})
     [command] = run_op(rollout.venv_switch, host, service="sglang", live=live, generation=generation)
-    assert argv(command)[3:] == ["noderig-venv-switch", live, generation, "sglang.service"]
+    assert argv(command)[3:] == ["noderig-switch", live, generation, "sglang.service", "bin/python"]
+
+
+# --------------------------------------------------------------------------------------------
+# rollout.checkpoint_switch
+
+MODEL = "/models/Kimi K2.6"
+REVISION = "/models/Kimi K2.6.noderig/0123456789abcdef"
+
+
+def test_checkpoint_switch_to_the_revision_the_link_points_at_already_is_a_no_op():
+    host = FakeHost({fact("LinkTarget", path=MODEL): REVISION})
+    assert run_op(rollout.checkpoint_switch, host, service="sglang", live=MODEL, generation=REVISION) == []
+    assert host.noops == [f"{MODEL} is {REVISION} already"]
+
+
+@pytest.mark.parametrize("target", [None, "/models/Kimi K2.6.noderig/fedcba9876543210"],
+                         ids=["a-directory-still", "another-revision"])
+def test_checkpoint_switch_runs_the_switch_script_and_asks_for_the_verified_record(target):
+    host = FakeHost({fact("LinkTarget", path=MODEL): target})
+    [command] = run_op(rollout.checkpoint_switch, host, service="sglang", live=MODEL, generation=REVISION)
+    assert argv(command) == ["sh", "-c", rollout.SWITCH_SCRIPT, "noderig-switch", MODEL, REVISION, "sglang.service",
+                             ".noderig/verified.json"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -64,23 +87,25 @@ FILES = {"launcher": "/usr/local/lib/noderig/launch.py", "environment": "/etc/no
          "unit": "/etc/systemd/system/sglang.service"}
 
 
-def test_snapshot_keeps_the_files_and_the_venv_the_server_runs_while_it_answers_health():
+def test_snapshot_keeps_the_files_the_venv_and_the_checkpoints_the_server_runs_while_it_answers_health():
     host = FakeHost()
-    [command] = run_op(rollout.snapshot, host, service="sglang", port=30000, files=FILES, venv=LIVE)
+    [command] = run_op(rollout.snapshot, host, service="sglang", port=30000, files=FILES,
+                       links={"venv": LIVE, "model_dir": MODEL, "draft_dir": None})
     assert argv(command) == ["sh", "-c", rollout.SNAPSHOT_SCRIPT, "noderig-snapshot", "/var/lib/noderig/last-good",
                              "http://127.0.0.1:30000/health",
                              "launcher=/usr/local/lib/noderig/launch.py", "environment=/etc/noderig/sglang.env",
-                             "unit=/etc/systemd/system/sglang.service", "venv=/opt/sglang/venv"]
+                             "unit=/etc/systemd/system/sglang.service", "@venv=/opt/sglang/venv",
+                             "@model_dir=/models/Kimi K2.6"]
 
 
-def test_snapshot_without_a_venv_records_the_files_only():
+def test_snapshot_without_links_records_the_files_only():
     [command] = run_op(rollout.snapshot, FakeHost(), service="sglang", port=8000, files={"unit": "/etc/u a"})
     assert argv(command)[4:] == ["/var/lib/noderig/last-good", "http://127.0.0.1:8000/health", "unit=/etc/u a"]
 
 
 def test_snapshot_of_a_server_that_does_not_run_its_files_keeps_the_state_recorded_before():
     host = FakeHost()
-    assert run_op(rollout.snapshot, host, service="sglang", port=30000, files=FILES, venv=LIVE,
+    assert run_op(rollout.snapshot, host, service="sglang", port=30000, files=FILES, links={"venv": LIVE},
                   running_current=False) == []
     assert host.noops == ["sglang: its files changed since it started; the last known good state recorded before stays"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from noderig.rollout import batch_sizes, parse_rollout, plan_batches, should_stop
+from noderig.rollout import batch_sizes, parse_rollout, plan_batches, should_stop, checkpoint_generation
 
 from tests.test_inventory_check import check
 
@@ -76,3 +76,17 @@ def test_the_inventory_check_names_both_settings():
 
 def problems_of(**changes) -> list[str]:
     return [p for p in check(**changes) if "rollout" in p or "max_fail_percentage" in p]
+
+
+# A checkpoint revision prepared beside the live one is named by what the server will read.
+
+def _manifest(commit: str, files: list[tuple[str, str]]) -> dict:
+    return {"commit": commit, "files": [{"path": p, "size": 1, "sha256": d} for p, d in files]}
+
+
+def test_a_checkpoint_generation_is_named_by_its_files_and_digests_not_by_its_commit():
+    a = checkpoint_generation("/models/m", _manifest("1" * 40, [("a.safetensors", "a" * 64)]))
+    assert a.startswith("/models/m.noderig/") and len(a) == len("/models/m.noderig/") + 16
+    assert checkpoint_generation("/models/m", _manifest("2" * 40, [("a.safetensors", "a" * 64)])) == a
+    assert checkpoint_generation("/models/m", _manifest("1" * 40, [("a.safetensors", "b" * 64)])) != a
+    assert checkpoint_generation("/models/m", _manifest("1" * 40, [("b.safetensors", "a" * 64)])) != a

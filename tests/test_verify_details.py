@@ -49,6 +49,7 @@ def shard(path, tensors: dict) -> None:
 
 HELP = """\
 usage: verify_files.py [-h] [--jobs JOBS] [--structure-only] [--no-record] [--check-paths]
+                       [--seed-from LIVE]
                        manifest dir
 
 Verify a checkpoint directory; prints one JSON line.
@@ -63,6 +64,8 @@ options:
   --structure-only  headers, sizes and index only: no hashing
   --no-record       neither read nor write the verified-state record
   --check-paths     only check that the deploy may write there (see check_paths); exit 1 if not
+  --seed-from LIVE  only link in the files LIVE holds verified with the manifest's digests (see
+                    seed)
 """
 
 

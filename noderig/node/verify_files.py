@@ -579,6 +579,51 @@ def _load_record(root: str) -> dict:
         return {}
 
 
+def _verified_by_digest(live: str) -> dict:
+    """digest -> path of each file ``live``'s record vouches for that is still the file it
+    hashed: a regular file reached without a link, with the recorded size and mtime."""
+    found = {}
+    for rel, seen in sorted(_load_record(live).items()):
+        if not isinstance(seen, dict) or not seen.get("digest") or path_problem(rel) or walk_problem(live, rel):
+            continue
+        try:
+            st = os.lstat(os.path.join(live, rel))
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_size == seen.get("size") and st.st_mtime_ns == seen.get("mtime_ns"):
+            found.setdefault(seen["digest"], rel)
+    return found
+
+
+def seed(root: str, manifest: dict, live: str) -> dict:
+    """Prepare ``root`` for a new revision beside ``live`` (the directory a server runs):
+    hard-link in every manifest file that ``live`` holds verified with the same digest, and
+    record them verified in ``root``, so that only what changed is fetched and hashed. Never
+    writes in ``live``, never follows a link, never replaces a file already in ``root``.
+    Returns ``{"ok", "linked", "linked_bytes", "problems"}``."""
+    if os.path.realpath(root) == os.path.realpath(live):
+        raise UsageError(f"{describe(root)} is the live directory itself")
+    shared = _verified_by_digest(live)
+    record, linked, linked_bytes, problems = _load_record(root), 0, 0, []
+    for entry in manifest["files"]:
+        rel, digest = entry["path"], expected_digest(entry)
+        if digest not in shared or rel in record:
+            continue
+        problem = walk_problem(root, rel)
+        target = os.path.join(root, rel)
+        if problem or os.path.lexists(target):
+            problems += [{"file": rel, "problem": problem[1]}] if problem else []
+            continue  # something is there already: the fetch decides about it
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.link(os.path.join(live, shared[digest]), target, follow_symlinks=False)
+        st = os.lstat(target)
+        record[rel] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "digest": digest}
+        linked, linked_bytes = linked + 1, linked_bytes + st.st_size
+    if linked:
+        write_record(root, record)
+    return {"ok": not problems, "linked": linked, "linked_bytes": linked_bytes, "problems": problems}
+
+
 def write_record(root: str, record: dict) -> None:
     """tmp + fsync + rename + fsync of the directory: a crash leaves the old or the new record."""
     path = os.path.join(root, RECORD_FILE)
@@ -1027,6 +1072,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-record", action="store_true", help="neither read nor write the verified-state record")
     parser.add_argument("--check-paths", action="store_true",
                         help="only check that the deploy may write there (see check_paths); exit 1 if not")
+    parser.add_argument("--seed-from", metavar="LIVE",
+                        help="only link in the files LIVE holds verified with the manifest's digests (see seed)")
     try:
         args = parser.parse_args(sys.argv[1:] if argv is None else argv)
         if args.jobs is not None and args.jobs < 1:
@@ -1034,6 +1081,12 @@ def main(argv=None) -> int:
         manifest = None if args.manifest == "-" else load_manifest(args.manifest)
         if args.check_paths:
             report = check_paths(args.dir, manifest)
+            print(json.dumps(report))
+            return 0 if report["ok"] else 1
+        if args.seed_from:
+            if manifest is None:
+                raise UsageError("--seed-from needs a manifest")
+            report = seed(args.dir, manifest, args.seed_from)
             print(json.dumps(report))
             return 0 if report["ok"] else 1
         report = verify(args.dir, manifest, jobs=args.jobs, structure_only=args.structure_only,
