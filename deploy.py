@@ -86,17 +86,24 @@ if "targets" in host.groups:
     checkpoints = [(RepoPin(repo, revision, data.hf_endpoint, tuple(data.checkpoint_patterns)), data.hf_token_file,
                     data.get(dest_key), dest_key) for repo, revision, dest_key in pins] if "checkpoint" in steps else []
     # A node that serves gets a new checkpoint revision beside the live one (it becomes live at
-    # the node's restart, in its rollout batch); else in the live directory, as ever.
+    # the node's restart, in its rollout batch), or, without room for it there, in the live
+    # directory within its batch after its server stopped; a node that serves nothing gets it
+    # in the live directory, as ever.
     targets = peers.fleet_targets(host.state)
-    live_dirs = {}
+    live_dirs, in_batch = {}, []
     for i, (pin, token_file, dest, dest_key) in enumerate(checkpoints):
-        generation = decided(f"Checkpoint {pin.repo}", checkpoint.beside, host, pin, token_file, dest, settings)
-        if generation:
-            checkpoints[i], live_dirs[generation] = (pin, token_file, generation, dest_key), dest
+        revision = decided(f"Checkpoint {pin.repo}", checkpoint.new_revision, host, pin, token_file, dest, settings,
+                           data.checkpoint_beside)
+        if revision and revision.in_batch:
+            in_batch.append(dict(pin=pin, dest=dest, token_file=token_file, connections=data.aria2_connections,
+                                 jobs=data.aria2_jobs))
+        elif revision:
+            checkpoints[i], live_dirs[revision.dest] = (pin, token_file, revision.dest, dest_key), dest
     # Fleet fan-out: with two or more targets each checkpoint file crosses the uplink once; not
-    # for a revision prepared beside a serving node's (each such node fetches what changed).
+    # for a new revision on nodes that serve (each such node fetches what changed, itself).
     fanning_out = (bool(checkpoints) and data.fanout and len(targets) > 1
-                   and not checkpoint.beside_anywhere(targets, [(pin, t, key) for pin, t, _, key in checkpoints]))
+                   and not checkpoint.revision_anywhere(targets, [(pin, t, key) for pin, t, _, key in checkpoints]))
+    fetched_now = [c for c in checkpoints if c[2] not in {f["dest"] for f in in_batch}]
 
     # Who can reach the server, and the node firewall (nftables, noderig's own table).
     fw = firewall.settings_for(data, api_port=data.server_port) if data.firewall else None
@@ -122,7 +129,7 @@ if "targets" in host.groups:
     early = bool(checkpoints) and not fanning_out and data.download_first
     if early and "prerequisites" in steps:
         packages.present(name=packages.EARLY_PREREQUISITE, packages=["aria2"])
-    for pin, token_file, dest, _ in checkpoints if early else ():
+    for pin, token_file, dest, _ in fetched_now if early else ():
         checkpoint.download_started(name=f"Download started: {pin.repo}", pin=pin, dest=dest, token_file=token_file,
                                     connections=data.aria2_connections, jobs=data.aria2_jobs)
 
@@ -154,7 +161,7 @@ if "targets" in host.groups:
         fetched = [
             checkpoint.fetch(name=f"Checkpoint {pin.repo}", pin=pin, dest=dest, token_file=token_file,
                              connections=data.aria2_connections, jobs=data.aria2_jobs)
-            for pin, token_file, dest, _ in checkpoints
+            for pin, token_file, dest, _ in fetched_now
         ]
     elif checkpoints:
         fetched = fan_out(checkpoints, targets, fw)
@@ -179,7 +186,8 @@ if "targets" in host.groups and "service" in steps:
     firewall.install(fw)
     service.install(settings, api_key_file=data.api_key_file, reference=reference, venv=venv,
                     checkpoints=fetched, ready=ready if "readiness" in steps else None, venv_next=venv_next,
-                    checkpoints_next=tuple((live, generation) for generation, live in live_dirs.items()))
+                    checkpoints_next=tuple((live, generation) for generation, live in live_dirs.items()),
+                    checkpoints_in_batch=tuple(in_batch))
 elif "targets" in host.groups:
     rollout.join(None)  # every target tells the rollout, taking part or not
 

@@ -8,6 +8,7 @@ import posixpath
 import secrets
 import tempfile
 import threading
+from dataclasses import dataclass
 
 from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
@@ -18,13 +19,14 @@ from noderig.errors import NoderigError, redact
 from noderig.manifest import RepoPin, build_manifest, download_url, manifest_problem
 from noderig.node import script_path, verify_files
 from noderig.node.hubpath import describe
+from noderig.preflight import disk_problems
 from noderig.rollout import checkpoint_generation
 from noderig.secret_files import read_token
 from noderig.server_settings import ServerSettings
 from noderig.sizes import human_size
 
 from . import rollout
-from .facts import CheckpointState, FsType
+from .facts import CheckpointState, FsType, NodeInfo
 from .tunnel import LoopbackForward
 from .util import fail, first_pass, mark_changing, one_at_a_time, operation
 
@@ -65,19 +67,36 @@ def manifest_for(pin: RepoPin, token_file: str | None, on_node: dict | None, whe
     return _manifests[key]
 
 
-def beside(node, pin: RepoPin, token_file: str | None, live: str, settings) -> str | None:
-    """Where a node puts this checkpoint: None for its live directory (as ever), or the
-    directory beside it where a new revision is prepared while the server runs from the live
-    one (``noderig.rollout.checkpoint_generation``): when the node serves and the revision
-    changes a byte of what the live directory holds. Decided once per run per node.
+@dataclass(frozen=True)
+class Revision:
+    """A new revision of a checkpoint for a node that serves: where it is fetched, and when."""
+    live: str  # the directory the server runs from (``model_dir`` or ``draft_dir``)
+    dest: str  # beside it (``noderig.rollout.checkpoint_generation``), or ``live`` itself
+    need: int  # the bytes to fetch (what the live revision does not share)
+
+    @property
+    def in_batch(self) -> bool:
+        """Fetched into the live directory within the node's batch, after its server stopped
+        (no room beside it, or ``checkpoint_beside = False``); a rollback cannot bring the
+        old revision's files back."""
+        return self.dest == self.live
+
+
+def new_revision(node, pin: RepoPin, token_file: str | None, live: str, settings, allow_beside: bool = True):
+    """The new revision a node that serves gets (``Revision``), or None: it serves nothing, or
+    the pinned revision changes no byte of what its live directory holds (the checkpoint step
+    then works in the live directory, as ever). Beside the live one when ``allow_beside`` and
+    the changed files fit on its volume with preflight's margin; else within the node's batch.
+    Decided once per run per node.
 
     + node: the pyinfra host (the fan-out asks about every target)
     + live: the checkpoint directory the server runs from (``model_dir`` or ``draft_dir``)
     + settings: the node's server settings (whether it serves: ``operations.rollout.serving``)
+    + allow_beside: the inventory's ``checkpoint_beside``
     """
-    key = (node.name, pin, live)
-    if key not in _beside:
-        _beside[key] = None
+    key = (node.name, pin, live, allow_beside)
+    if key not in _revisions:
+        _revisions[key] = None
         if rollout.serving(settings, node):
             state = node.get_fact(CheckpointState, dest=live)
             try:
@@ -85,17 +104,26 @@ def beside(node, pin: RepoPin, token_file: str | None, live: str, settings) -> s
             except NoderigError:
                 return None  # the checkpoint step says why, in its own words
             if checkpoint_plan.revision_differs(state["manifest"], manifest):
-                _beside[key] = checkpoint_generation(live, manifest)
-    return _beside[key]
+                _revisions[key] = _placed(node, manifest, live, state, allow_beside)
+    return _revisions[key]
 
 
-_beside: dict[tuple, str | None] = {}
+_revisions: dict[tuple, Revision | None] = {}
 
 
-def beside_anywhere(targets: list, checkpoints: list) -> bool:
-    """Whether any of ``targets`` prepares a checkpoint revision beside its live one (the
-    fan-out then stays off: such a node fetches only what changed, itself). A target whose
-    settings or facts cannot be read counts as not: its own steps say why.
+def _placed(node, manifest: dict, live: str, state: dict, allow_beside: bool) -> Revision:
+    empty = checkpoint_plan.classify(manifest, {}, {})
+    states = checkpoint_plan.after_seeding(empty, linked_from_live(manifest, state, empty))
+    need = checkpoint_plan.bytes_to_fetch(manifest, states, {})
+    free = node.get_fact(NodeInfo, path=live)["free_bytes"]
+    fits = not disk_problems({live: {"free": free, "need": need, "dirs": [live]}})
+    return Revision(live, checkpoint_generation(live, manifest) if allow_beside and fits else live, need)
+
+
+def revision_anywhere(targets: list, checkpoints: list) -> bool:
+    """Whether any of ``targets`` gets a new checkpoint revision while it serves (the fan-out
+    then stays off: such a node fetches only what changed, itself). A target whose settings
+    or facts cannot be read counts as not: its own steps say why.
 
     + checkpoints: ``(RepoPin, token_file, dest_key)`` (``model_dir`` or ``draft_dir``)
     """
@@ -103,10 +131,11 @@ def beside_anywhere(targets: list, checkpoints: list) -> bool:
         for pin, token_file, dest_key in checkpoints:
             try:
                 live = node.data.get(dest_key)
-                if live and beside(node, pin, token_file, live, ServerSettings.from_inventory(node.data)):
+                if live and new_revision(node, pin, token_file, live, ServerSettings.from_inventory(node.data),
+                                         node.data.get("checkpoint_beside", True)):
                     return True
             except Exception as e:  # noqa: BLE001 - each host's own step reports it
-                logger.debug(f"whether {node.name} prepares {pin.repo} beside {dest_key}: {e}")
+                logger.debug(f"whether {node.name} gets a new revision of {pin.repo} in {dest_key}: {e}")
     return False
 
 

@@ -207,7 +207,7 @@ def serving(settings, node=None) -> bool:
     + settings: the server settings (its service name and port)
     + node: the pyinfra host (default: this one; the fan-out asks about every target)
     """
-    node = node or host
+    node = host if node is None else node
     key = (node.name, settings.service_name, settings.port)
     if key not in _serving:
         # (a read that raises leaves False: the step that asked first fails the host, and a
@@ -250,6 +250,21 @@ def checkpoint_switch(service: str, live: str, generation: str):
     + generation: the prepared directory (``noderig.rollout.checkpoint_generation``)
     """
     yield from _switched(service, live, generation, RECORD_FILE)
+
+
+@operation(is_idempotent=True)
+def server_stopped(service: str):
+    """
+    Stop the server for what must change under it in its batch (a checkpoint revision fetched
+    in place); the service step's next operations start it again.
+
+    + service: the systemd service name
+    """
+    status = host.get_fact(UnitStatus, unit=f"{service}.service")
+    if status.get("active") not in RUNNING:
+        host.noop(f"{service}.service is {status.get('active') or 'not running'}")
+        return
+    yield StringCommand("systemctl", "stop", QuoteString(f"{service}.service"))
 
 
 def _switched(service: str, live: str, generation: str, complete: str):

@@ -20,7 +20,7 @@ from noderig.service_plan import marker, plan_service
 from noderig.server_settings import ServerSettings, validate
 from noderig.unit import LAUNCHER_PATH, check_against_server, help_command, render_env, render_unit
 
-from . import rollout
+from . import checkpoint, rollout
 from .facts import (DistributionsDigest, FileMode, FileText, Mtimes, ServerVersion, Sha256, SystemUser, UnitStatus,
                     Unreadable)
 from .util import atomic_write, controller_cache, decided, fail, first_pass, operation, refused
@@ -209,7 +209,8 @@ def _changes(op) -> bool:
 
 
 def install(settings: ServerSettings, api_key_file: str | None, reference, venv=None, checkpoints=(), ready=None,
-            venv_next: str | None = None, checkpoints_next: tuple[tuple[str, str], ...] = ()):
+            venv_next: str | None = None, checkpoints_next: tuple[tuple[str, str], ...] = (),
+            checkpoints_in_batch: tuple[dict, ...] = ()):
     """Validate, then install the launcher, the environment file and the unit, and keep the
     service running what they say (see ``running``) and enabled. A node that serves and must
     restart does its writes and restart in its rollout batch (``operations/rollout.py``).
@@ -220,6 +221,8 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
     + venv_next: the venv generation prepared beside the live venv, made live in the node's batch
     + checkpoints_next: (live directory, revision prepared beside it) of each checkpoint whose
       new revision is made live in the node's batch
+    + checkpoints_in_batch: ``checkpoint.fetch``'s arguments for each checkpoint whose new
+      revision is fetched into the live directory in the node's batch, after its server stopped
     """
     secrets = {}
     try:
@@ -248,22 +251,36 @@ def install(settings: ServerSettings, api_key_file: str | None, reference, venv=
     # (the rollout's decision reads facts in the deploy file: an error in it fails this host at
     # its service step, and the host still tells the barrier, so the other targets go on)
     entry = decided(f"{settings.service_name} running and enabled", _rollout_entry,
-                    settings, texts, venv, checkpoints, ready, venv_next, checkpoints_next)
+                    settings, texts, venv, checkpoints, ready, venv_next, checkpoints_next, checkpoints_in_batch)
     position = rollout.join(entry)
     unit = None
     for tag in rollout.positions(position):
-        if venv_next:  # the server stops here, and starts again with the rest
-            rollout.venv_switch(name=f"Venv {settings.venv} switched to its new generation{tag}",
-                                service=settings.service_name, live=settings.venv, generation=venv_next)
-        for live, generation in checkpoints_next:
-            rollout.checkpoint_switch(name=f"Checkpoint {live} switched to its new revision{tag}",
-                                      service=settings.service_name, live=live, generation=generation)
-        unit = _write_and_run(settings, texts, venv, checkpoints)
+        in_place = _switched_or_fetched(settings, tag, venv_next, checkpoints_next, checkpoints_in_batch)
+        unit = _write_and_run(settings, texts, venv, [*checkpoints, *in_place])
     return unit
 
 
+def _switched_or_fetched(settings: ServerSettings, tag: str, venv_next: str | None, checkpoints_next,
+                         checkpoints_in_batch) -> list:
+    """What changes under the server before its restart (each stops it first): the venv and
+    checkpoint generations prepared beside the live ones made live, and the checkpoint
+    revisions with no room beside fetched in place. Returns those fetch operations."""
+    if venv_next:
+        rollout.venv_switch(name=f"Venv {settings.venv} switched to its new generation{tag}",
+                            service=settings.service_name, live=settings.venv, generation=venv_next)
+    for live, generation in checkpoints_next:
+        rollout.checkpoint_switch(name=f"Checkpoint {live} switched to its new revision{tag}",
+                                  service=settings.service_name, live=live, generation=generation)
+    if not checkpoints_in_batch:
+        return []
+    rollout.server_stopped(name=f"{settings.service_name} stopped for its new checkpoint revision{tag}",
+                           service=settings.service_name)
+    return [checkpoint.fetch(name=f"Checkpoint {f['pin'].repo} in {f['dest']}{tag}", **f)
+            for f in checkpoints_in_batch]
+
+
 def _rollout_entry(settings: ServerSettings, texts: dict, venv, checkpoints, ready,
-                   venv_next: str | None = None, checkpoints_next=()) -> rollout.Entry | None:
+                   venv_next: str | None = None, checkpoints_next=(), checkpoints_in_batch=()) -> rollout.Entry | None:
     """What this node tells the rollout: whether it serves and must restart (None without a
     readiness check to gate on)."""
     if ready is None:
@@ -273,6 +290,11 @@ def _rollout_entry(settings: ServerSettings, texts: dict, venv, checkpoints, rea
         entry.restart = "a new venv is prepared beside the live one"
     if checkpoints_next and entry.restart is None:
         entry.restart = "a new checkpoint revision is prepared beside the live one"
+    if checkpoints_in_batch:  # (said even with another reason: the rollback cannot undo it)
+        where = " and ".join(f["dest"] for f in checkpoints_in_batch)
+        entry.restart = (f"{entry.restart}; " if entry.restart else "") + (
+            f"a new checkpoint revision is fetched into {where} in its batch, its server stopped (no room "
+            "beside the live one, or checkpoint_beside=False: a rollback cannot bring the old files back)")
     entry.ready, entry.venv_next = ready, venv_next
     links = {"venv": settings.venv, "model_dir": settings.model_dir, "draft_dir": settings.draft_dir}
     entry.snapshot = {"service": settings.service_name, "port": settings.port, "links": links,

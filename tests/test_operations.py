@@ -783,24 +783,49 @@ def test_nothing_is_linked_from_a_live_file_not_verified_or_into_a_file_already_
 
 SERVING = {fact("UnitStatus", unit="sglang.service"): {"active": "active", "started": 1.0},
            fact("HttpStatus", url="http://127.0.0.1:30000/health"): 200}
+ROOMY = {fact("NodeInfo", path=DEST): {"free_bytes": 10 * 2**30}}
 
 
-@pytest.mark.parametrize("extra, live_manifest, want", [
-    (SERVING, MANIFEST, "beside"),  # serves, and the revision changes config.json
-    ({}, MANIFEST, None),  # serves nothing: in the live directory, as ever
-    (SERVING, NEW_MANIFEST, None),  # already the new revision
-    (SERVING, None, None),  # nothing there yet
-], ids=["serving-changed", "not-serving", "same-content", "empty"])
-def test_a_new_revision_goes_beside_the_live_one_only_on_a_node_that_serves(monkeypatch, extra, live_manifest, want):
-    monkeypatch.setattr(checkpoint, "_beside", {})
+@pytest.fixture
+def decided_afresh(monkeypatch):
+    """No decision or manifest kept from another test; the Hub's listing is NEW_MANIFEST."""
+    monkeypatch.setattr(checkpoint, "_revisions", {})
     monkeypatch.setattr(checkpoint.rollout, "_serving", {})
     monkeypatch.setattr(checkpoint, "build_manifest", lambda pin, token: NEW_MANIFEST)
     monkeypatch.setattr(checkpoint, "_manifests", {})
-    host = FakeHost({checkpoint_state(): {"manifest": live_manifest, "stats": {}, "record": None, "held": None},
+
+
+def revision_node(live_manifest, extra: dict) -> FakeHost:
+    return FakeHost({checkpoint_state(): {"manifest": live_manifest, "stats": STATS, "record": RECORD, "held": None},
                      fact("UnitStatus", unit="sglang.service"): {"active": "inactive"}, **extra})
+
+
+@pytest.mark.parametrize("extra, live_manifest, want", [
+    ({**SERVING, **ROOMY}, MANIFEST, "beside"),  # serves, and the revision changes config.json
+    (ROOMY, MANIFEST, None),  # serves nothing: in the live directory, as ever
+    ({**SERVING, **ROOMY}, NEW_MANIFEST, None),  # already the new revision
+    ({**SERVING, **ROOMY}, None, None),  # nothing there yet
+], ids=["serving-changed", "not-serving", "same-content", "empty"])
+def test_a_new_revision_goes_beside_the_live_one_only_on_a_node_that_serves(decided_afresh, extra, live_manifest,
+                                                                              want):
     settings = SimpleNamespace(service_name="sglang", port=30000)
-    expected = checkpoint_generation(DEST, NEW_MANIFEST) if want else None
-    assert checkpoint.beside(host, NEW_PIN, None, DEST, settings) == expected
+    got = checkpoint.new_revision(revision_node(live_manifest, extra), NEW_PIN, None, DEST, settings)
+    assert got == (checkpoint.Revision(DEST, checkpoint_generation(DEST, NEW_MANIFEST), 12) if want else None)
+    assert got is None or not got.in_batch
+
+
+# config.json (12 bytes) is what the new revision does not share: it fits with the 64 MiB
+# margin in 65 MiB, not in 64 MiB
+@pytest.mark.parametrize("free, allow_beside, in_batch", [
+    (65 * 2**20, True, False), (64 * 2**20, True, True), (10 * 2**30, False, True)],
+    ids=["fits", "no-room", "not-allowed"])
+def test_a_new_revision_without_room_beside_the_live_one_is_fetched_in_its_batch(decided_afresh, free,
+                                                                                 allow_beside, in_batch):
+    node = revision_node(MANIFEST, {**SERVING, fact("NodeInfo", path=DEST): {"free_bytes": free}})
+    settings = SimpleNamespace(service_name="sglang", port=30000)
+    got = checkpoint.new_revision(node, NEW_PIN, None, DEST, settings, allow_beside)
+    assert got.in_batch == in_batch and got.need == 12
+    assert got.dest == (DEST if in_batch else checkpoint_generation(DEST, NEW_MANIFEST))
 
 
 def test_download_started_hands_the_missing_files_to_aria2_and_leaves_the_hashing_to_fetch(monkeypatch):

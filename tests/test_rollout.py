@@ -9,6 +9,7 @@ fleet serving for the next."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -266,21 +267,35 @@ def live_checkpoint(lab, name: str) -> str:
     return lab.run(name, f"readlink -f {MODEL_DIR}").stdout.strip()
 
 
-def test_a_new_checkpoint_revision_goes_beside_the_live_one_and_a_failed_canary_goes_back_to_the_old(lab):
-    converge(lab, AFTER_CONTROLLER_KILL)
+@contextlib.contextmanager
+def hub_revision(lab, revision: int):
+    """The lab Hub's model repo at a new revision (its config.json gains a key), then back to
+    the bytes and mtime the lab made it with (the Hub's digests are cached by size and mtime)."""
     config = lab.repo_path(MODEL_REPO) / "config.json"
     original, st = config.read_bytes(), config.stat()
+
+    def put(data: bytes):
+        config.write_bytes(data)
+        if data == original:
+            os.utime(config, ns=(st.st_atime_ns, st.st_mtime_ns))
+        hub_call(lab, "/_lab/rescan", {})
+
+    try:
+        put((json.dumps({**json.loads(original), "noderig_lab_revision": revision}, indent=2) + "\n").encode())
+        yield lambda: put(original)
+    finally:
+        put(original)
+
+
+def test_a_new_checkpoint_revision_goes_beside_the_live_one_and_a_failed_canary_goes_back_to_the_old(lab):
+    converge(lab, AFTER_CONTROLLER_KILL)
     before = {}
     for name in TARGETS:
         live = live_checkpoint(lab, name)
         # What the old revision's directory will be once switched away from (as for the venv).
         old = live if live != MODEL_DIR else f"{MODEL_DIR}.noderig/adopted"
         before[name] = (old, listing(lab, name, MODEL_DIR), lab.run(name, f"stat -c %i {MODEL_DIR}/{SHARD}").stdout)
-    changed = json.loads(original)
-    changed["noderig_lab_revision"] = 2
-    try:
-        config.write_text(json.dumps(changed, indent=2) + "\n")
-        hub_call(lab, "/_lab/rescan", {})
+    with hub_revision(lab, 2) as back_to_the_first:
         with Prober(lab) as prober:
             res, out = fleet(lab, AFTER_CONTROLLER_KILL, "rollout=1")
             time.sleep(0.5)
@@ -305,9 +320,7 @@ def test_a_new_checkpoint_revision_goes_beside_the_live_one_and_a_failed_canary_
 
         # Back to the first revision with a flag the canary crashes on: it is rolled back to the
         # revision it served, and the others are never touched.
-        config.write_bytes(original)
-        os.utime(config, ns=(st.st_atime_ns, st.st_mtime_ns))
-        hub_call(lab, "/_lab/rescan", {})
+        back_to_the_first()
         res, out = fleet(lab, AFTER_CONTROLLER_KILL, 'extra_flags=["--enable-two-batch-overlap"]', "rollout=1,100%")
         assert res.returncode != 0, out[-4000:]
         assert summary(out)["b300"].startswith('FAILED at "Ready, or rolled back (batch 1)": ROLLED BACK'), out[-4000:]
@@ -315,7 +328,62 @@ def test_a_new_checkpoint_revision_goes_beside_the_live_one_and_a_failed_canary_
             assert live_checkpoint(lab, name) == revision[name], name
             assert json.loads(lab.run(name, f"cat {MODEL_DIR}/config.json").stdout)["noderig_lab_revision"] == 2
             assert server_info(lab, name)["status"] == "Up"
-    finally:  # the Hub as the lab made it, for the tests after this one
-        config.write_bytes(original)
-        os.utime(config, ns=(st.st_atime_ns, st.st_mtime_ns))
-        hub_call(lab, "/_lab/rescan", {})
+
+
+def test_a_controller_killed_inside_a_batch_after_the_switch_is_finished_by_the_rerun(lab):
+    converge(lab, AFTER_CONTROLLER_KILL)
+    with hub_revision(lab, 3):
+        cmd = pyinfra_command(lab.fleet_inventory, "-y", "deploy.py")
+        for d in [*EXPOSED, AFTER_CONTROLLER_KILL, "rollout=1"]:
+            cmd += ["--data", d]
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "PYINFRA_PROGRESS": "off"}, start_new_session=True)
+        seen, launchers = [], 0
+        try:
+            for line in proc.stdout:
+                seen.append(line)
+                # The launcher's write opens the service step's writes in each batch: at batch 2's,
+                # b300-2 has been switched to the new revision and its server stopped.
+                launchers += "Starting operation: Server launcher" in line
+                if launchers == 2:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    break
+        finally:
+            proc.wait(30)
+        assert proc.returncode == -signal.SIGKILL, "".join(seen)[-3000:]
+        revision = live_checkpoint(lab, "b300-2")
+        assert revision != live_checkpoint(lab, "b300-3"), "the kill landed after b300-2's switch, before b300-3's"
+        assert lab.run("b300-2", "systemctl is-active sglang", check=False).stdout.strip() != "active"
+
+        res, out = fleet(lab, AFTER_CONTROLLER_KILL, "rollout=1")
+        assert res.returncode == 0, out[-4000:]
+        assert "changed in rollout" not in summary(out)["b300"]
+        for name in TARGETS:
+            assert json.loads(lab.run(name, f"cat {MODEL_DIR}/config.json").stdout)["noderig_lab_revision"] == 3
+            assert server_info(lab, name)["status"] == "Up"
+            # Not half-switched: the server started after its checkpoint link was switched.
+            switched = float(lab.run(name, f"stat -c %.9Y {MODEL_DIR}").stdout)
+            start = lab.run(name, "systemctl show -p ExecMainStartTimestamp --timestamp=unix sglang").stdout
+            assert float(start.strip().split("@")[-1]) >= int(switched), (name, start, switched)
+        assert live_checkpoint(lab, "b300-2") == revision
+
+
+def test_a_new_revision_with_no_room_beside_is_fetched_in_place_one_batch_at_a_time(lab):
+    converge(lab, AFTER_CONTROLLER_KILL)
+    live = {name: live_checkpoint(lab, name) for name in TARGETS}
+    with hub_revision(lab, 4):
+        with Prober(lab) as prober:
+            res, out = fleet(lab, AFTER_CONTROLLER_KILL, "rollout=1", "checkpoint_beside=False")
+            time.sleep(0.5)
+        assert res.returncode == 0, out[-4000:]
+        assert "fetched into /models/Kimi-K2.6 in its batch" in out, out[-4000:]  # the plan says it
+        everyone = sorted((a, b, name) for name in TARGETS for a, b in prober.down_spans(name))
+        assert [name for _, _, name in everyone] == list(TARGETS), everyone
+        for (a1, b1, n1), (a2, b2, n2) in zip(everyone, everyone[1:]):
+            assert a2 > b1, f"{n1} and {n2} were down at the same time: {everyone}"
+        for name in TARGETS:
+            assert live_checkpoint(lab, name) == live[name], "in place: the same directory"
+            assert json.loads(lab.run(name, f"cat {MODEL_DIR}/config.json").stdout)["noderig_lab_revision"] == 4
+            assert server_info(lab, name)["status"] == "Up"
+        res, out = fleet(lab, AFTER_CONTROLLER_KILL, "rollout=1", "checkpoint_beside=False")
+        assert res.returncode == 0 and changed_ops(out) == {}, out[-4000:]

@@ -81,6 +81,22 @@ def test_checkpoint_switch_runs_the_switch_script_and_asks_for_the_verified_reco
 
 
 # --------------------------------------------------------------------------------------------
+# rollout.server_stopped
+
+
+def test_a_running_server_is_stopped_for_what_changes_under_it_in_its_batch():
+    host = FakeHost({fact("UnitStatus", unit="sglang.service"): {"active": "active"}})
+    assert run_op(rollout.server_stopped, host, service="sglang") == ["systemctl stop sglang.service"]
+
+
+@pytest.mark.parametrize("state", ["inactive", "failed", None])
+def test_a_server_that_does_not_run_is_left_as_it_is(state):
+    host = FakeHost({fact("UnitStatus", unit="sglang.service"): {"active": state} if state else {}})
+    assert run_op(rollout.server_stopped, host, service="sglang") == []
+    assert host.noops == [f"sglang.service is {state or 'not running'}"]
+
+
+# --------------------------------------------------------------------------------------------
 # rollout.snapshot
 
 FILES = {"launcher": "/usr/local/lib/noderig/launch.py", "environment": "/etc/noderig/sglang.env",
@@ -270,3 +286,28 @@ def test_the_summary_takes_the_nodes_a_gate_did_not_reach():
                            **{"b300-2": rollout.Entry(serving=True, restart="x")})
     registry.not_reached.add("b300-2")
     assert summary._rollout_parts(registry, {"b300", "b300-2"}, True)[1] == {"b300-2"}
+
+
+# --------------------------------------------------------------------------------------------
+# service._rollout_entry: why a node that serves takes part, and what its last known good keeps
+
+SETTINGS = SimpleNamespace(service_name="sglang", port=30000, venv=LIVE, model_dir="/models/m", draft_dir=None)
+TEXTS = {"unit": ("/etc/systemd/system/sglang.service", "[Unit]\n", "644")}
+IN_PLACE = {"pin": None, "dest": "/models/m", "token_file": None, "connections": 16, "jobs": 4}
+
+
+@pytest.mark.parametrize("reason, nexts, in_batch, want", [
+    (None, (), (), None),
+    (None, (("/models/m", "/models/m.noderig/a"),), (), "a new checkpoint revision is prepared beside the live one"),
+    (None, (), (IN_PLACE,), "a new checkpoint revision is fetched into /models/m in its batch, its server stopped "
+                            "(no room beside the live one, or checkpoint_beside=False: a rollback cannot bring the "
+                            "old files back)"),
+    ("the unit changed", (), (IN_PLACE,), "the unit changed; a new checkpoint revision is fetched into /models/m"),
+], ids=["nothing", "beside", "in-batch", "in-batch-and-more"])
+def test_a_new_checkpoint_revision_is_a_reason_to_restart_in_the_nodes_batch(monkeypatch, reason, nexts, in_batch,
+                                                                             want):
+    from operations import service
+    monkeypatch.setattr(service.rollout, "restart_reason", lambda *a: rollout.Entry(serving=True, restart=reason))
+    entry = service._rollout_entry(SETTINGS, TEXTS, None, [], {"service": "sglang"}, None, nexts, in_batch)
+    assert (entry.restart or "")[:len(want or "")] == (want or "") and bool(entry.restart) == bool(want)
+    assert entry.snapshot["links"] == {"venv": LIVE, "model_dir": "/models/m", "draft_dir": None}

@@ -33,6 +33,11 @@ fanout = True
 # The checkpoint download starts right after preflight, as soon as aria2 is installed, and the
 # other prerequisites and the venv copy run while it is in flight (False: after them).
 download_first = True
+# A new checkpoint revision for a node that serves is prepared beside the live one (the
+# files both share are hard-linked) and made live at its restart in its rollout batch, when
+# the changed files fit on the volume; else, and always when False, it is fetched into
+# model_dir within the node's batch after its server stopped (a rollback then keeps it).
+checkpoint_beside = True
 fanout_port = 8378
 fanout_address = None  # where the other targets reach this one; None: its ssh_hostname
 fanout_keep_serving = False  # True: the peer server keeps serving after the deploy
