@@ -69,6 +69,35 @@ def build_manifest(pin: RepoPin, token: str | None) -> dict:
     return manifest_from_listing(pin, _Info(info.sha, info.gated, listed))
 
 
+def resolve_commit(pin: RepoPin, token: str | None, timeout: float = 10.0) -> str | None:
+    """The commit ``pin.revision`` (a branch or tag) points at now, from one light request
+    (``GET /api/models/{repo}/revision/{revision}``, the route ``model_info`` uses, without
+    ``huggingface_hub``): what a rerun needs to learn that a moved-or-not ``main`` still pins
+    the manifest the node holds. None when the Hub does not answer that plainly (an error, a
+    redirect, no 40-hex ``sha``): the caller then builds the manifest, which says why. The
+    token goes in a header that is never sent on to a redirect's target."""
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    class _NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None  # a redirect is answered as the error it then is: the full listing decides
+
+    url = (f"{pin.endpoint.rstrip('/')}/api/models/{urllib.parse.quote(pin.repo)}/revision/"
+           f"{urllib.parse.quote(pin.revision, safe='')}")
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    if token:
+        request.add_unredirected_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.build_opener(_NoRedirect).open(request, timeout=timeout) as response:
+            sha = json.loads(response.read(1 << 20)).get("sha")
+    except (OSError, ValueError, AttributeError, urllib.error.URLError):
+        return None
+    return sha if isinstance(sha, str) and _HEX["git_oid"].fullmatch(sha) else None
+
+
 @dataclass
 class _Info:
     sha: str

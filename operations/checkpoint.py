@@ -16,7 +16,7 @@ from pyinfra.operations import files
 
 from noderig import aria2, fanout, checkpoint_plan
 from noderig.errors import NoderigError, redact
-from noderig.manifest import RepoPin, build_manifest, download_url, manifest_problem
+from noderig.manifest import RepoPin, build_manifest, download_url, manifest_problem, resolve_commit
 from noderig.node import script_path, verify_files
 from noderig.node.hubpath import describe
 from noderig.preflight import disk_problems
@@ -46,19 +46,26 @@ FORGET = (
 REFETCH_FROM_SCRATCH = {verify_files.SHA256_MISMATCH, verify_files.HEADER_INVALID, verify_files.INDEX_MISMATCH,
                         verify_files.SIZE_MISMATCH}
 
-# One manifest per pin per controller run: the op body runs at prepare and again at execute.
-_manifests: dict[tuple, dict] = {}
+# One manifest per pin per controller run: the op body runs at prepare and again at execute
+# (and the commit a branch points at, under a key of its own).
+_manifests: dict[tuple, dict | str | None] = {}
 
 
 def manifest_for(pin: RepoPin, token_file: str | None, on_node: dict | None, where: str = "the node") -> dict:
-    """The node's manifest when it already pins this exact commit (no Hub call), else the Hub's.
-    The node's copy passes the Hub listing's checks first: it may have been edited there."""
-    if (isinstance(on_node, dict) and on_node.get("repo") == pin.repo and on_node.get("commit") == pin.revision
-            and on_node.get("patterns") == list(pin.patterns)):
+    """The node's manifest when it already pins this exact commit (no Hub call), or this
+    branch or tag and the Hub says it still points at that commit (one light request per run,
+    ``noderig.manifest.resolve_commit``), else the Hub's listing. The node's copy passes the
+    Hub listing's checks first: it may have been edited there."""
+    same = isinstance(on_node, dict) and on_node.get("repo") == pin.repo and on_node.get("patterns") == list(pin.patterns)
+    if same and on_node.get("commit") == pin.revision:
         problem = manifest_problem(on_node)
         if problem:
             raise NoderigError(f"the manifest {checkpoint_plan.MANIFEST_FILE} on {where} was edited: {problem}; "
                                f"nothing was written: delete that file and rerun to fetch the Hub's listing again")
+        return on_node
+    # (a branch's manifest edited on the node is replaced by the Hub's listing, as before)
+    if (same and on_node.get("revision") == pin.revision and on_node.get("endpoint") == pin.endpoint
+            and not manifest_problem(on_node) and on_node.get("commit") == _resolved(pin, token_file)):
         return on_node
     key = (pin.endpoint, pin.repo, pin.revision, pin.patterns)
     with one_at_a_time("manifest", *key):  # nodes that start together ask the Hub once
@@ -181,6 +188,15 @@ def revision_seeded(pin: RepoPin, live: str, dest: str, token_file: str | None =
     yield from _manifest_written_checked(manifest, dest, manifest_path)
     yield StringCommand("python3", VERIFY_SCRIPT, QuoteString(manifest_path), QuoteString(dest),
                         "--seed-from", QuoteString(live))
+
+
+def _resolved(pin: RepoPin, token_file: str | None) -> str | None:
+    """The commit a branch or tag points at, asked once per run (None: not plainly answered)."""
+    key = ("commit", pin.endpoint, pin.repo, pin.revision)
+    with one_at_a_time("manifest", *key):
+        if key not in _manifests:
+            _manifests[key] = resolve_commit(pin, read_token(token_file))
+    return _manifests[key]
 
 
 def _planned(pin: RepoPin, dest: str, token_file: str | None, only: list[str] | None):

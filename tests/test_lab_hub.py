@@ -4,6 +4,7 @@ the REAL aria2c (fast tier: 127.0.0.1 only, free ports, tmp dirs, bounded waits)
 from __future__ import annotations
 
 import hashlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import json
 import math
 import os
@@ -14,6 +15,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -639,3 +641,66 @@ def test_the_uplink_is_one_rate_shared_by_every_body_and_its_bytes_are_counted(h
     while hub.stats()["bytes_served"]["total"] < len(body) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert hub.stats()["bytes_served"]["total"] == len(body)
+
+
+# ---------------------------------------------------------------------------------------
+# noderig.manifest.resolve_commit: one light request instead of the listing, on a rerun
+
+
+def test_a_branch_resolves_to_the_commit_model_info_gives_without_the_listing(hub):
+    from noderig.manifest import RepoPin, resolve_commit
+    want = api(hub).model_info(KIMI_REPO).sha
+    before = lab_stats(hub)["requests"]["total"]
+    assert resolve_commit(RepoPin(KIMI_REPO, "main", hub.url, ("*.json",)), None) == want
+    assert lab_stats(hub)["requests"]["total"] - before == 1
+
+
+def test_a_gated_repo_resolves_with_the_token_and_not_without(hub):
+    from noderig.manifest import RepoPin, resolve_commit
+    pin = RepoPin(DRAFT_REPO, "main", hub.url, ("*.json",))
+    assert resolve_commit(pin, None) is None
+    assert resolve_commit(pin, TOKEN) == api(hub, TOKEN).model_info(DRAFT_REPO).sha
+
+
+def test_a_redirect_is_not_followed_so_the_token_never_reaches_its_target(hub):
+    """A Hub that redirects the revision route (to a host it names) gets no answer taken from
+    there: the caller falls back to the full listing, which huggingface_hub guards itself."""
+    from noderig.manifest import RepoPin, resolve_commit
+    seen = []
+
+    class Target(BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(json.dumps({"sha": "1" * 40}).encode())
+
+        def log_message(self, *args):
+            pass
+
+    class Redirector(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{target.server_port}/elsewhere")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    target = ThreadingHTTPServer(("127.0.0.1", 0), Target)
+    redirector = ThreadingHTTPServer(("127.0.0.1", 0), Redirector)
+    for server in (target, redirector):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        pin = RepoPin(KIMI_REPO, "main", f"http://127.0.0.1:{redirector.server_port}", ("*.json",))
+        assert resolve_commit(pin, TOKEN) is None
+        assert seen == []
+    finally:
+        for server in (target, redirector):
+            server.shutdown()
+
+
+def test_an_unknown_revision_or_repo_resolves_to_nothing_and_the_listing_then_says_why(hub):
+    from noderig.manifest import RepoPin, resolve_commit
+    assert resolve_commit(RepoPin(KIMI_REPO, "no-such-branch", hub.url, ("*.json",)), None) is None
+    assert resolve_commit(RepoPin("org/none", "main", hub.url, ("*.json",)), None) is None

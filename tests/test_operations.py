@@ -957,3 +957,43 @@ def test_preflight_says_what_it_saw_and_the_exposure(caplog):
     assert node.noops == [seen]
     assert f"[b300] {seen}" in caplog.text
     assert "[b300] exposure: loopback: the server listens on 127.0.0.1:30000 (loopback only" in caplog.text
+
+
+# --------------------------------------------------------------------------------------------
+# checkpoint.manifest_for: a branch that has not moved costs one light request, no listing
+
+ON_MAIN = {**MANIFEST, "revision": "main"}
+MAIN = RepoPin("org/m", "main", "https://hub.example", ("*.safetensors", "*.json"))
+
+
+@pytest.fixture
+def hub_calls(monkeypatch):
+    calls = []
+    monkeypatch.setattr(checkpoint, "_manifests", {})
+    monkeypatch.setattr(checkpoint, "resolve_commit", lambda pin, token: calls.append("resolve") or COMMIT)
+    monkeypatch.setattr(checkpoint, "build_manifest", lambda pin, token: calls.append("listing") or NEW_MANIFEST)
+    return calls
+
+
+def test_a_branch_still_at_the_nodes_commit_reuses_the_nodes_manifest(hub_calls):
+    assert checkpoint.manifest_for(MAIN, None, ON_MAIN) is ON_MAIN
+    assert checkpoint.manifest_for(MAIN, None, ON_MAIN) is ON_MAIN
+    assert hub_calls == ["resolve"], "asked once per run"
+
+
+@pytest.mark.parametrize("on_node", [
+    {**ON_MAIN, "commit": "e" * 40},  # the branch moved
+    {**ON_MAIN, "endpoint": "https://other.example"},  # listed by another Hub
+    {**ON_MAIN, "revision": "dev"},  # another branch
+    {**ON_MAIN, "files": [{"path": "../x.json", "size": 1, "git_oid": "a" * 40}]},  # edited on the node
+    None,
+], ids=["moved", "other-hub", "other-branch", "edited", "none"])
+def test_otherwise_the_hub_listing_is_read(hub_calls, on_node):
+    assert checkpoint.manifest_for(MAIN, None, on_node) is NEW_MANIFEST
+    assert hub_calls[-1] == "listing"
+
+
+def test_a_hub_that_does_not_answer_the_light_request_gets_the_listing_read(hub_calls, monkeypatch):
+    monkeypatch.setattr(checkpoint, "resolve_commit", lambda pin, token: hub_calls.append("resolve") or None)
+    assert checkpoint.manifest_for(MAIN, None, ON_MAIN) is NEW_MANIFEST
+    assert hub_calls == ["resolve", "listing"]

@@ -88,6 +88,9 @@ def one_line_with(out: str, *parts: str) -> str:
 @pytest.mark.parametrize("kind", [*sorted(HOSTILE_PATHS), "huge"])
 def test_a_hostile_listing_fails_the_deploy_in_one_sentence_and_changes_nothing(lab, converged, hub_clean, kind):
     lab.run("b300", f"rm -f {MODEL_DIR}/{SHARD}")  # something to download: the deploy would write
+    # No manifest on the node: the deploy reads the listing (a rerun whose branch still points at
+    # the commit the node's manifest pins reuses that manifest, checked, and asks no listing).
+    lab.run("b300", f"rm -f {MODEL_DIR}/.noderig/manifest.json")
     before = snapshot(lab)
     hub_call(lab, "/_lab/faults", {"hostile_listing": {"repo": MODEL, "kinds": [kind]}})
     res, out = deploy(lab, STEPS)

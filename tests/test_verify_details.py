@@ -494,6 +494,7 @@ def test_the_record_text_and_a_failed_write(tmp_path, monkeypatch):
         '{\n "a": {\n  "digest": "d1",\n  "mtime_ns": 4,\n  "size": 1\n },\n'
         ' "b": {\n  "digest": "d2",\n  "mtime_ns": 5,\n  "size": 2\n }\n}\n')
     assert replaced == [str(root / ".noderig")]  # the temporary beside the record: an atomic rename
+    assert (root / ".noderig/verified.json").stat().st_mode & 0o777 == 0o644
     with pytest.raises(TypeError):
         vf.write_record(str(root), {"a": object()})
     assert os.listdir(root / ".noderig") == ["verified.json"]

@@ -633,6 +633,9 @@ def write_record(root: str, record: dict) -> None:
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".verified.", suffix=".tmp", dir=directory)
     try:
+        # readable by the server's user like the checkpoint itself (sizes and digests, nothing
+        # secret): mkstemp's 0600 would be made readable again by every next run
+        os.fchmod(fd, 0o644)
         with os.fdopen(fd, "w") as f:
             json.dump(record, f, indent=1, sort_keys=True)
             f.write("\n")
