@@ -85,12 +85,21 @@ def one_line_with(out: str, *parts: str) -> str:
     raise AssertionError(f"no line names all of {parts}:\n{out[-3000:]}")
 
 
+@pytest.fixture
+def no_manifest_on_the_node(lab):
+    """No manifest on the node: the deploy reads the listing (a rerun whose branch still points
+    at the commit the node's manifest pins reuses that manifest, checked, and asks no listing).
+    Kept aside (outside the directories compared) and put back after: the tests after start
+    from a converged node."""
+    lab.run("b300", f"mv {MODEL_DIR}/.noderig/manifest.json /var/tmp/manifest.json.kept")
+    yield
+    lab.run("b300", f"mv /var/tmp/manifest.json.kept {MODEL_DIR}/.noderig/manifest.json")
+
+
 @pytest.mark.parametrize("kind", [*sorted(HOSTILE_PATHS), "huge"])
-def test_a_hostile_listing_fails_the_deploy_in_one_sentence_and_changes_nothing(lab, converged, hub_clean, kind):
+def test_a_hostile_listing_fails_the_deploy_in_one_sentence_and_changes_nothing(lab, converged, hub_clean,
+                                                                                 no_manifest_on_the_node, kind):
     lab.run("b300", f"rm -f {MODEL_DIR}/{SHARD}")  # something to download: the deploy would write
-    # No manifest on the node: the deploy reads the listing (a rerun whose branch still points at
-    # the commit the node's manifest pins reuses that manifest, checked, and asks no listing).
-    lab.run("b300", f"rm -f {MODEL_DIR}/.noderig/manifest.json")
     before = snapshot(lab)
     hub_call(lab, "/_lab/faults", {"hostile_listing": {"repo": MODEL, "kinds": [kind]}})
     res, out = deploy(lab, STEPS)
