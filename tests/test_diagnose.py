@@ -2,10 +2,10 @@
 
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
-directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout6/ hold real logs set
+directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout7/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are
 diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures
-and of the six held-out splits is printed in the terminal summary of every run.
+and of the seven held-out splits is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "crashlogs"
 HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_heldout", "crashlogs_heldout2", "crashlogs_heldout3",
                                                                  "crashlogs_heldout4", "crashlogs_heldout5",
-                                                                 "crashlogs_heldout6")]
+                                                                 "crashlogs_heldout6", "crashlogs_heldout7")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -141,6 +141,12 @@ KNOWN_MISSES = {
     "speculative_config/vllm-pr-55444-mtp-num-speculative-tokens-none": (
         "unknown", "a TypeError comparing None with an int, with no frame; only the command line says it is the "
                    "speculative config (an MTP method without num_speculative_tokens)"),
+    "deepgemm_jit_failure/sglang-7387-deepgemm-compile-failed-h20-cut": (
+        "unknown", "frames only, cut before the exception line, the innermost in concurrent.futures; only the title "
+                   "says DeepGEMM's compile failed (SGLang's compile_utils is a caller every DeepGEMM call passes)"),
+    "speculative_config/sglang-pr-34361-nextn-without-eagle-topk-nonetype": (
+        "unknown", "a TypeError multiplying None by an int, with no frame; only the PR's prose says NEXTN without "
+                   "--speculative-eagle-topk left it None"),
     "unsupported_gpu_arch/deepgemm-pr-324-unknown-recipe-sm120": (
         "deepgemm_jit_failure", "DeepGEMM's 'Unknown recipe' layout assertion inside its JIT path; only the PR's prose "
                                 "says the pinned revision has no sm_120 support"),
@@ -844,6 +850,36 @@ def test_a_traceback_cut_before_its_exception_names_the_module_it_stopped_in(min
      "set:attention_backend=triton"),
     ("unsupported_gpu_arch", ["CUDA error (/src/flash-attention/hopper/flash_bwd_launch_template.h:77): invalid argument"],
      "set:attention_backend=triton"),
+    # seventh round: any CUDA toolkit runtime library that does not load, or lacks a symbol its release has
+    ("toolkit_misconfigured", ["ImportError: libcusparse.so.12: cannot open shared object file: No such file or directory"],
+     None),
+    ("toolkit_misconfigured", ["(EngineCore pid=9) ERROR 01-01 00:00:01 [core.py:1] OSError: libnvJitLink.so.13: cannot "
+                               "open shared object file: No such file or directory"], None),
+    ("toolkit_misconfigured", ["RuntimeError: nvrtc: error: failed to open libnvrtc-builtins.so.12.4."], None),
+    ("toolkit_misconfigured", ["Traceback (most recent call last):", '  File "/v/torch/__init__.py", line 9, in <module>',
+                               "ImportError: /v/torch/lib/libtorch_cuda.so: undefined symbol: cusparseSpSV_updateMatrix, "
+                               "version libcusparse.so.12"], None),
+    ("toolkit_misconfigured", ["OSError: /v/nvidia/cublas/lib/libcublas.so.12: symbol cublasLtMatmulAlgoInit version "
+                               "libcublasLt.so.12 not defined in file libcublasLt.so.12 with link time reference"], None),
+    ("toolkit_misconfigured", ["/usr/local/cuda/include/cuda/std/__cccl/version.h(40): error: CUDA compiler and the "
+                               "toolkit headers are incompatible"], None),
+    # seventh round: kernels not built for the GPU, in other words than the fixtures'
+    ("unsupported_gpu_arch", ["RuntimeError: rmsnorm failed: cudaErrorNoKernelImageForDevice"],
+     "set:attention_backend=triton"),
+    ("unsupported_gpu_arch", ["cutlass.cute.nvgpu.common.OpError: OpError: expects arch to be one of ['sm_90a'], "
+                              "but got sm_120a"], "set:attention_backend=triton"),
+    ("unsupported_gpu_arch", ["tvm.error.InternalError: Check failed: (0) is false: Not supported cuda -keys=cuda,gpu "
+                              "-arch=sm_121"], "set:attention_backend=triton"),
+    # seventh round: a speculative argument without the one it needs; a refusal naming the draft's class
+    ("speculative_config", ["ValueError: speculative_num_steps is set without speculative_algorithm"], None),
+    ("speculative_config", ["NotImplementedError: CUDA graphs are not supported for this draft "
+                            "[LlamaForCausalLMEagle3]"], None),
+    # seventh round: an op the sgl-kernel build lacks; the deep_gemm package lacking an API the server calls
+    ("sgl_kernel_mismatch", ["Traceback (most recent call last):",
+                             '  File "/v/sglang/srt/layers/quantization/fp8_kernel.py", line 9, in apply',
+                             "AttributeError: '_OpNamespace' 'sgl_kernel' object has no attribute "
+                             "'fp8_blockwise_scaled_mm'"], "resync_venv"),
+    ("deepgemm_jit_failure", ["AttributeError: module 'deep_gemm' has no attribute 'set_compile_mode'"], None),
 ])
 def test_new_classes_and_variants(cls, lines, remedy):
     d = diagnose("\n".join(lines))
@@ -890,6 +926,36 @@ def test_fifth_round_signatures_keep_to_their_cause(lines, cls):
       "referenced", "INFO 01-01 00:00:02 [loader.py:1] Loading weights took 3.1 seconds"], "healthy"),
 ])
 def test_sixth_round_signatures_keep_to_their_cause(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # the driver's own library (libcuda) is not one of the toolkit's: no signature knows it yet, so unknown,
+    # never toolkit_misconfigured
+    (["ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"], "unknown"),
+    # an undefined symbol that no CUDA library versions is an extension built for another torch
+    (["ImportError: /v/vllm/_C.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"], "kernel_abi_mismatch"),
+    # a warning that quotes a CUDA library's load failure, in a startup that goes on to ready, names nothing
+    (["WARNING 01-01 00:00:01 [_custom_ops.py:20] Failed to import from vllm._C with ImportError('libcublas.so.12: "
+      "cannot open shared object file: No such file or directory')",
+      "INFO 01-01 00:00:09 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000"], "healthy"),
+    # sgl-kernel's own report comes first and names the class; the CUDA library it lists is its detail
+    (["ImportError: [sgl_kernel] CRITICAL: Could not load any common_ops library!",
+      "Error details from previous import attempts:",
+      "- ImportError: libnvrtc.so.12: cannot open shared object file: No such file or directory"], "sgl_kernel_mismatch"),
+    # an op namespace of another package lacking an attribute is not sgl-kernel
+    (["AttributeError: '_OpNamespace' 'npu' object has no attribute 'transfer_kv_dim_exchange'"], "unknown"),
+    # SGLang's own DeepGEMM wrapper lacking a name is SGLang, not the deep_gemm package
+    (["AttributeError: module 'sglang.srt.layers.quantization.deep_gemm_wrapper' has no attribute "
+      "'get_col_major_tma_aligned_tensor'"], "unknown"),
+    # a compile flag that names an arch, in an INFO record of a healthy startup, names nothing
+    (["INFO 01-01 00:00:01 [jit.py:1] FP8 MMA is not supported here; building with -arch=sm_100a",
+      "INFO 01-01 00:00:09 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000"], "healthy"),
+    # a list of the draft architectures a server supports, at INFO, is no refusal
+    (["INFO 01-01 00:00:01 [registry.py:1] Supported draft architectures: [DeepSeekMTPModel]",
+      "INFO 01-01 00:00:02 [loader.py:1] Loading weights took 3.1 seconds"], "healthy"),
+])
+def test_seventh_round_signatures_keep_to_their_cause(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
 
 
