@@ -17,8 +17,8 @@ from noderig.peer_server import PACKAGE as PEER_SERVER_PACKAGE
 from noderig.manifest import RepoPin
 from noderig.repair import REPAIRS_FILE, recorded_settings
 from noderig.server_settings import ServerSettings
-from operations import (checkpoint, diagnosis, environment, fact_reads, firewall, packages, peers, preflight, rollout,
-                        service, summary)
+from operations import (call_sites, checkpoint, diagnosis, environment, fact_reads, firewall, packages, peers, preflight,
+                        rollout, service, summary)
 from operations.facts import JsonFile
 from operations.util import decided
 
@@ -29,6 +29,8 @@ unknown = set(steps) - set(STEPS)
 if unknown:
     raise ValueError(f"steps={data.steps!r}: unknown {sorted(unknown)}; choose from {', '.join(STEPS)} or all")
 
+# pyinfra reads no source file to place each operation (its line numbers are all it uses).
+call_sites.install()
 # Every host's commands are counted for the summary printed at the end of the run.
 summary.track(host)
 # A fact is read once while nothing changes it (a converged node's rerun reads the same facts
