@@ -134,16 +134,18 @@ def injected(*args, **kwargs):
 setattr(owner, name, injected)
 '''
 # (target, the step it fails the host at, the deploy's steps). The rollout's decisions read
-# facts in the deploy file (whether the server serves: at the venv step, the first to ask;
-# whether it must restart: at the service step); they fail the host at the step that asked.
-# /health is then first read by the venv step; readiness alone reads it itself.
+# facts in the deploy file (whether the server serves: first at the checkpoint step, which asks
+# whether a new revision goes beside the live one, then at the venv step; whether it must
+# restart: at the service step); they fail the host at the step that asked first. /health is
+# then first read by the checkpoint step's decision; readiness alone reads it itself.
 STEPS = [
     ("noderig.preflight:problems", "Preflight: OS, disk, GPUs, base Python, exposure", "all"),
     ("pyinfra.facts.deb:DebPackages.process", EARLY_PREREQUISITE, "all"),
     ("noderig.treediff:diff_listings", "Venv /opt/sglang/venv from ct200", "all"),
     ("noderig.checkpoint_plan:classify@_planned", "Download started: moonshotai/Kimi-K2.6", "all"),
     ("noderig.service_plan:plan_service", "sglang running and enabled", "all"),
-    ("operations.facts:HttpStatus.process", "Venv /opt/sglang/venv from ct200", "all"),
+    ("operations.facts:HttpStatus.process", "Checkpoint moonshotai/Kimi-K2.6", "all"),
+    ("operations.facts:HttpStatus.process", "Venv /opt/sglang/venv from ct200", "prerequisites,environment"),
     ("operations.facts:HttpStatus.process", "sglang ready", "readiness"),
 ]
 
