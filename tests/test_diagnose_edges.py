@@ -1,0 +1,81 @@
+"""Crash diagnosis at the edges of its decisions: the thresholds and small rules that a complete
+mutation run (docs/mutation.md) showed no other test pinned. Every expected value is written
+out by hand from the rule the code states, never taken from the code's own output."""
+
+from __future__ import annotations
+
+from noderig.diagnose import normalize
+
+# vLLM's and torch's own messages (tests/fixtures/crashlogs/kv_cache_insufficient/,
+# port_in_use/tgi-1156-openshift-torch-store-29500.log)
+KV_MESSAGE = ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can "
+              "be stored in KV cache (7344). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
+              "when initializing the engine.")
+BIND_MESSAGE = ("RuntimeError: The server socket has failed to listen on any local network address. The server socket "
+                "has failed to bind to [::]:29500 (errno: 98 - Address already in use). The server socket has failed "
+                "to bind to 0.0.0.0:29500 (errno: 98 - Address already in use).")
+
+
+def terminal_wrap(lines: list[str], width: int) -> list[str]:
+    """What a terminal of ``width`` columns shows of these lines, copied as text: every line cut
+    every ``width`` characters."""
+    return [line[i:i + width] for line in lines for i in range(0, len(line), width)]
+
+
+def texts(log: list[str]) -> list[str]:
+    return [ln.text for ln in normalize("\n".join(log))]
+
+
+def loader_line(length: int) -> str:
+    """A vLLM loader record of exactly ``length`` characters (the model directory's name pads it)."""
+    head = "INFO 05-24 00:20:47 [loader.py:88] Loading /models/"
+    return head + "m" * (length - len(head))
+
+
+def test_loader_line_has_the_length_asked_for():
+    assert [len(loader_line(n)) for n in (60, 79)] == [60, 79]
+
+
+def test_a_paste_wrapped_at_sixty_columns_is_joined_and_one_at_fifty_nine_is_not():
+    # 226 characters: three pieces of 60 and one of 46. Lines shorter than 60 are never taken
+    # for a terminal's wrap: short log lines of one length are common.
+    at_60 = terminal_wrap([KV_MESSAGE], 60)
+    assert [len(p) for p in at_60] == [60, 60, 60, 46]
+    assert texts(at_60) == [KV_MESSAGE]
+    at_59 = terminal_wrap([KV_MESSAGE], 59)
+    assert texts(at_59) == at_59
+
+
+def test_a_wrapped_paste_tolerates_one_longer_line_per_hundred_lines():
+    # 95 short records, one record that was not wrapped (86 columns) and the message wrapped
+    # at 60 columns (4 lines): 100 lines, so one longer line is allowed; at 99 lines it is not.
+    unwrapped = loader_line(86)
+    short = [f"INFO 05-24 00:20:47 [loader.py:88] shard {k} loaded" for k in range(95)]
+    log = [*short, unwrapped, *terminal_wrap([KV_MESSAGE], 60)]
+    assert len(log) == 100
+    assert texts(log)[-2:] == ["Loading /models/" + "m" * 35, KV_MESSAGE]
+    log = log[1:]
+    assert texts(log)[-4:] == terminal_wrap([KV_MESSAGE], 60)
+
+
+def test_a_wrap_width_needs_a_fifth_of_the_long_lines():
+    # BIND_MESSAGE wrapped at 80 columns: three lines of 80 and one of 23. Beside it, records of
+    # 60 to 79 columns, each length at most twice: with 12 of them the three wrapped lines are
+    # 3 of 15 long lines (a fifth: a wrap), with 13 they are 3 of 16 (less: no wrap).
+    wrapped = terminal_wrap([BIND_MESSAGE], 80)
+    assert [len(p) for p in wrapped] == [80, 80, 80, 23]
+    for others, joined in ((12, True), (13, False)):
+        records = [loader_line(60 + k % 20) for k in range(others)]
+        got = texts([*records, *wrapped])[others:]
+        assert got == ([BIND_MESSAGE] if joined else wrapped), others
+
+
+def test_a_wrap_that_cut_after_a_space_keeps_it_and_a_line_keeps_its_last_characters():
+    # At 71 columns the terminal cut KV_MESSAGE twice right after a space ("...the maximum " /
+    # "number of"): the joined text keeps them. A line's own last characters (an X, trailing
+    # spaces) stay too.
+    cut = terminal_wrap([KV_MESSAGE], 71)
+    assert cut[0].endswith("maximum ") and cut[1].endswith("increasing ") and len(cut) == 4
+    assert texts(cut) == [KV_MESSAGE]
+    assert texts(["GPU 0: NVIDIA TITAN X", "GPU 1: NVIDIA TITAN X  "]) == ["GPU 0: NVIDIA TITAN X",
+                                                                      "GPU 1: NVIDIA TITAN X  "]
