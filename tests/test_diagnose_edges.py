@@ -4,7 +4,7 @@ out by hand from the rule the code states, never taken from the code's own outpu
 
 from __future__ import annotations
 
-from noderig.diagnose import normalize
+from noderig.diagnose import load_catalog, normalize
 
 # vLLM's and torch's own messages (tests/fixtures/crashlogs/kv_cache_insufficient/,
 # port_in_use/tgi-1156-openshift-torch-store-29500.log)
@@ -79,3 +79,43 @@ def test_a_wrap_that_cut_after_a_space_keeps_it_and_a_line_keeps_its_last_charac
     assert texts(cut) == [KV_MESSAGE]
     assert texts(["GPU 0: NVIDIA TITAN X", "GPU 1: NVIDIA TITAN X  "]) == ["GPU 0: NVIDIA TITAN X",
                                                                       "GPU 1: NVIDIA TITAN X  "]
+
+
+INDEX_CATALOG = r'''
+version = 1
+[[class]]
+id = "by_word"
+title = "W"
+meaning = "m"
+fix = "f"
+evidence = ['kaboom at \d']
+symptoms = ["wobble"]
+[[class]]
+id = "by_literal"
+title = "L"
+meaning = "m"
+fix = "f"
+evidence = ['oo_bar\d']
+[[class]]
+id = "always"
+title = "A"
+meaning = "m"
+fix = "f"
+evidence = ['\d{3}\s\d{3}']
+'''
+
+
+def test_the_anchor_index_hits_exactly_the_patterns_a_line_matches(tmp_path):
+    # One pattern per tier of the index: found by its word, by its literal (no whole word:
+    # "oo_bar" may end a longer word), and searched on every line (no word, no literal).
+    path = tmp_path / "catalog.toml"
+    path.write_text(INDEX_CATALOG)
+    index = load_catalog(path).index
+    assert (sorted(index.by_word), sorted(index.by_literal), len(index.always)) == (["kaboom", "wobble"], ["oo_bar"], 1)
+    assert index.hits("it went KABOOM at 3") == {(0, "e")}
+    assert index.hits("a wobble") == {(0, "s")}
+    assert index.hits("xfoo_bar7") == {(1, "e")}
+    assert index.hits("code 123 456") == {(2, "e")}
+    assert index.hits("kaboom at 1, wobble, foo_bar1 and 123 456") == {(0, "e"), (0, "s"), (1, "e"), (2, "e")}
+    # each pattern's own words present, the pattern not matching: no hit
+    assert index.hits("kaboom at noon, foo_bar without a digit, 12 3456") == set()
