@@ -4,7 +4,7 @@ out by hand from the rule the code states, never taken from the code's own outpu
 
 from __future__ import annotations
 
-from noderig.diagnose import load_catalog, normalize
+from noderig.diagnose import diagnose, load_catalog, normalize, parse_tracebacks
 
 # vLLM's and torch's own messages (tests/fixtures/crashlogs/kv_cache_insufficient/,
 # port_in_use/tgi-1156-openshift-torch-store-29500.log)
@@ -119,3 +119,39 @@ def test_the_anchor_index_hits_exactly_the_patterns_a_line_matches(tmp_path):
     assert index.hits("kaboom at 1, wobble, foo_bar1 and 123 456") == {(0, "e"), (0, "s"), (1, "e"), (2, "e")}
     # each pattern's own words present, the pattern not matching: no hit
     assert index.hits("kaboom at noon, foo_bar without a digit, 12 3456") == set()
+
+
+def _messages(*lines: str) -> list[tuple[str | None, str]]:
+    return [(s.exc_type, s.message) for tb in parse_tracebacks(normalize("\n".join(lines))) for s in tb.sections]
+
+
+TB_HEAD = ["Traceback (most recent call last):", '  File "/sgl/srt/managers/scheduler.py", line 1450, in run_batch']
+ASSERT_ECHO = ["    assert num_tokens <= self.max_total_num_tokens", "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^"]
+
+
+def test_a_bare_assertion_error_in_a_double_spaced_paste_still_takes_its_statement():
+    # A paste that put a blank line after every line (tests/fixtures/crashlogs/trust_remote_code/
+    # textgen-5730-blank-lines.log is one): statement, blank, carets, blank, then the exception.
+    # This was read as an AssertionError without a message before (the look-back stopped at 3 lines).
+    expected = [("AssertionError", "num_tokens <= self.max_total_num_tokens")]
+    assert _messages(*TB_HEAD, *ASSERT_ECHO, "AssertionError") == expected
+    assert _messages(*"\n\n".join([*TB_HEAD, *ASSERT_ECHO, "AssertionError"]).split("\n")) == expected
+    # further up than the statement, its carets and a blank after each, an assert is not this one's
+    assert _messages(*TB_HEAD, ASSERT_ECHO[0], "", "", ASSERT_ECHO[1], "", "AssertionError") == [("AssertionError", "")]
+    # only carets and tildes are skipped: any other line above is the echoed statement, not an assert
+    assert _messages(*TB_HEAD, ASSERT_ECHO[0], "    X", "AssertionError") == [("AssertionError", "")]
+    assert _messages(*TB_HEAD, ASSERT_ECHO[0], "    ~~~~^^^^", "AssertionError") == expected
+
+
+def test_a_qualified_assertion_error_is_read_by_its_last_name():
+    expected = [("builtins.AssertionError", "num_tokens <= self.max_total_num_tokens")]
+    assert _messages(*TB_HEAD, *ASSERT_ECHO, "builtins.AssertionError") == expected
+    assert _messages(*TB_HEAD, *ASSERT_ECHO, "_pytest.outcomes.AssertionError") == [
+        ("_pytest.outcomes.AssertionError", expected[0][1])]
+    # another type's bare line takes nothing from the statement above it
+    assert _messages(*TB_HEAD, *ASSERT_ECHO, "builtins.AssertionErrorX") == [("builtins.AssertionErrorX", "")]
+
+
+def test_a_bare_assertion_error_on_the_first_line_has_no_statement():
+    d = diagnose("AssertionError\n")
+    assert (d.cls, d.cause) == ("unknown", "unrecognised failure: AssertionError")
