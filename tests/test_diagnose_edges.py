@@ -155,3 +155,27 @@ def test_a_qualified_assertion_error_is_read_by_its_last_name():
 def test_a_bare_assertion_error_on_the_first_line_has_no_statement():
     d = diagnose("AssertionError\n")
     assert (d.cls, d.cause) == ("unknown", "unrecognised failure: AssertionError")
+
+
+def _cut(*echo: str, frame: str = '  File "/sgl/srt/distributed/device_communicators/pynccl_wrapper.py", line 329, '
+                                  'in NCCL_CHECK'):
+    """A traceback cut right after its innermost frame's echoed source (a paste that stopped early)."""
+    (tb,) = parse_tracebacks(normalize("\n".join([*TB_HEAD, frame, *echo])))
+    return tb.final.exc_type, tb.final.message, tb.final.exc_index, sorted(tb.code_lines)
+
+
+def test_a_raise_statement_stands_for_the_exception_line_a_cut_traceback_lacks():
+    # TB_HEAD holds lines 0-1, the frame line 2, the echoed source from line 3 on
+    assert _cut('    raise RuntimeError(f"NCCL error: {error_str}")') == ("RuntimeError", "NCCL error: {error_str}", 3, [])
+    # the statement spans the echoed lines after it; adjacent literals are one string, as in Python
+    assert _cut("    raise RuntimeError(", '        "NCCL error: unhandled system error "', '        "(run with NCCL_DEBUG=INFO)"',
+                "    )") == ("RuntimeError", "NCCL error: unhandled system error (run with NCCL_DEBUG=INFO)", 3, [4, 5, 6])
+    # lines echoed before the statement are not part of it
+    assert _cut('    logger.error("NCCL_CHECK failed")', '    raise RuntimeError("NCCL error")') == (
+        "RuntimeError", "NCCL error", 4, [3])
+    # a qualified type is named by its last name
+    assert _cut('    raise torch.cuda.OutOfMemoryError("CUDA out of memory")')[:2] == ("OutOfMemoryError", "CUDA out of memory")
+    # a frame line after the statement is never part of the message
+    outer = _cut('    raise RuntimeError(describe(err))', '  File "/sgl/srt/utils.py", line 7, in describe',
+                 '    return err.text')
+    assert "/sgl/" not in outer[1]
