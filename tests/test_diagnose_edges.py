@@ -179,3 +179,58 @@ def test_a_raise_statement_stands_for_the_exception_line_a_cut_traceback_lacks()
     outer = _cut('    raise RuntimeError(describe(err))', '  File "/sgl/srt/utils.py", line 7, in describe',
                  '    return err.text')
     assert "/sgl/" not in outer[1]
+
+
+MATCH_CATALOG = r'''
+version = 1
+[[class]]
+id = "wob"
+title = "Wob failure"
+meaning = "m"
+fix = "f"
+evidence = ["wob exploded"]
+symptoms = ["wobble seen"]
+exceptions = [{type = "WobError", module = "wobmod"}]
+[[class]]
+id = "beta"
+title = "Beta failure"
+meaning = "m"
+fix = "f"
+evidence = ["beta exploded"]
+'''
+
+
+def _match_catalog(tmp_path):
+    path = tmp_path / "catalog.toml"
+    path.write_text(MATCH_CATALOG)
+    return load_catalog(path)
+
+
+def test_a_bare_exception_line_reads_the_next_three_lines_blank_ones_skipped(tmp_path):
+    cat = _match_catalog(tmp_path)
+    # "RuntimeError:" alone, its message below it across a blank line: read as one line
+    d = diagnose("RuntimeError:\nwob\n\nexploded\n", cat)
+    assert (d.cls, d.evidence[0].line) == ("wob", "RuntimeError:")
+    # the fourth line after it is not read with it
+    assert diagnose("RuntimeError:\nwob\n\n\nexploded\n", cat).cls == "unknown"
+
+
+def test_a_line_is_not_joined_with_the_echoed_source_line_after_it(tmp_path):
+    # the frame line's function and the echoed source below it would read "wob exploded" joined:
+    # echoed source is never evidence, not even as the wrapped end of the line above it
+    d = diagnose("Traceback (most recent call last):\n  File \"/x/app.py\", line 1, in wob\n    exploded()\n"
+                 "ValueError: v\n", _match_catalog(tmp_path))
+    assert d.cls == "unknown"
+
+
+def test_a_cut_traceback_in_a_class_module_is_a_symptom_with_its_other_symptoms(tmp_path):
+    cat = _match_catalog(tmp_path)
+    cut = ["Traceback (most recent call last):", '  File "/x/wobmod/run.py", line 3, in run', "    step()"]
+    d = diagnose("\n".join(["wobble seen on the link", *cut]) + "\n", cat)
+    # both symptoms of the class are its evidence; a symptom is never worth a decisive 0.9
+    assert (d.cls, d.confidence) == ("wob", 0.6)
+    assert [e.line for e in d.evidence] == ["wobble seen on the link", "step()"]
+    # a cut traceback inside a warning record is no symptom, not even of a consequence
+    warned = ["beta exploded", "[rank0]: WARNING 05-24 00:20:47 [worker.py:12] retrying after:", *cut]
+    assert diagnose("\n".join(warned) + "\n", cat).also_seen == []
+    assert diagnose("\n".join(["beta exploded", *cut]) + "\n", cat).also_seen == ["wob"]
