@@ -234,3 +234,10 @@ def test_a_cut_traceback_in_a_class_module_is_a_symptom_with_its_other_symptoms(
     warned = ["beta exploded", "[rank0]: WARNING 05-24 00:20:47 [worker.py:12] retrying after:", *cut]
     assert diagnose("\n".join(warned) + "\n", cat).also_seen == []
     assert diagnose("\n".join(["beta exploded", *cut]) + "\n", cat).also_seen == ["wob"]
+
+
+def test_a_paste_that_starts_at_the_assert_statement_still_reads_it():
+    from noderig.diagnose.matching import _lone_exceptions
+    lines = normalize("    assert num_tokens <= self.max_total_num_tokens\nAssertionError\n")
+    assert [(s.exc_type, s.message) for s in _lone_exceptions(lines, [], set())] == [
+        ("AssertionError", "num_tokens <= self.max_total_num_tokens")]
