@@ -241,3 +241,31 @@ def test_a_paste_that_starts_at_the_assert_statement_still_reads_it():
     lines = normalize("    assert num_tokens <= self.max_total_num_tokens\nAssertionError\n")
     assert [(s.exc_type, s.message) for s in _lone_exceptions(lines, [], set())] == [
         ("AssertionError", "num_tokens <= self.max_total_num_tokens")]
+
+
+def test_with_continuation_joins_only_a_line_that_continues_this_one():
+    from noderig.diagnose.normalize import Line, with_continuation
+    here = Line(1, "  RuntimeError: The server socket has failed to bind ", "TP0")
+
+    def after(text, rank=None, prefixed=False):
+        return with_continuation([here, Line(2, text, rank, prefixed=prefixed)], 0)
+
+    # the same rank (or none), no prefix, not a record of its own: joined by one space, own indentation kept
+    assert after("to [::]:29500 (errno: 98 - Address already in use)") == (
+        "  RuntimeError: The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)",
+        "to [::]:29500 (errno: 98 - Address already in use)")
+    assert after("to [::]:29500", "TP0")[1] == "to [::]:29500"
+    # another rank's line, a frame, an exception line (indented or not): not a continuation
+    for text, rank in (("to [::]:29500", "TP1"), ('  File "/x/a.py", line 1, in f', None),
+                       ("ValueError: x", None), ("    ValueError: x", None)):
+        assert after(text, rank) == (here.text, None), (text, rank)
+
+
+def test_an_exception_type_named_exception_pasted_alone_meets_the_exception_signatures(tmp_path):
+    # a type whose name ends in "Exception", not "Error" (tritonclient's InferenceServerException),
+    # pasted without its traceback, is read as an exception line too
+    path = tmp_path / "catalog.toml"
+    path.write_text(MATCH_CATALOG.replace('exceptions = [{type = "WobError", module = "wobmod"}]',
+                                          'exceptions = [{type = "WobServerException", message = "wob unavailable"}]'))
+    d = diagnose("wob.utils.WobServerException: [StatusCode.UNAVAILABLE] wob unavailable\n", load_catalog(path))
+    assert (d.cls, d.confidence) == ("wob", 0.9)
