@@ -269,3 +269,12 @@ def test_an_exception_type_named_exception_pasted_alone_meets_the_exception_sign
                                           'exceptions = [{type = "WobServerException", message = "wob unavailable"}]'))
     d = diagnose("wob.utils.WobServerException: [StatusCode.UNAVAILABLE] wob unavailable\n", load_catalog(path))
     assert (d.cls, d.confidence) == ("wob", 0.9)
+
+
+def test_a_traceback_cut_above_its_first_frame_reads_deeper_lines_as_its_source():
+    # frames sit two columns in, so the cut traceback's own column is 0: the echoed statement,
+    # Python 3.11's carets and a line one column in are its source; the unindented line is its exception
+    (tb,) = parse_tracebacks(normalize("\n".join(['  File "/sgl/srt/model_executor/model_runner.py", line 9, in load',
+                                                  "    self.load_model()", "    ^^^^^^^^^^^^^^^^^", " more source",
+                                                  "ValueError: v"])))
+    assert (tb.final.exc_type, tb.final.message, sorted(tb.code_lines)) == ("ValueError", "v", [1, 2, 3])
