@@ -278,3 +278,19 @@ def test_a_traceback_cut_above_its_first_frame_reads_deeper_lines_as_its_source(
                                                   "    self.load_model()", "    ^^^^^^^^^^^^^^^^^", " more source",
                                                   "ValueError: v"])))
     assert (tb.final.exc_type, tb.final.message, sorted(tb.code_lines)) == ("ValueError", "v", [1, 2, 3])
+
+
+def test_lines_of_a_traceback_are_never_read_again_as_exceptions_pasted_alone(tmp_path):
+    # neither its header line nor the last line of its exception's message, even when they
+    # start like an exception line: they belong to the traceback's own exception
+    path = tmp_path / "catalog.toml"
+    path.write_text(MATCH_CATALOG.replace('exceptions = [{type = "WobError", module = "wobmod"}]',
+                                          'exceptions = [{type = "WobError"}]'))
+    cat = load_catalog(path)
+    frame = '  File "/x/app.py", line 1, in run'
+    assert diagnose("\n".join(["WobError: Traceback (most recent call last):", frame, "ValueError: x"]) + "\n",
+                    cat).cls == "unknown"
+    assert diagnose("\n".join(["Traceback (most recent call last):", frame, "RuntimeError: worker failed:",
+                               "WobError: wob unavailable"]) + "\n", cat).cls == "unknown"
+    # outside a traceback the same line is an exception of its own
+    assert diagnose("WobError: wob unavailable\n", cat).cls == "wob"
