@@ -294,3 +294,12 @@ def test_lines_of_a_traceback_are_never_read_again_as_exceptions_pasted_alone(tm
                                "WobError: wob unavailable"]) + "\n", cat).cls == "unknown"
     # outside a traceback the same line is an exception of its own
     assert diagnose("WobError: wob unavailable\n", cat).cls == "wob"
+
+
+def test_a_record_ending_in_a_colon_opens_a_message_whatever_spaces_follow_it():
+    # "...: " then the message's lines (not indented) belong to the record's rank until a blank line;
+    # a record not ending in a colon takes only indented lines
+    def ranks(first: str) -> list[str | None]:
+        return [ln.rank for ln in normalize(f"[2026-05-30 13:31:17 TP3] {first}\nRuntimeError: boom\n  detail\n\nafter\n")]
+    assert ranks("Scheduler hit an exception:  ") == ["TP3", "TP3", "TP3", None, None]
+    assert ranks("Scheduler hit an exception") == ["TP3", None, None, None, None]
