@@ -303,3 +303,19 @@ def test_a_record_ending_in_a_colon_opens_a_message_whatever_spaces_follow_it():
         return [ln.rank for ln in normalize(f"[2026-05-30 13:31:17 TP3] {first}\nRuntimeError: boom\n  detail\n\nafter\n")]
     assert ranks("Scheduler hit an exception:  ") == ["TP3", "TP3", "TP3", None, None]
     assert ranks("Scheduler hit an exception") == ["TP3", None, None, None, None]
+
+
+def test_continuation_is_followed_per_container_in_interleaved_compose_logs():
+    # docker compose interleaves its containers' lines: another container's line in the middle of
+    # a record does not continue it, and the record's own next line still does
+    lines = normalize("\n".join(["sglang-1  | [2026-05-30 13:31:17 TP0] Scheduler hit an exception:",
+                                 "router-1  | upstream connect error or disconnect/reset before headers",
+                                 "sglang-1  | RuntimeError: boom"]))
+    assert [(ln.text, ln.rank, ln.source) for ln in lines] == [
+        ("Scheduler hit an exception:", "TP0", "sglang-1"),
+        ("upstream connect error or disconnect/reset before headers", None, "router-1"),
+        ("RuntimeError: boom", "TP0", "sglang-1")]
+
+
+def test_a_log_of_blank_lines_is_kept_as_blank_lines():
+    assert [(ln.no, ln.text) for ln in normalize("  \n\n\t\n")] == [(1, "  "), (2, ""), (3, "    ")]  # a tab as 4 columns
