@@ -319,3 +319,10 @@ def test_continuation_is_followed_per_container_in_interleaved_compose_logs():
 
 def test_a_log_of_blank_lines_is_kept_as_blank_lines():
     assert [(ln.no, ln.text) for ln in normalize("  \n\n\t\n")] == [(1, "  "), (2, ""), (3, "    ")]  # a tab as 4 columns
+
+
+def test_after_a_blank_line_in_a_traceback_a_line_indented_one_column_still_continues_it():
+    lines = normalize("\n".join(["[2026-05-30 13:31:17 TP0] Traceback (most recent call last):",
+                                 '  File "/sgl/srt/managers/scheduler.py", line 9, in run', "", " self.step()",
+                                 "", "unindented after a blank: the record is over"]))
+    assert [ln.rank for ln in lines] == ["TP0", "TP0", "TP0", "TP0", "TP0", None]
