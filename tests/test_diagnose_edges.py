@@ -326,3 +326,8 @@ def test_after_a_blank_line_in_a_traceback_a_line_indented_one_column_still_cont
                                  '  File "/sgl/srt/managers/scheduler.py", line 9, in run', "", " self.step()",
                                  "", "unindented after a blank: the record is over"]))
     assert [ln.rank for ln in lines] == ["TP0", "TP0", "TP0", "TP0", "TP0", None]
+
+
+def test_a_one_line_record_keeps_a_follow_up_indented_one_column():
+    lines = normalize("[2026-05-30 13:31:17 TP2] Capture cuda graph bs [1, 2, 4]\n failed at bs 4\nnext record\n")
+    assert [ln.rank for ln in lines] == ["TP2", "TP2", None]
