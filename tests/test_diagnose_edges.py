@@ -331,3 +331,11 @@ def test_after_a_blank_line_in_a_traceback_a_line_indented_one_column_still_cont
 def test_a_one_line_record_keeps_a_follow_up_indented_one_column():
     lines = normalize("[2026-05-30 13:31:17 TP2] Capture cuda graph bs [1, 2, 4]\n failed at bs 4\nnext record\n")
     assert [ln.rank for ln in lines] == ["TP2", "TP2", None]
+
+
+def test_a_library_logging_record_keeps_its_level_without_a_logger_prefix():
+    # FlashInfer's own Python logging record: its level is the record's, though no logger prefix
+    # names a writer (the line is not "prefixed")
+    (line,) = normalize("2025-02-25 08:37:29,910 - WARNING - flashinfer.jit: Prebuilt kernels not found, using JIT backend\n")
+    assert (line.text, line.level, line.prefixed) == (
+        "flashinfer.jit: Prebuilt kernels not found, using JIT backend", "WARNING", False)
