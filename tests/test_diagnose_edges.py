@@ -5,6 +5,7 @@ out by hand from the rule the code states, never taken from the code's own outpu
 from __future__ import annotations
 
 from noderig.diagnose import diagnose, load_catalog, normalize, parse_tracebacks
+from noderig.diagnose.normalize import strip_prefixes
 
 # vLLM's and torch's own messages (tests/fixtures/crashlogs/kv_cache_insufficient/,
 # port_in_use/tgi-1156-openshift-torch-store-29500.log)
@@ -339,3 +340,10 @@ def test_a_library_logging_record_keeps_its_level_without_a_logger_prefix():
     (line,) = normalize("2025-02-25 08:37:29,910 - WARNING - flashinfer.jit: Prebuilt kernels not found, using JIT backend\n")
     assert (line.text, line.level, line.prefixed) == (
         "flashinfer.jit: Prebuilt kernels not found, using JIT backend", "WARNING", False)
+
+
+def test_journal_lines_in_other_locales_lose_their_prefix():
+    # journalctl writes the month as the locale names it: three letters, four, with a dot or not
+    for month in ("Dec", "déc.", "Sept", "juil."):
+        assert strip_prefixes(f"{month} 02 13:31:17 b300 sglang[536]: Load weight end.") == (
+            "Load weight end.", {"source": "sglang[536]"}), month
