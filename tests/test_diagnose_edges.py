@@ -347,3 +347,10 @@ def test_journal_lines_in_other_locales_lose_their_prefix():
     for month in ("Dec", "déc.", "Sept", "juil."):
         assert strip_prefixes(f"{month} 02 13:31:17 b300 sglang[536]: Load weight end.") == (
             "Load weight end.", {"source": "sglang[536]"}), month
+
+
+def test_a_journal_line_with_a_two_letter_weekday_loses_its_prefix():
+    # journalctl -o short-full in a German locale: "Mi" (Wednesday). Read as no prefix at all before
+    # (the quick test before the journal patterns wanted a space or a dot after 3 or 4 letters).
+    assert strip_prefixes("Mi 2026-12-02 13:31:17 CET b300 sglang[536]: [2026-12-02 13:31:17 TP3] Load weight end.") == (
+        "Load weight end.", {"source": "sglang[536]", "rank": "TP3", "time": "2026-12-02 13:31:17", "prefixed": True})
