@@ -354,3 +354,11 @@ def test_a_journal_line_with_a_two_letter_weekday_loses_its_prefix():
     # (the quick test before the journal patterns wanted a space or a dot after 3 or 4 letters).
     assert strip_prefixes("Mi 2026-12-02 13:31:17 CET b300 sglang[536]: [2026-12-02 13:31:17 TP3] Load weight end.") == (
         "Load weight end.", {"source": "sglang[536]", "rank": "TP3", "time": "2026-12-02 13:31:17", "prefixed": True})
+
+
+def test_a_container_prefix_is_looked_for_in_the_first_64_characters():
+    # the bar of "name  | " at column 63 is a container prefix; at column 64 the line is taken as it is
+    for name, stripped in (("a" * 59 + "-1", True), ("a" * 60 + "-1", False)):
+        line = f"{name}  | Load weight end."
+        assert line.index("|") == (63 if stripped else 64)
+        assert strip_prefixes(line)[0] == ("Load weight end." if stripped else line)
