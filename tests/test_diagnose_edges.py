@@ -362,3 +362,8 @@ def test_a_container_prefix_is_looked_for_in_the_first_64_characters():
         line = f"{name}  | Load weight end."
         assert line.index("|") == (63 if stripped else 64)
         assert strip_prefixes(line)[0] == ("Load weight end." if stripped else line)
+
+
+def test_an_sglang_prefix_with_a_t_between_date_and_time_keeps_its_rank():
+    assert strip_prefixes("[2026-05-30T14:47:43 TP0] Load weight end.") == (
+        "Load weight end.", {"rank": "TP0", "time": "2026-05-30T14:47:43", "prefixed": True})
