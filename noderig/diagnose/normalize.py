@@ -165,7 +165,8 @@ def _peel(text: str, info: dict) -> re.Match | None:
     if not c:
         return None
     m = None
-    if c.isalpha() and (text[3:4] in (" ", ".") or text[4:5] in (" ", ".")):
+    # a journal line starts with a word of 2 to 5 letters (weekday or month, as the locale names it)
+    if c.isalpha() and (text[2:3] == " " or text[3:4] in (" ", ".") or text[4:5] in (" ", ".")):
         m = _JOURNAL_SHORT.match(text) or _JOURNAL_FULL.match(text)
         if m:
             info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])

@@ -248,10 +248,12 @@ _ASSERT = re.compile(r"^\s*assert\s+(?P<expr>\S.*)$")
 
 def assert_expression(lines: list[Line], index: int, exc_type: str) -> str:
     """A bare ``AssertionError`` (no message) stands for the ``assert`` statement Python echoed on
-    the line before it: its expression is what failed, so it is the exception's message."""
+    the line before it: its expression is what failed, so it is the exception's message. The
+    statement is the nearest line that is not blank nor carets among the four above: the
+    statement, its carets (Python 3.11+) and the blank line a double-spaced paste adds after each."""
     if exc_type.rsplit(".", 1)[-1] != "AssertionError":
         return ""
-    before = [ln.text for ln in lines[max(0, index - 3):index] if ln.text.strip() and ln.text.strip("^~ ")]
+    before = [ln.text for ln in lines[max(0, index - 4):index] if ln.text.strip() and ln.text.strip("^~ ")]
     m = _ASSERT.match(before[-1]) if before else None
     return m["expr"].strip() if m else ""
 

@@ -1,0 +1,369 @@
+"""Crash diagnosis at the edges of its decisions: the thresholds and small rules that a complete
+mutation run (docs/mutation.md) showed no other test pinned. Every expected value is written
+out by hand from the rule the code states, never taken from the code's own output."""
+
+from __future__ import annotations
+
+from noderig.diagnose import diagnose, load_catalog, normalize, parse_tracebacks
+from noderig.diagnose.normalize import strip_prefixes
+
+# vLLM's and torch's own messages (tests/fixtures/crashlogs/kv_cache_insufficient/,
+# port_in_use/tgi-1156-openshift-torch-store-29500.log)
+KV_MESSAGE = ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can "
+              "be stored in KV cache (7344). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
+              "when initializing the engine.")
+BIND_MESSAGE = ("RuntimeError: The server socket has failed to listen on any local network address. The server socket "
+                "has failed to bind to [::]:29500 (errno: 98 - Address already in use). The server socket has failed "
+                "to bind to 0.0.0.0:29500 (errno: 98 - Address already in use).")
+
+
+def terminal_wrap(lines: list[str], width: int) -> list[str]:
+    """What a terminal of ``width`` columns shows of these lines, copied as text: every line cut
+    every ``width`` characters."""
+    return [line[i:i + width] for line in lines for i in range(0, len(line), width)]
+
+
+def texts(log: list[str]) -> list[str]:
+    return [ln.text for ln in normalize("\n".join(log))]
+
+
+def loader_line(length: int) -> str:
+    """A vLLM loader record of exactly ``length`` characters (the model directory's name pads it)."""
+    head = "INFO 05-24 00:20:47 [loader.py:88] Loading /models/"
+    return head + "m" * (length - len(head))
+
+
+def test_loader_line_has_the_length_asked_for():
+    assert [len(loader_line(n)) for n in (60, 79)] == [60, 79]
+
+
+def test_a_paste_wrapped_at_sixty_columns_is_joined_and_one_at_fifty_nine_is_not():
+    # 226 characters: three pieces of 60 and one of 46. Lines shorter than 60 are never taken
+    # for a terminal's wrap: short log lines of one length are common.
+    at_60 = terminal_wrap([KV_MESSAGE], 60)
+    assert [len(p) for p in at_60] == [60, 60, 60, 46]
+    assert texts(at_60) == [KV_MESSAGE]
+    at_59 = terminal_wrap([KV_MESSAGE], 59)
+    assert texts(at_59) == at_59
+
+
+def test_a_wrapped_paste_tolerates_one_longer_line_per_hundred_lines():
+    # 95 short records, one record that was not wrapped (86 columns) and the message wrapped
+    # at 60 columns (4 lines): 100 lines, so one longer line is allowed; at 99 lines it is not.
+    unwrapped = loader_line(86)
+    short = [f"INFO 05-24 00:20:47 [loader.py:88] shard {k} loaded" for k in range(95)]
+    log = [*short, unwrapped, *terminal_wrap([KV_MESSAGE], 60)]
+    assert len(log) == 100
+    assert texts(log)[-2:] == ["Loading /models/" + "m" * 35, KV_MESSAGE]
+    log = log[1:]
+    assert texts(log)[-4:] == terminal_wrap([KV_MESSAGE], 60)
+
+
+def test_a_wrap_width_needs_a_fifth_of_the_long_lines():
+    # BIND_MESSAGE wrapped at 80 columns: three lines of 80 and one of 23. Beside it, records of
+    # 60 to 79 columns, each length at most twice: with 12 of them the three wrapped lines are
+    # 3 of 15 long lines (a fifth: a wrap), with 13 they are 3 of 16 (less: no wrap).
+    wrapped = terminal_wrap([BIND_MESSAGE], 80)
+    assert [len(p) for p in wrapped] == [80, 80, 80, 23]
+    for others, joined in ((12, True), (13, False)):
+        records = [loader_line(60 + k % 20) for k in range(others)]
+        got = texts([*records, *wrapped])[others:]
+        assert got == ([BIND_MESSAGE] if joined else wrapped), others
+
+
+def test_a_wrap_that_cut_after_a_space_keeps_it_and_a_line_keeps_its_last_characters():
+    # At 71 columns the terminal cut KV_MESSAGE twice right after a space ("...the maximum " /
+    # "number of"): the joined text keeps them. A line's own last characters (an X, trailing
+    # spaces) stay too.
+    cut = terminal_wrap([KV_MESSAGE], 71)
+    assert cut[0].endswith("maximum ") and cut[1].endswith("increasing ") and len(cut) == 4
+    assert texts(cut) == [KV_MESSAGE]
+    assert texts(["GPU 0: NVIDIA TITAN X", "GPU 1: NVIDIA TITAN X  "]) == ["GPU 0: NVIDIA TITAN X",
+                                                                      "GPU 1: NVIDIA TITAN X  "]
+
+
+INDEX_CATALOG = r'''
+version = 1
+[[class]]
+id = "by_word"
+title = "W"
+meaning = "m"
+fix = "f"
+evidence = ['kaboom at \d']
+symptoms = ["wobble"]
+[[class]]
+id = "by_literal"
+title = "L"
+meaning = "m"
+fix = "f"
+evidence = ['oo_bar\d']
+[[class]]
+id = "always"
+title = "A"
+meaning = "m"
+fix = "f"
+evidence = ['\d{3}\s\d{3}']
+'''
+
+
+def test_the_anchor_index_hits_exactly_the_patterns_a_line_matches(tmp_path):
+    # One pattern per tier of the index: found by its word, by its literal (no whole word:
+    # "oo_bar" may end a longer word), and searched on every line (no word, no literal).
+    path = tmp_path / "catalog.toml"
+    path.write_text(INDEX_CATALOG)
+    index = load_catalog(path).index
+    assert (sorted(index.by_word), sorted(index.by_literal), len(index.always)) == (["kaboom", "wobble"], ["oo_bar"], 1)
+    assert index.hits("it went KABOOM at 3") == {(0, "e")}
+    assert index.hits("a wobble") == {(0, "s")}
+    assert index.hits("xfoo_bar7") == {(1, "e")}
+    assert index.hits("code 123 456") == {(2, "e")}
+    assert index.hits("kaboom at 1, wobble, foo_bar1 and 123 456") == {(0, "e"), (0, "s"), (1, "e"), (2, "e")}
+    # each pattern's own words present, the pattern not matching: no hit
+    assert index.hits("kaboom at noon, foo_bar without a digit, 12 3456") == set()
+
+
+def _messages(*lines: str) -> list[tuple[str | None, str]]:
+    return [(s.exc_type, s.message) for tb in parse_tracebacks(normalize("\n".join(lines))) for s in tb.sections]
+
+
+TB_HEAD = ["Traceback (most recent call last):", '  File "/sgl/srt/managers/scheduler.py", line 1450, in run_batch']
+ASSERT_ECHO = ["    assert num_tokens <= self.max_total_num_tokens", "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^"]
+
+
+def test_a_bare_assertion_error_in_a_double_spaced_paste_still_takes_its_statement():
+    # A paste that put a blank line after every line (tests/fixtures/crashlogs/trust_remote_code/
+    # textgen-5730-blank-lines.log is one): statement, blank, carets, blank, then the exception.
+    # This was read as an AssertionError without a message before (the look-back stopped at 3 lines).
+    expected = [("AssertionError", "num_tokens <= self.max_total_num_tokens")]
+    assert _messages(*TB_HEAD, *ASSERT_ECHO, "AssertionError") == expected
+    assert _messages(*"\n\n".join([*TB_HEAD, *ASSERT_ECHO, "AssertionError"]).split("\n")) == expected
+    # further up than the statement, its carets and a blank after each, an assert is not this one's
+    assert _messages(*TB_HEAD, ASSERT_ECHO[0], "", "", ASSERT_ECHO[1], "", "AssertionError") == [("AssertionError", "")]
+    # only carets and tildes are skipped: any other line above is the echoed statement, not an assert
+    assert _messages(*TB_HEAD, ASSERT_ECHO[0], "    X", "AssertionError") == [("AssertionError", "")]
+    assert _messages(*TB_HEAD, ASSERT_ECHO[0], "    ~~~~^^^^", "AssertionError") == expected
+
+
+def test_a_qualified_assertion_error_is_read_by_its_last_name():
+    expected = [("builtins.AssertionError", "num_tokens <= self.max_total_num_tokens")]
+    assert _messages(*TB_HEAD, *ASSERT_ECHO, "builtins.AssertionError") == expected
+    assert _messages(*TB_HEAD, *ASSERT_ECHO, "_pytest.outcomes.AssertionError") == [
+        ("_pytest.outcomes.AssertionError", expected[0][1])]
+    # another type's bare line takes nothing from the statement above it
+    assert _messages(*TB_HEAD, *ASSERT_ECHO, "builtins.AssertionErrorX") == [("builtins.AssertionErrorX", "")]
+
+
+def test_a_bare_assertion_error_on_the_first_line_has_no_statement():
+    d = diagnose("AssertionError\n")
+    assert (d.cls, d.cause) == ("unknown", "unrecognised failure: AssertionError")
+
+
+def _cut(*echo: str, frame: str = '  File "/sgl/srt/distributed/device_communicators/pynccl_wrapper.py", line 329, '
+                                  'in NCCL_CHECK'):
+    """A traceback cut right after its innermost frame's echoed source (a paste that stopped early)."""
+    (tb,) = parse_tracebacks(normalize("\n".join([*TB_HEAD, frame, *echo])))
+    return tb.final.exc_type, tb.final.message, tb.final.exc_index, sorted(tb.code_lines)
+
+
+def test_a_raise_statement_stands_for_the_exception_line_a_cut_traceback_lacks():
+    # TB_HEAD holds lines 0-1, the frame line 2, the echoed source from line 3 on
+    assert _cut('    raise RuntimeError(f"NCCL error: {error_str}")') == ("RuntimeError", "NCCL error: {error_str}", 3, [])
+    # the statement spans the echoed lines after it; adjacent literals are one string, as in Python
+    assert _cut("    raise RuntimeError(", '        "NCCL error: unhandled system error "', '        "(run with NCCL_DEBUG=INFO)"',
+                "    )") == ("RuntimeError", "NCCL error: unhandled system error (run with NCCL_DEBUG=INFO)", 3, [4, 5, 6])
+    # lines echoed before the statement are not part of it
+    assert _cut('    logger.error("NCCL_CHECK failed")', '    raise RuntimeError("NCCL error")') == (
+        "RuntimeError", "NCCL error", 4, [3])
+    # a qualified type is named by its last name
+    assert _cut('    raise torch.cuda.OutOfMemoryError("CUDA out of memory")')[:2] == ("OutOfMemoryError", "CUDA out of memory")
+    # a frame line after the statement is never part of the message
+    outer = _cut('    raise RuntimeError(describe(err))', '  File "/sgl/srt/utils.py", line 7, in describe',
+                 '    return err.text')
+    assert "/sgl/" not in outer[1]
+
+
+MATCH_CATALOG = r'''
+version = 1
+[[class]]
+id = "wob"
+title = "Wob failure"
+meaning = "m"
+fix = "f"
+evidence = ["wob exploded"]
+symptoms = ["wobble seen"]
+exceptions = [{type = "WobError", module = "wobmod"}]
+[[class]]
+id = "beta"
+title = "Beta failure"
+meaning = "m"
+fix = "f"
+evidence = ["beta exploded"]
+'''
+
+
+def _match_catalog(tmp_path):
+    path = tmp_path / "catalog.toml"
+    path.write_text(MATCH_CATALOG)
+    return load_catalog(path)
+
+
+def test_a_bare_exception_line_reads_the_next_three_lines_blank_ones_skipped(tmp_path):
+    cat = _match_catalog(tmp_path)
+    # "RuntimeError:" alone, its message below it across a blank line: read as one line
+    d = diagnose("RuntimeError:\nwob\n\nexploded\n", cat)
+    assert (d.cls, d.evidence[0].line) == ("wob", "RuntimeError:")
+    # the fourth line after it is not read with it
+    assert diagnose("RuntimeError:\nwob\n\n\nexploded\n", cat).cls == "unknown"
+
+
+def test_a_line_is_not_joined_with_the_echoed_source_line_after_it(tmp_path):
+    # the frame line's function and the echoed source below it would read "wob exploded" joined:
+    # echoed source is never evidence, not even as the wrapped end of the line above it
+    d = diagnose("Traceback (most recent call last):\n  File \"/x/app.py\", line 1, in wob\n    exploded()\n"
+                 "ValueError: v\n", _match_catalog(tmp_path))
+    assert d.cls == "unknown"
+
+
+def test_a_cut_traceback_in_a_class_module_is_a_symptom_with_its_other_symptoms(tmp_path):
+    cat = _match_catalog(tmp_path)
+    cut = ["Traceback (most recent call last):", '  File "/x/wobmod/run.py", line 3, in run', "    step()"]
+    d = diagnose("\n".join(["wobble seen on the link", *cut]) + "\n", cat)
+    # both symptoms of the class are its evidence; a symptom is never worth a decisive 0.9
+    assert (d.cls, d.confidence) == ("wob", 0.6)
+    assert [e.line for e in d.evidence] == ["wobble seen on the link", "step()"]
+    # a cut traceback inside a warning record is no symptom, not even of a consequence
+    warned = ["beta exploded", "[rank0]: WARNING 05-24 00:20:47 [worker.py:12] retrying after:", *cut]
+    assert diagnose("\n".join(warned) + "\n", cat).also_seen == []
+    assert diagnose("\n".join(["beta exploded", *cut]) + "\n", cat).also_seen == ["wob"]
+
+
+def test_a_paste_that_starts_at_the_assert_statement_still_reads_it():
+    from noderig.diagnose.matching import _lone_exceptions
+    lines = normalize("    assert num_tokens <= self.max_total_num_tokens\nAssertionError\n")
+    assert [(s.exc_type, s.message) for s in _lone_exceptions(lines, [], set())] == [
+        ("AssertionError", "num_tokens <= self.max_total_num_tokens")]
+
+
+def test_with_continuation_joins_only_a_line_that_continues_this_one():
+    from noderig.diagnose.normalize import Line, with_continuation
+    here = Line(1, "  RuntimeError: The server socket has failed to bind ", "TP0")
+
+    def after(text, rank=None, prefixed=False):
+        return with_continuation([here, Line(2, text, rank, prefixed=prefixed)], 0)
+
+    # the same rank (or none), no prefix, not a record of its own: joined by one space, own indentation kept
+    assert after("to [::]:29500 (errno: 98 - Address already in use)") == (
+        "  RuntimeError: The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)",
+        "to [::]:29500 (errno: 98 - Address already in use)")
+    assert after("to [::]:29500", "TP0")[1] == "to [::]:29500"
+    # another rank's line, a frame, an exception line (indented or not): not a continuation
+    for text, rank in (("to [::]:29500", "TP1"), ('  File "/x/a.py", line 1, in f', None),
+                       ("ValueError: x", None), ("    ValueError: x", None)):
+        assert after(text, rank) == (here.text, None), (text, rank)
+
+
+def test_an_exception_type_named_exception_pasted_alone_meets_the_exception_signatures(tmp_path):
+    # a type whose name ends in "Exception", not "Error" (tritonclient's InferenceServerException),
+    # pasted without its traceback, is read as an exception line too
+    path = tmp_path / "catalog.toml"
+    path.write_text(MATCH_CATALOG.replace('exceptions = [{type = "WobError", module = "wobmod"}]',
+                                          'exceptions = [{type = "WobServerException", message = "wob unavailable"}]'))
+    d = diagnose("wob.utils.WobServerException: [StatusCode.UNAVAILABLE] wob unavailable\n", load_catalog(path))
+    assert (d.cls, d.confidence) == ("wob", 0.9)
+
+
+def test_a_traceback_cut_above_its_first_frame_reads_deeper_lines_as_its_source():
+    # frames sit two columns in, so the cut traceback's own column is 0: the echoed statement,
+    # Python 3.11's carets and a line one column in are its source; the unindented line is its exception
+    (tb,) = parse_tracebacks(normalize("\n".join(['  File "/sgl/srt/model_executor/model_runner.py", line 9, in load',
+                                                  "    self.load_model()", "    ^^^^^^^^^^^^^^^^^", " more source",
+                                                  "ValueError: v"])))
+    assert (tb.final.exc_type, tb.final.message, sorted(tb.code_lines)) == ("ValueError", "v", [1, 2, 3])
+
+
+def test_lines_of_a_traceback_are_never_read_again_as_exceptions_pasted_alone(tmp_path):
+    # neither its header line nor the last line of its exception's message, even when they
+    # start like an exception line: they belong to the traceback's own exception
+    path = tmp_path / "catalog.toml"
+    path.write_text(MATCH_CATALOG.replace('exceptions = [{type = "WobError", module = "wobmod"}]',
+                                          'exceptions = [{type = "WobError"}]'))
+    cat = load_catalog(path)
+    frame = '  File "/x/app.py", line 1, in run'
+    assert diagnose("\n".join(["WobError: Traceback (most recent call last):", frame, "ValueError: x"]) + "\n",
+                    cat).cls == "unknown"
+    assert diagnose("\n".join(["Traceback (most recent call last):", frame, "RuntimeError: worker failed:",
+                               "WobError: wob unavailable"]) + "\n", cat).cls == "unknown"
+    # outside a traceback the same line is an exception of its own
+    assert diagnose("WobError: wob unavailable\n", cat).cls == "wob"
+
+
+def test_a_record_ending_in_a_colon_opens_a_message_whatever_spaces_follow_it():
+    # "...: " then the message's lines (not indented) belong to the record's rank until a blank line;
+    # a record not ending in a colon takes only indented lines
+    def ranks(first: str) -> list[str | None]:
+        return [ln.rank for ln in normalize(f"[2026-05-30 13:31:17 TP3] {first}\nRuntimeError: boom\n  detail\n\nafter\n")]
+    assert ranks("Scheduler hit an exception:  ") == ["TP3", "TP3", "TP3", None, None]
+    assert ranks("Scheduler hit an exception") == ["TP3", None, None, None, None]
+
+
+def test_continuation_is_followed_per_container_in_interleaved_compose_logs():
+    # docker compose interleaves its containers' lines: another container's line in the middle of
+    # a record does not continue it, and the record's own next line still does
+    lines = normalize("\n".join(["sglang-1  | [2026-05-30 13:31:17 TP0] Scheduler hit an exception:",
+                                 "router-1  | upstream connect error or disconnect/reset before headers",
+                                 "sglang-1  | RuntimeError: boom"]))
+    assert [(ln.text, ln.rank, ln.source) for ln in lines] == [
+        ("Scheduler hit an exception:", "TP0", "sglang-1"),
+        ("upstream connect error or disconnect/reset before headers", None, "router-1"),
+        ("RuntimeError: boom", "TP0", "sglang-1")]
+
+
+def test_a_log_of_blank_lines_is_kept_as_blank_lines():
+    assert [(ln.no, ln.text) for ln in normalize("  \n\n\t\n")] == [(1, "  "), (2, ""), (3, "    ")]  # a tab as 4 columns
+
+
+def test_after_a_blank_line_in_a_traceback_a_line_indented_one_column_still_continues_it():
+    lines = normalize("\n".join(["[2026-05-30 13:31:17 TP0] Traceback (most recent call last):",
+                                 '  File "/sgl/srt/managers/scheduler.py", line 9, in run', "", " self.step()",
+                                 "", "unindented after a blank: the record is over"]))
+    assert [ln.rank for ln in lines] == ["TP0", "TP0", "TP0", "TP0", "TP0", None]
+
+
+def test_a_one_line_record_keeps_a_follow_up_indented_one_column():
+    lines = normalize("[2026-05-30 13:31:17 TP2] Capture cuda graph bs [1, 2, 4]\n failed at bs 4\nnext record\n")
+    assert [ln.rank for ln in lines] == ["TP2", "TP2", None]
+
+
+def test_a_library_logging_record_keeps_its_level_without_a_logger_prefix():
+    # FlashInfer's own Python logging record: its level is the record's, though no logger prefix
+    # names a writer (the line is not "prefixed")
+    (line,) = normalize("2025-02-25 08:37:29,910 - WARNING - flashinfer.jit: Prebuilt kernels not found, using JIT backend\n")
+    assert (line.text, line.level, line.prefixed) == (
+        "flashinfer.jit: Prebuilt kernels not found, using JIT backend", "WARNING", False)
+
+
+def test_journal_lines_in_other_locales_lose_their_prefix():
+    # journalctl writes the month as the locale names it: three letters, four, with a dot or not
+    for month in ("Dec", "déc.", "Sept", "juil."):
+        assert strip_prefixes(f"{month} 02 13:31:17 b300 sglang[536]: Load weight end.") == (
+            "Load weight end.", {"source": "sglang[536]"}), month
+
+
+def test_a_journal_line_with_a_two_letter_weekday_loses_its_prefix():
+    # journalctl -o short-full in a German locale: "Mi" (Wednesday). Read as no prefix at all before
+    # (the quick test before the journal patterns wanted a space or a dot after 3 or 4 letters).
+    assert strip_prefixes("Mi 2026-12-02 13:31:17 CET b300 sglang[536]: [2026-12-02 13:31:17 TP3] Load weight end.") == (
+        "Load weight end.", {"source": "sglang[536]", "rank": "TP3", "time": "2026-12-02 13:31:17", "prefixed": True})
+
+
+def test_a_container_prefix_is_looked_for_in_the_first_64_characters():
+    # the bar of "name  | " at column 63 is a container prefix; at column 64 the line is taken as it is
+    for name, stripped in (("a" * 59 + "-1", True), ("a" * 60 + "-1", False)):
+        line = f"{name}  | Load weight end."
+        assert line.index("|") == (63 if stripped else 64)
+        assert strip_prefixes(line)[0] == ("Load weight end." if stripped else line)
+
+
+def test_an_sglang_prefix_with_a_t_between_date_and_time_keeps_its_rank():
+    assert strip_prefixes("[2026-05-30T14:47:43 TP0] Load weight end.") == (
+        "Load weight end.", {"rank": "TP0", "time": "2026-05-30T14:47:43", "prefixed": True})
