@@ -367,3 +367,10 @@ def test_a_container_prefix_is_looked_for_in_the_first_64_characters():
 def test_an_sglang_prefix_with_a_t_between_date_and_time_keeps_its_rank():
     assert strip_prefixes("[2026-05-30T14:47:43 TP0] Load weight end.") == (
         "Load weight end.", {"rank": "TP0", "time": "2026-05-30T14:47:43", "prefixed": True})
+
+
+def test_a_line_whose_first_word_starts_with_a_numeral_that_is_no_letter_is_not_a_journal_line():
+    # a journal line starts with a word of letters (the month or weekday); a Roman numeral is a
+    # number (str.isalpha() is False), though the journal patterns' [^\W\d_] would take it
+    for line in ("Ⅻdec 02 13:31:17 b300 sglang[536]: Load weight end.", "Ⅻ 02 13:31:17 b300 sglang[536]: x"):
+        assert strip_prefixes(line) == (line, {}), line
