@@ -203,3 +203,91 @@ def test_a_restore_from_a_record_written_before_checkpoints_had_links_still_poin
     (good / "paths").write_text(f"venv={venv}\n")
     assert sh(node, RESTORE_SCRIPT, good, "sglang.service").returncode == 0
     assert os.readlink(venv) == str(old)
+
+
+# ---------------------------------------------------------------------------------------
+# what the seed takes from the live record and where it refuses to write (each case stated)
+
+
+def shard_bytes(n: int) -> bytes:
+    return bytes([n]) * (1000 + n)
+
+
+@pytest.fixture
+def live_sub(tmp_path):
+    """A live checkpoint with two shards in a subdirectory, hashed by the real verifier, and
+    the new revision's manifest that keeps both."""
+    root = tmp_path / "live"
+    (root / "sub").mkdir(parents=True)
+    for n in (1, 2):
+        (root / "sub" / f"m{n}.bin").write_bytes(shard_bytes(n))
+    manifest = {"files": [entry(root, "sub/m1.bin"), entry(root, "sub/m2.bin")]}
+    for f in manifest["files"]:  # (named .bin: sha256 digests as LFS files, no header to read)
+        f["sha256"] = hashlib.sha256((root / f["path"]).read_bytes()).hexdigest()
+        f.pop("git_oid", None)
+    assert vf.verify(str(root), manifest)["ok"]
+    return root, manifest
+
+
+def add_to_record(root, extra: dict) -> None:
+    record = json.loads((root / RECORD).read_text())
+    (root / RECORD).write_text(json.dumps({**record, **extra}))
+
+
+def test_record_entries_that_vouch_for_nothing_are_passed_over_and_the_rest_still_linked(tmp_path, live_sub):
+    root, manifest = live_sub
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "m1.bin").write_bytes(shard_bytes(1))
+    os.symlink(elsewhere, root / "0link")
+    st = (elsewhere / "m1.bin").stat()
+    digest = manifest["files"][0]["sha256"]
+    (root / "0nodigest").write_bytes(b"a file the record names without a digest")
+    nodigest = (root / "0nodigest").stat()
+    # sorted before the real entries: each must be passed over, not end the walk
+    add_to_record(root, {"0link/m1.bin": {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "digest": digest},
+                         "0nodigest": {"size": nodigest.st_size, "mtime_ns": nodigest.st_mtime_ns},
+                         "0notadict": "x",
+                         "0gone.bin": {"size": 1, "mtime_ns": 1, "digest": "f" * 64},
+                         "../0escape": {"size": 1, "mtime_ns": 1, "digest": "e" * 64}})
+    beside = tmp_path / "beside"
+    report = vf.seed(str(beside), manifest, str(root))
+    assert report["linked"] == 2 and report["problems"] == []
+    for rel in ("sub/m1.bin", "sub/m2.bin"):  # both from the live directory itself, never through the link
+        assert (beside / rel).stat().st_ino == (root / rel).stat().st_ino, rel
+
+
+def test_files_already_there_or_recorded_are_left_alone_and_the_rest_linked(tmp_path, live_sub):
+    root, manifest = live_sub
+    beside = tmp_path / "beside"
+    (beside / "sub").mkdir(parents=True)
+    (beside / "sub" / "m1.bin").write_bytes(b"being fetched")  # there already, not recorded
+    report = vf.seed(str(beside), manifest, str(root))
+    assert (report["linked"], report["problems"]) == (1, [])
+    assert (beside / "sub" / "m1.bin").read_bytes() == b"being fetched"
+    # recorded there already (the first manifest file): the second is still linked
+    other = tmp_path / "other"
+    (other / ".noderig").mkdir(parents=True)
+    (other / RECORD).write_text(json.dumps({"sub/m1.bin": {"size": 1, "mtime_ns": 1, "digest": "x"}}))
+    report = vf.seed(str(other), manifest, str(root))
+    assert report["linked"] == 1 and (other / "sub" / "m2.bin").exists() and not (other / "sub" / "m1.bin").exists()
+
+
+def test_a_symlink_in_the_new_directory_is_reported_and_never_written_through(tmp_path, live_sub):
+    root, manifest = live_sub
+    beside, outside = tmp_path / "beside", tmp_path / "outside"
+    beside.mkdir()
+    outside.mkdir()
+    os.symlink(outside, beside / "sub")
+    report = vf.seed(str(beside), manifest, str(root))
+    assert report == {"ok": False, "linked": 0, "linked_bytes": 0, "problems": [
+        {"file": "sub/m1.bin", "problem": f"sub is a symlink to '{outside}' (never followed)"},
+        {"file": "sub/m2.bin", "problem": f"sub is a symlink to '{outside}' (never followed)"}]}
+    assert list(outside.iterdir()) == []
+
+
+def test_seeding_into_the_live_directory_names_it(live_sub):
+    root, manifest = live_sub
+    with pytest.raises(vf.UsageError) as refused:
+        vf.seed(str(root) + "/", manifest, str(root))
+    assert str(refused.value) == f"'{root}/' is the live directory itself"
