@@ -105,7 +105,8 @@ if "targets" in host.groups:
     # for a new revision on nodes that serve (each such node fetches what changed, itself).
     fanning_out = (bool(checkpoints) and data.fanout and len(targets) > 1
                    and not checkpoint.revision_anywhere(targets, [(pin, t, key) for pin, t, _, key in checkpoints]))
-    fetched_now = [c for c in checkpoints if c[2] not in {f["dest"] for f in in_batch}]
+    in_place = {f["dest"] for f in in_batch}
+    fetched_now = [c for c in checkpoints if c[2] not in in_place]
 
     # Who can reach the server, and the node firewall (nftables, noderig's own table).
     fw = firewall.settings_for(data, api_port=data.server_port) if data.firewall else None

@@ -110,7 +110,10 @@ def new_revision(node, pin: RepoPin, token_file: str | None, live: str, settings
                 manifest = manifest_for(pin, token_file, state["manifest"], f"{node.name} in {live}")
             except NoderigError:
                 return None  # the checkpoint step says why, in its own words
-            if checkpoint_plan.revision_differs(state["manifest"], manifest):
+            # (a manifest edited on the node is no checkpoint it holds: the step works in place, as ever)
+            held = state["manifest"] if isinstance(state["manifest"], dict) and not manifest_problem(state["manifest"]) \
+                else None
+            if checkpoint_plan.revision_differs(held, manifest):
                 _revisions[key] = _placed(node, manifest, live, state, allow_beside)
     return _revisions[key]
 

@@ -814,6 +814,13 @@ def test_a_new_revision_goes_beside_the_live_one_only_on_a_node_that_serves(deci
     assert got is None or not got.in_batch
 
 
+def test_a_live_manifest_edited_on_the_node_is_no_revision_to_go_beside_and_raises_nothing(decided_afresh):
+    edited = {**{**MANIFEST, "revision": "main"}, "files": ["garbled", {"path": "../x"}]}
+    node = revision_node(edited, {**SERVING, **ROOMY})
+    settings = SimpleNamespace(service_name="sglang", port=30000)
+    assert checkpoint.new_revision(node, NEW_PIN, None, DEST, settings) is None
+
+
 # config.json (12 bytes) is what the new revision does not share: it fits with the 64 MiB
 # margin in 65 MiB, not in 64 MiB
 @pytest.mark.parametrize("free, allow_beside, in_batch", [

@@ -291,3 +291,17 @@ def test_seeding_into_the_live_directory_names_it(live_sub):
     with pytest.raises(vf.UsageError) as refused:
         vf.seed(str(root) + "/", manifest, str(root))
     assert str(refused.value) == f"'{root}/' is the live directory itself"
+
+
+def test_a_hostile_manifest_path_is_reported_and_nothing_is_linked_outside_the_new_directory(tmp_path, live_sub):
+    root, manifest = live_sub
+    digest = manifest["files"][0]["sha256"]
+    hostile = {"files": [{"path": "../escaped.bin", "size": 1001, "sha256": digest},
+                         {"path": "/tmp/absolute.bin", "size": 1001, "sha256": digest},
+                         {"path": ["not", "a", "path"], "size": 1001, "sha256": digest},
+                         "not an entry", manifest["files"][1]]}
+    beside = tmp_path / "beside"
+    report = vf.seed(str(beside), hostile, str(root))
+    assert report["linked"] == 1 and (beside / "sub" / "m2.bin").exists()
+    assert [p["file"] for p in report["problems"]] == ["../escaped.bin", "/tmp/absolute.bin", "['not', 'a', 'path']"]
+    assert not (tmp_path / "escaped.bin").exists() and not os.path.exists("/tmp/absolute.bin")

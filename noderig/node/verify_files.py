@@ -595,6 +595,16 @@ def _verified_by_digest(live: str) -> dict:
     return found
 
 
+def _seed_problem(root: str, rel) -> str | None:
+    """Why a manifest path cannot be linked into ``root``: the path check (the manifest comes
+    from the Hub), then no link on the way (``walk_problem``)."""
+    problem = path_problem(rel)
+    if problem:
+        return problem
+    found = walk_problem(root, rel)
+    return found[1] if found else None
+
+
 def seed(root: str, manifest: dict, live: str) -> dict:
     """Prepare ``root`` for a new revision beside ``live`` (the directory a server runs):
     hard-link in every manifest file that ``live`` holds verified with the same digest, and
@@ -606,13 +616,15 @@ def seed(root: str, manifest: dict, live: str) -> dict:
     shared = _verified_by_digest(live)
     record, linked, linked_bytes, problems = _load_record(root), 0, 0, []
     for entry in manifest["files"]:
-        rel, digest = entry["path"], expected_digest(entry)
-        if digest not in shared or rel in record:
+        rel, digest = (entry.get("path"), expected_digest(entry)) if isinstance(entry, dict) else (None, None)
+        if not isinstance(digest, str) or digest not in shared:
             continue
-        problem = walk_problem(root, rel)
+        problem = _seed_problem(root, rel)
+        if problem:  # (the manifest comes from the Hub: a path is checked before it is used)
+            problems.append({"file": rel if isinstance(rel, str) else repr(rel), "problem": problem})
+            continue
         target = os.path.join(root, rel)
-        if problem or os.path.lexists(target):
-            problems += [{"file": rel, "problem": problem[1]}] if problem else []
+        if rel in record or os.path.lexists(target):
             continue  # something is there already: the fetch decides about it
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.link(os.path.join(live, shared[digest]), target, follow_symlinks=False)
