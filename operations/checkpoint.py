@@ -102,20 +102,25 @@ def new_revision(node, pin: RepoPin, token_file: str | None, live: str, settings
     + allow_beside: the inventory's ``checkpoint_beside``
     """
     key = (node.name, pin, live, allow_beside)
-    if key not in _revisions:
-        _revisions[key] = None
-        if rollout.serving(settings, node):
-            state = node.get_fact(CheckpointState, dest=live)
-            try:
-                manifest = manifest_for(pin, token_file, state["manifest"], f"{node.name} in {live}")
-            except NoderigError:
-                return None  # the checkpoint step says why, in its own words
-            # (a manifest edited on the node is no checkpoint it holds: the step works in place, as ever)
-            held = state["manifest"] if isinstance(state["manifest"], dict) and not manifest_problem(state["manifest"]) \
-                else None
-            if checkpoint_plan.revision_differs(held, manifest):
-                _revisions[key] = _placed(node, manifest, live, state, allow_beside)
-    return _revisions[key]
+    with one_at_a_time("revision", *key):  # (as in ``rollout.serving``: every target's greenlet asks)
+        if key not in _revisions:
+            _revisions[key] = None
+            if rollout.serving(settings, node):
+                _revisions[key] = _revision_of(node, pin, token_file, live, allow_beside)
+        return _revisions[key]
+
+
+def _revision_of(node, pin: RepoPin, token_file: str | None, live: str, allow_beside: bool) -> Revision | None:
+    state = node.get_fact(CheckpointState, dest=live)
+    try:
+        manifest = manifest_for(pin, token_file, state["manifest"], f"{node.name} in {live}")
+    except NoderigError:
+        return None  # the checkpoint step says why, in its own words
+    # (a manifest edited on the node is no checkpoint it holds: the step works in place, as ever)
+    held = state["manifest"] if isinstance(state["manifest"], dict) and not manifest_problem(state["manifest"]) \
+        else None
+    return _placed(node, manifest, live, state, allow_beside) if checkpoint_plan.revision_differs(held, manifest) \
+        else None
 
 
 _revisions: dict[tuple, Revision | None] = {}

@@ -32,7 +32,7 @@ from noderig.rollout import MAX_FAIL_SETTING, ROLLOUT_SETTING, parse_rollout, pl
 from noderig.service_plan import RUNNING, marker, plan_service
 
 from .facts import FileStates, HttpStatus, LinkTarget, Mtimes, UnitStatus
-from .util import fail, first_pass, operation
+from .util import fail, first_pass, one_at_a_time, operation
 
 # The node's last known good server: the files it ran and the venv it ran from, kept when
 # it was serving, before a rollout changed it (root only: the environment file holds secrets).
@@ -209,14 +209,18 @@ def serving(settings, node=None) -> bool:
     """
     node = host if node is None else node
     key = (node.name, settings.service_name, settings.port)
-    if key not in _serving:
-        # (a read that raises leaves False: the step that asked first fails the host, and a
-        # second asker does not fail it again)
-        _serving[key] = False
-        status = node.get_fact(UnitStatus, unit=f"{settings.service_name}.service")
-        _serving[key] = (status.get("active") in RUNNING
-                         and node.get_fact(HttpStatus, url=f"http://127.0.0.1:{settings.port}/health") == 200)
-    return _serving[key]
+    # (under the lock: another host's greenlet asks about this node too, the fan-out's and the
+    # revision's decisions, and a fact read yields to it; without the lock it would read the
+    # placeholder below as "serves nothing" and restart a serving node outside the rollout)
+    with one_at_a_time("serving", *key):
+        if key not in _serving:
+            # (a read that raises leaves False: the step that asked first fails the host, and a
+            # second asker does not fail it again)
+            _serving[key] = False
+            status = node.get_fact(UnitStatus, unit=f"{settings.service_name}.service")
+            _serving[key] = (status.get("active") in RUNNING
+                             and node.get_fact(HttpStatus, url=f"http://127.0.0.1:{settings.port}/health") == 200)
+        return _serving[key]
 
 
 _serving: dict[tuple, bool] = {}

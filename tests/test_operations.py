@@ -835,6 +835,32 @@ def test_a_new_revision_without_room_beside_the_live_one_is_fetched_in_its_batch
     assert got.dest == (DEST if in_batch else checkpoint_generation(DEST, NEW_MANIFEST))
 
 
+class SlowFactsHost(FakeHost):
+    """A fact read yields to the other greenlets before it answers, as a read over ssh does."""
+
+    def get_fact(self, cls, **kwargs):
+        import gevent
+
+        gevent.sleep(0.01)
+        return super().get_fact(cls, **kwargs)
+
+
+def test_a_serving_node_asked_about_by_every_greenlet_at_once_serves_for_each(decided_afresh, monkeypatch):
+    """The fan-out's and the revision's decisions ask about every target from each target's
+    greenlet: one that asks while another reads must get the answer, not a placeholder (a
+    serving node read as serving nothing was restarted outside its rollout batch)."""
+    import gevent
+
+    monkeypatch.setattr(util, "_locks", {})
+    node = SlowFactsHost({**revision_node(MANIFEST, {**SERVING, **ROOMY}).facts})
+    settings = SimpleNamespace(service_name="sglang", port=30000)
+    askers = [gevent.spawn(checkpoint.rollout.serving, settings, node) for _ in range(3)]
+    askers += [gevent.spawn(checkpoint.new_revision, node, NEW_PIN, None, DEST, settings) for _ in range(3)]
+    gevent.joinall(askers, raise_error=True)
+    assert [a.value for a in askers[:3]] == [True] * 3
+    assert [a.value for a in askers[3:]] == [checkpoint.Revision(DEST, checkpoint_generation(DEST, NEW_MANIFEST), 12)] * 3
+
+
 def test_download_started_hands_the_missing_files_to_aria2_and_leaves_the_hashing_to_fetch(monkeypatch):
     monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
     stats = {"config.json": {"size": 10, "mtime": 7.0, "aria2": False}}  # right size, never verified
