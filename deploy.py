@@ -18,7 +18,7 @@ from noderig.manifest import RepoPin
 from noderig.repair import REPAIRS_FILE, recorded_settings
 from noderig.server_settings import ServerSettings
 from operations import (call_sites, checkpoint, diagnosis, environment, fact_reads, firewall, packages, peers, preflight,
-                        rollout, service, summary)
+                        rollout, service, summary, venv_peers)
 from operations.facts import JsonFile
 from operations.util import decided
 
@@ -148,14 +148,17 @@ if "targets" in host.groups:
         packages.present(name="Prerequisites", packages=[p for p in wanted if not (early and p == "aria2")])
 
     # 3. Environment: the reference's venv, host to host; beside the live one while a server
-    # runs from it (it becomes live at the node's restart, in its rollout batch).
+    # runs from it (it becomes live at the node's restart, in its rollout batch). The reference
+    # sends it once: further targets copy it from a target that has it (venv_from_peers).
     venv = venv_next = None
     if "environment" in steps:
         venv_step = f"Venv {data.venv_path} from {reference.name}"
         beside = decided(venv_step, rollout.serving, settings, default=False)
         venv = environment.venv(name=venv_step,
                                 path=data.venv_path, reference=reference, transfer=data.venv_transfer,
-                                import_check=data.venv_import_check, beside=beside)
+                                import_check=data.venv_import_check, beside=beside,
+                                peer=venv_peers.source_of(targets, data))
+        venv_peers.expect(venv)
         venv_next = environment.next_generation(venv, data.venv_path, reference) if beside else None
 
     # 4. Checkpoint (and the speculative draft): pinned, downloaded on the node, verified.

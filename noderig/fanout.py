@@ -12,6 +12,9 @@ node added to a serving fleet) is never fetched from the Hub again: its holders 
     uris(peer_urls, hub_url, n)     -> aria2's URI list: peers fill the n connections (the
                                        deploy gives no Hub URL: see operations/checkpoint.py)
     peer_url(address, port, ...)    -> a file on a peer's server, by digest
+    copy_tree(nodes)                -> node -> the node it copies the venv from (None: the
+                                       reference), a tree that doubles the holders each round
+    copy_waits(sources)             -> node -> the nodes it waits for before that copy
 
 The states are the checkpoint planner's (``checkpoint_plan.classify``): only ``ok`` counts as
 holding a file, so a peer never serves bytes that were not hashed against the Hub's digest.
@@ -109,3 +112,35 @@ def describe(plan_: FleetPlan, node: str, sizes: dict[str, int]) -> str:
     hub, peers = plan_.bytes_from(node, sizes)
     return (f"{hub / 2**20:.1f} MiB from the Hub ({len(plan_.hub.get(node, []))} files), "
             f"{peers / 2**20:.1f} MiB from peers ({len(plan_.peers.get(node, []))} files)")
+
+
+def copy_tree(nodes: list[str]) -> dict[str, str | None]:
+    """Where each node copies the venv from: the first from the reference (None), every later
+    one from a node before it. In each round every node that holds the venv sends it to one
+    more, so the reference sends it once and ``n`` nodes take ``1 + ceil(log2(n))`` copy times,
+    not the ``n`` copies sharing the reference's uplink. A source sends to its receivers one
+    after the other, in this order (``copy_waits``)."""
+    if not nodes:
+        return {}
+    sources: dict[str, str | None] = {nodes[0]: None}
+    holders, rest = [nodes[0]], list(nodes[1:])
+    while rest:
+        sent = [(source, rest.pop(0)) for source in holders if rest]
+        sources.update({receiver: source for source, receiver in sent})
+        holders += [receiver for _, receiver in sent]
+    return sources
+
+
+def copy_waits(sources: dict[str, str | None]) -> dict[str, list[str]]:
+    """What each node waits for before it copies the venv (``copy_tree``'s plan): its source
+    holding it, and the source's previous receiver done (a source sends one copy at a time, so
+    each copy has the source's whole uplink). Always nodes of earlier rounds: no cycle."""
+    last: dict[str, str] = {}
+    waits: dict[str, list[str]] = {}
+    for node, source in sources.items():
+        if source is None:
+            waits[node] = []
+            continue
+        waits[node] = [source, *([last[source]] if source in last else [])]
+        last[source] = node
+    return waits

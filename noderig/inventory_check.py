@@ -65,7 +65,7 @@ DEBIAN_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?::[a-z0-9-]+)?\Z")
 _INT_RANGES = {"aria2_connections": (1, 16), "aria2_jobs": (1, 64), "gpus_required": (0, 1024),
                "max_repairs": (0, 100), "ready_timeout": (1, 86400), "fanout_port": (1, 65535)}
 _BOOLS = ("repair", INSECURE_HTTP_SETTING, ALLOW_SETTING, "firewall", "fanout", "fanout_keep_serving",
-          "download_first", "checkpoint_beside")
+          "download_first", "checkpoint_beside", "venv_from_peers")
 # Keys noderig once read and no longer does: an inventory that sets one is told, not ignored.
 RETIRED_SETTINGS = {
     "launcher_path": f"is not a setting: the launcher is noderig's own file at {LAUNCHER_PATH}, the path the "

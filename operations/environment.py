@@ -22,6 +22,7 @@ from noderig.rollout import venv_generation
 from noderig.inventory_check import VENV_TRANSFERS as TRANSFERS
 from noderig.treediff import diff_listings, summarize
 
+from . import venv_peers
 from .facts import CopyKeys, DistributionsDigest, TreeListing
 from .util import fail, first_pass, mark_changing, one_at_a_time, operation
 
@@ -35,7 +36,8 @@ _compared: dict[str, tuple[dict, bool]] = {}
 
 
 @operation(is_idempotent=True)
-def venv(path: str, reference, transfer: str = "auto", import_check: str = "sglang", beside: bool = False):
+def venv(path: str, reference, transfer: str = "auto", import_check: str = "sglang", beside: bool = False,
+         peer=None):
     """
     Make the venv at ``path`` on this node identical to the reference host's: same files,
     sizes, mtimes, modes and links, deletions included. rsync runs on the reference and
@@ -49,6 +51,8 @@ def venv(path: str, reference, transfer: str = "auto", import_check: str = "sgla
     + import_check: a module the venv's Python must import on the node afterwards
     + beside: the node's server runs from this venv: prepare the new one beside it (see
       ``noderig.rollout.venv_generation``); it becomes live at the node's restart
+    + peer: a target that takes the venv before this one in this run (``operations.venv_peers``):
+      the copy comes from it once its venv is identical to the reference's, else from the reference
     """
     if transfer not in TRANSFERS:
         yield from fail(host, f"venv_transfer={transfer!r} must be one of {', '.join(TRANSFERS)}")
@@ -62,15 +66,17 @@ def venv(path: str, reference, transfer: str = "auto", import_check: str = "sgla
     _compared[host.name] = (want, bool(diff))  # (for next_generation: no second listing of either venv)
     if not diff:
         # The copy removes its key from both hosts; a killed run leaves it, authorised.
+        sources = [reference, *([peer] if peer else [])]
         leftovers = host.get_fact(CopyKeys, prefix=TRANSIENT_TAG) + \
-            reference.get_fact(CopyKeys, prefix=copy_key_prefix(host))
+            [key for source in sources for key in source.get_fact(CopyKeys, prefix=copy_key_prefix(host))]
         if not leftovers:
             host.noop(f"venv {path} is identical to {reference.name}'s ({len(want)} entries)")
             return
         if first_pass(host):
             logger.info(f"[{host.name}] venv {path}: identical; removing {len(leftovers)} copy key(s) an "
                         "interrupted run left")
-        yield FunctionCommand(_remove_copy_keys, (reference, ""), {})
+        for source in sources:
+            yield FunctionCommand(_remove_copy_keys, (source, ""), {})
         return
     dest = venv_generation(path, want) if beside else path
     if beside:
@@ -80,11 +86,13 @@ def venv(path: str, reference, transfer: str = "auto", import_check: str = "sgla
             return
     if first_pass(host):
         where = f" into {dest}, beside the live one (which its server runs)" if beside else ""
-        logger.info(f"[{host.name}] venv {path}: {summarize(diff)} (from {reference.name}){where}")
+        source = f"{peer.name}, a target that takes it first (else {reference.name})" if peer else reference.name
+        logger.info(f"[{host.name}] venv {path}: {summarize(diff)} (from {source}){where}")
     yield mark_changing("venv")
     if beside:
         yield seed_command(path, dest)
-    yield FunctionCommand(_copy, (reference, path, transfer, diff.bytes_to_copy, dest), {})
+    yield FunctionCommand(_copy, (reference, path, transfer, diff.bytes_to_copy, dest),
+                          {"peer": peer, "want": want} if peer else {})
     yield FunctionCommand(_verify_copy, (reference, path, dest), {})
     yield StringCommand(QuoteString(f"{dest}/bin/python"), "-c", QuoteString(f"import {import_check}"))
 
@@ -128,7 +136,12 @@ class CopyError(Exception):
     pass
 
 
-def _copy(state, host, reference, path: str, transfer: str, bytes_to_copy: int = 0, dest: str | None = None) -> bool:
+def _copy(state, host, reference, path: str, transfer: str, bytes_to_copy: int = 0, dest: str | None = None,
+          peer=None, want: dict | None = None) -> bool:
+    stats = peer and _from_peer(peer, host, reference, path, bytes_to_copy, dest or path, want)
+    if stats:
+        logger.info(f"[{host.name}] venv copied (direct, from {peer.name}, a target that had it): {stats}")
+        return True
     try:
         if transfer in ("auto", "direct"):
             why = _why_not_direct(reference, host)
@@ -145,6 +158,26 @@ def _copy(state, host, reference, path: str, transfer: str, bytes_to_copy: int =
         return False
     logger.info(f"[{host.name}] venv copied ({transfer}): {stats}")
     return True
+
+
+def _from_peer(peer, host, reference, path: str, bytes_to_copy: int, dest: str, want: dict) -> str | None:
+    """The copy from ``peer`` once its venv operation ended: rsync's stats, or None (said why)
+    when the peer has no venv identical to the reference's (live or prepared beside), cannot
+    push to this node, or its copy failed; the caller then copies from the reference."""
+    why = venv_peers.wait_for(peer)
+    held = None
+    if not why:
+        held = next((d for d in (path, venv_generation(path, want))
+                     if not diff_listings(want, peer.get_fact(TreeListing, root=d))), None)
+        why = None if held else f"its venv is not identical to {reference.name}'s"
+    why = why or _why_not_direct(peer, host)
+    if not why:
+        try:
+            return _direct(peer, host, held, bytes_to_copy, dest)
+        except (CopyError, NoderigError) as e:
+            why = str(e)
+    logger.warning(f"[{host.name}] venv not from {peer.name} ({why}); copying it from {reference.name}")
+    return None
 
 
 def reach_command(addr: str, port: int) -> StringCommand:

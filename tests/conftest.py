@@ -133,3 +133,10 @@ def hub_call(lab, path: str, data: dict | None = None) -> dict:
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as resp:
         return json.loads(resp.read() or b"{}")
+
+
+def venv_copies(out: str) -> dict[str, str]:
+    """Node -> the host its venv copy came from in a deploy's output (the reference, ct200, or
+    a target that had it: venv_from_peers)."""
+    return {m.group(1): m.group(2) or "ct200"
+            for m in re.finditer(r"\[(\S+)\] venv copied \(direct(?:, from (\S+), a target that had it)?\)", out)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from noderig.fanout import FleetPlan, checkpoint_key, describe, peer_url, plan, stripe, uris
+from noderig.fanout import FleetPlan, checkpoint_key, copy_tree, copy_waits, describe, peer_url, plan, stripe, uris
 
 MiB = 2**20
 NODES = ["b300", "b300-2", "b300-3"]
@@ -109,3 +109,46 @@ def test_describe_names_bytes_and_files_per_source():
     p = FleetPlan(hub={"n": ["a"]}, peers={"n": ["b", "c"]}, serve={"n": []})
     assert describe(p, "n", {"a": 3 * MiB, "b": MiB, "c": MiB}) == \
         "3.0 MiB from the Hub (1 files), 2.0 MiB from peers (2 files)"
+
+
+def rounds(sources: dict) -> dict[str, int]:
+    """The round each node gets the venv in, each copy taking one round: after its source
+    holds it and after the source's previous receiver got it (a source sends one at a time);
+    the reference sends in round 1."""
+    got: dict[str, int] = {}
+    previous: dict = {}
+    for node, source in sources.items():  # (a source always comes before its receivers)
+        got[node] = 1 + max(got.get(source, 0), got.get(previous.get(source), 0))
+        previous[source] = node
+    return got
+
+
+def test_the_venv_copy_tree_for_eight_nodes_written_out():
+    nodes = [f"t{i}" for i in range(8)]
+    assert copy_tree(nodes) == {"t0": None, "t1": "t0", "t2": "t0", "t3": "t1", "t4": "t0", "t5": "t1",
+                                "t6": "t2", "t7": "t3"}
+    assert copy_waits(copy_tree(nodes)) == {"t0": [], "t1": ["t0"], "t2": ["t0", "t1"], "t3": ["t1"],
+                                            "t4": ["t0", "t2"], "t5": ["t1", "t3"], "t6": ["t2"], "t7": ["t3"]}
+    assert rounds(copy_tree(nodes)) == {"t0": 1, "t1": 2, "t2": 3, "t3": 3, "t4": 4, "t5": 4, "t6": 4, "t7": 4}
+
+
+@pytest.mark.parametrize("n, want_rounds", [(1, 1), (2, 2), (3, 3), (4, 3), (5, 4), (8, 4), (9, 5), (64, 7)])
+def test_the_reference_sends_the_venv_once_and_the_holders_double_each_round(n, want_rounds):
+    nodes = [f"node-{i}" for i in range(n)]
+    sources = copy_tree(nodes)
+    assert list(sources) == nodes and list(sources.values()).count(None) == 1 and sources[nodes[0]] is None
+    got = rounds(sources)
+    assert max(got.values()) == want_rounds
+    for node, source in sources.items():
+        if source is not None:  # a source holds the venv before its receiver copies from it
+            assert nodes.index(source) < nodes.index(node) and got[source] < got[node]
+    # each holder sends to at most one node per round, and the waits are on earlier rounds only
+    sends = [(source, got[node]) for node, source in sources.items() if source is not None]
+    assert len(sends) == len(set(sends))
+    for node, waits in copy_waits(sources).items():
+        assert all(got[w] < got[node] for w in waits) and (waits[:1] == [sources[node]] if waits else
+                                                           sources[node] is None)
+
+
+def test_no_node_no_tree():
+    assert copy_tree([]) == {}

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import changed_ops, run_pyinfra
+from tests.conftest import changed_ops, run_pyinfra, venv_copies
 
 pytestmark = pytest.mark.lab
 
@@ -22,6 +22,9 @@ def fleet_deploy(lab):
     began = time.monotonic()
     res = run_pyinfra(lab.fleet_inventory, "-y", "deploy.py")
     return res, res.stdout + res.stderr, time.monotonic() - began
+
+
+SSH_CLIENT = "/usr/bin/ssh"
 
 
 def summary(out: str) -> dict[str, str]:
@@ -52,12 +55,21 @@ def test_one_failing_host_does_not_stop_the_others_and_the_summary_names_it(lab)
         # Nothing after the failure ran on b300-3.
         assert lab.run("b300-3", "test -e /opt/sglang/venv || test -e /etc/systemd/system/sglang.service",
                        check=False).returncode != 0
+        # The reference sent the venv once: b300-2 took it from b300 (venv_from_peers).
+        assert venv_copies(out) == {"b300": "ct200", "b300-2": "b300"}, out[-4000:]
     finally:  # b300-3's package source back, whatever failed: later tests deploy to it
         lab.run("b300-3", f"cat > {SOURCES} <<'EOF'\n{saved}EOF")
 
-    # Fixed, rerun: b300-3 is provisioned; the other two change nothing.
-    res, out, took = fleet_deploy(lab)
+    # Fixed, rerun: b300-3 is provisioned; the other two change nothing. Its source, b300, has no
+    # ssh client this time: the copy from it fails, and b300-3 takes the venv from the reference.
+    lab.run("b300", f"mv {SSH_CLIENT} {SSH_CLIENT}.off")
+    try:
+        res, out, took = fleet_deploy(lab)
+    finally:
+        lab.run("b300", f"mv {SSH_CLIENT}.off {SSH_CLIENT}")
     assert res.returncode == 0, out[-4000:]
+    assert venv_copies(out) == {"b300-3": "ct200"}, out[-4000:]
+    assert re.search(r"\[b300-3\] venv not from b300 \(rsync of the venv from b300 to b300-3 failed", out), out[-4000:]
     lines = summary(out)
     assert lines["b300-3"].startswith("ok, changed"), lines["b300-3"]
     for name in ("b300", "b300-2"):

@@ -126,7 +126,7 @@ BAD = {
     "firewall_api_allow": ["0.0.0.0/0"], "firewall_peers": ["b300-2"], "firewall_peer_ports": [70000],
     "rollout": "0", "max_fail_percentage": 101,
     "fanout": "yes", "fanout_port": 0, "fanout_address": "b300-2", "fanout_keep_serving": 1,
-    "download_first": "no", "checkpoint_beside": "yes",
+    "download_first": "no", "checkpoint_beside": "yes", "venv_from_peers": "on",
 }
 
 

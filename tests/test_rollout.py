@@ -23,7 +23,7 @@ import urllib.request
 import pytest
 
 from noderig.repair import REPAIRS_FILE
-from tests.conftest import ROOT, changed_ops, hub_call, pyinfra_command, run_pyinfra
+from tests.conftest import ROOT, changed_ops, hub_call, pyinfra_command, run_pyinfra, venv_copies
 from tests.test_fleet import summary
 
 pytestmark = pytest.mark.lab
@@ -245,6 +245,8 @@ def test_a_venv_update_rolls_out_the_same_way_and_the_old_venv_stays_untouched(l
         lab.run("ct200", f"mv -f /root/version.py.orig {version}")
     assert res.returncode == 0, out[-4000:]
     assert "beside the live one" in out, out[-4000:]
+    # The reference sent it once; the others took it from b300's new venv, ready beside its live one.
+    assert venv_copies(out) == {"b300": "ct200", "b300-2": "b300", "b300-3": "b300"}, out[-4000:]
     everyone = sorted((a, b, name) for name in TARGETS for a, b in prober.down_spans(name))
     assert [name for _, _, name in everyone] == list(TARGETS), everyone
     for (a1, b1, n1), (a2, b2, n2) in zip(everyone, everyone[1:]):

@@ -9,6 +9,9 @@ reference_host = "ct200"
 venv_path = "/opt/sglang/venv"  # same absolute path on both hosts: a venv is not relocatable
 venv_import_check = "sglang"  # the copied venv's Python must import this on the node
 venv_transfer = "auto"  # direct (reference rsyncs to the node) | relay (via the controller) | auto
+# The reference sends the venv once: further targets copy it from a target that has it
+# (the holders double each round); False: every target from the reference.
+venv_from_peers = True
 
 # Hub and checkpoint. Pin revisions to commit shas for a reproducible deploy.
 hf_endpoint = "https://huggingface.co"
