@@ -374,3 +374,12 @@ def test_a_line_whose_first_word_starts_with_a_numeral_that_is_no_letter_is_not_
     # number (str.isalpha() is False), though the journal patterns' [^\W\d_] would take it
     for line in ("Ⅻdec 02 13:31:17 b300 sglang[536]: Load weight end.", "Ⅻ 02 13:31:17 b300 sglang[536]: x"):
         assert strip_prefixes(line) == (line, {}), line
+
+
+def test_pytest_short_summary_leaves_the_exception_line():
+    # pytest's "FAILED <node id> - <exception>" (and a collection ERROR) is peeled to the exception it reports
+    assert strip_prefixes("FAILED tests/x.py::test_a[1-2] - RuntimeError: boom") == ("RuntimeError: boom", {})
+    assert strip_prefixes("ERROR tests/x.py - ImportError: no module") == ("ImportError: no module", {})
+    # a summary without an exception, and a vLLM ERROR record, keep their words
+    assert strip_prefixes("FAILED tests/x.py::test_a - assert 1 == 2") == ("FAILED tests/x.py::test_a - assert 1 == 2", {})
+    assert strip_prefixes("ERROR 05-24 00:20:47 [core.py:1108] RuntimeError: x")[0] == "RuntimeError: x"

@@ -85,6 +85,8 @@ _PANE = re.compile(r"^│ ?")
 _PANE_END = re.compile(r"\s*│\s*$")
 # pytest's report of an error: "E       RuntimeError: ..." (the E, then the code's indentation)
 _PYTEST_E = re.compile(r"^E(?= {3}|\t)")
+# pytest's short test summary: "FAILED tests/x.py::test[a-1] - RuntimeError: ..." (the exception follows)
+_PYTEST_SUMMARY = re.compile(r"^(?:FAILED|ERROR) \S+ - (?=[A-Za-z_][\w.]*(?:Error|Exception|Failure)\b)")
 # log shippers / kubectl --timestamps / GitHub Actions: "2024-06-28T06:11:52.685300953Z ", "[2025-11-06T02:09:46.576Z] ";
 # a Kubernetes node's container log (CRI format) adds the stream and a full/partial flag: "... stdout F "
 _SHIP_TS = re.compile(r"^\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]? "
@@ -194,6 +196,8 @@ def _peel(text: str, info: dict) -> re.Match | None:
         m = _QUOTE.match(text)
     if m is None and c == "E":
         m = _PYTEST_E.match(text)
+    if m is None and c in "FE":
+        m = _PYTEST_SUMMARY.match(text)
     if m is None and c == "│":
         m = _PANE.match(text)
     if m is None and "|" in text[:64]:

@@ -15,19 +15,24 @@ __all__ = ["DEATH", "FAILURE", "first_failure", "ready_index", "stage"]
 FAILURE = re.compile(
     r"^\s*[\w.]*(Error|Exception|Exit|Interrupt)\w*(:|\s*$)|^\s*Traceback \(most recent call last\)|"
     r"\b(fatal error|FATAL|Segmentation fault|core dumped|Killed|Aborted|returned non-zero exit status|"
-    r"Scheduler hit an exception|Received sigquit|is dead\b|code=(killed|dumped)|status=[1-9]\d*/|"
-    r"Failed with result|exit(ed)? with (code|status) [1-9])|^\[?(ERROR|CRITICAL)\b|\berror:|"
+    r"Scheduler hit an exception|Received sigquit|is dead\b|died unexpectedly|code=(killed|dumped)|"
+    r"status=[1-9]\d*/|Failed with result|(exit(ed)?|finished) with (exit )?(code|status) [1-9])|"
+    r"^\[?(ERROR|CRITICAL)\b|\berror:|"
     r"^\[E\d{3,4} [\d:.]+ |"  # torch/c10's error records ("[E530 13:41:17.1 x.cpp:6] ")
-    r"^\s*CUDA (driver |runtime )?error\s*[(:]", re.IGNORECASE)  # a kernel's own CUDA check ("CUDA error (x.h:188): ...")
+    # a C/C++ assertion that failed ("x.cpp:728: GGML_ASSERT(a != b) failed", "Assertion `x' failed.")
+    r"\b[A-Z_]*ASSERT\w*\(.*\) failed\b|\bAssertion [`'].*' failed|"
+    # a CUDA call's error, where the line starts or after the caller that checked it
+    # ("CUDA error (x.h:188): ...", "x.cu(57) : getLastCudaError() CUDA error : KernelError : (500) ...")
+    r"\bCUDA (driver |runtime )?error\s*[(:]", re.IGNORECASE)
 # After the ready line only a dead process is a failure (a request's traceback is not).
-DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|Aborted|Received sigquit|is dead\b|"
+DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|Aborted|Received sigquit|is dead\b|died unexpectedly|"
                    r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)", re.IGNORECASE)
 # A warning, by its own header: Python's ("x.py:12: UserWarning: ..."), torch/c10's ("[W socket.cpp:663] ..."),
 # a plain "Warning: ..." line. What it says ("error: ..." in a fallback note) is not a failure.
 _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\d:.]+)?[ \]\w]")
 # Words one of the patterns above needs (lowercased): a line without any is skipped cheaply.
 _FAILURE_HINT = re.compile(r"^\[e\d|error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|aborted|"
-                           r"non-zero|sigquit|dead|code=|status=|failed with|critical")
+                           r"non-zero|sigquit|dead|died|code=|status=|failed with|critical|assert")
 
 
 def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 0,
