@@ -121,6 +121,12 @@ def _address(h) -> str:
     return h.data.get("ssh_hostname") or h.name
 
 
+def _cluster_address(h) -> str:
+    """Where another target reaches ``h``: its cluster address (``fanout_address``: the bulk
+    network between the targets), else where pyinfra reaches it."""
+    return h.data.get("fanout_address") or _address(h)
+
+
 def _port(h) -> int:
     return h.data.get("ssh_port") or 22
 
@@ -170,10 +176,10 @@ def _from_peer(peer, host, reference, path: str, bytes_to_copy: int, dest: str, 
         held = next((d for d in (path, venv_generation(path, want))
                      if not diff_listings(want, peer.get_fact(TreeListing, root=d))), None)
         why = None if held else f"its venv is not identical to {reference.name}'s"
-    why = why or _why_not_direct(peer, host)
+    why = why or _why_not_direct(peer, host, _cluster_address)
     if not why:
         try:
-            return _direct(peer, host, held, bytes_to_copy, dest)
+            return _direct(peer, host, held, bytes_to_copy, dest, address=_cluster_address)
         except (CopyError, NoderigError) as e:
             why = str(e)
     logger.warning(f"[{host.name}] venv not from {peer.name} ({why}); copying it from {reference.name}")
@@ -187,10 +193,11 @@ def reach_command(addr: str, port: int) -> StringCommand:
                          QuoteString(addr), QuoteString(str(port)))
 
 
-def _why_not_direct(reference, target) -> str | None:
+def _why_not_direct(reference, target, address=_address) -> str | None:
     """Why the reference cannot push to the node itself, or None when it can: its sshd is
-    unreachable from the reference, or the node has no rrsync for the copy key's command."""
-    addr, port = _address(target), _port(target)
+    unreachable from the reference (at ``address(target)``), or the node has no rrsync for the
+    copy key's command."""
+    addr, port = address(target), _port(target)
     ok, _ = reference.run_shell_command(reach_command(addr, port))
     if not ok:
         return f"{reference.name} cannot reach {addr}:{port}"
@@ -198,6 +205,8 @@ def _why_not_direct(reference, target) -> str | None:
     if not ok:
         return f"{target.name} has no {RRSYNC} (rsync >= 3.2.4) to restrict the copy key to"
     return None
+
+
 def rsync_stats(lines: list[str]) -> str:
     """"N files, X MiB transferred" from rsync --stats."""
     text = "\n".join(lines)
@@ -208,15 +217,15 @@ def rsync_stats(lines: list[str]) -> str:
     return f"{n} files, {b / 2**20:.1f} MiB transferred"
 
 
-def _direct(reference, host, path: str, bytes_to_copy: int = 0, dest: str | None = None) -> str:
+def _direct(reference, host, path: str, bytes_to_copy: int = 0, dest: str | None = None, address=_address) -> str:
     """rsync on the reference pushes to the node over SSH with a key made for this copy only:
     on the node it can do nothing but receive into ``path`` (forced ``rrsync -wo``), from the
     reference's address alone, until an expiry sized to the copy; it is removed afterwards
     from both hosts, so no credential outlives the copy (an interrupted copy's leftovers are
     removed by the next one, before it adds its own). A key that cannot be removed fails the
-    host, naming it."""
+    host, naming it. ``address``: where each host is reached (a peer's push: the cluster's)."""
     tag = f"{copy_key_prefix(host)}{secrets.token_hex(6)}"
-    target_addr, ref_addr, port = _address(host), _address(reference), _port(host)
+    target_addr, ref_addr, port = address(host), address(reference), _port(host)
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "key"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", tag, "-f", str(key)], check=True)
@@ -230,7 +239,7 @@ def _direct(reference, host, path: str, bytes_to_copy: int = 0, dest: str | None
         raise CopyError(f"could not remove the copy keys an earlier run left on {host.name} or {reference.name}")
     error = None
     try:
-        lines = _push(reference, host, path, tag, line, private, known, dest)
+        lines = _push(reference, host, path, tag, line, private, known, dest, target_addr)
     except CopyError as e:
         error, lines = str(e), []
     finally:
@@ -252,7 +261,7 @@ def _ips(h, address: str) -> list[str]:
 
 
 def _push(reference, host, path: str, tag: str, line: str, private: str, known: str,
-          dest: str | None = None) -> list[str]:
+          dest: str | None = None, target_addr: str | None = None) -> list[str]:
     """Authorise the key on the node, place its private half (0600 before a byte is
     written) and known_hosts on the reference, and rsync."""
     remote_key, remote_known = f"/root/.ssh/{tag}", f"/root/.ssh/{tag}.known_hosts"
@@ -272,7 +281,7 @@ def _push(reference, host, path: str, tag: str, line: str, private: str, known: 
            "-o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=10")
     return _run(reference, StringCommand(
         "rsync", *RSYNC_FLAGS, "-e", QuoteString(ssh), QuoteString(f"{path}/"),
-        QuoteString(rsync_destination(_address(host)))),
+        QuoteString(rsync_destination(target_addr or _address(host)))),
         f"rsync of the venv from {reference.name} to {host.name}")
 
 

@@ -149,18 +149,24 @@ def test_an_identical_venv_with_a_peer_and_no_leftover_key_is_a_no_op():
     assert run_op(environment.venv, node, "/opt/v", reference, peer=peer_host(dict(LISTING))) == []
 
 
+class Calls(list):
+    addresses: list
+
+
 @pytest.fixture
 def pushes(monkeypatch):
     """Every push ``_direct`` is asked for: (source, node, source path, node path); the peer's
     operation already ended and every host reaches every other."""
-    calls = []
+    calls, addresses = Calls(), []
     monkeypatch.setattr(venv_peers, "wait_for", lambda peer: None)
-    monkeypatch.setattr(environment, "_why_not_direct", lambda source, node: None)
+    monkeypatch.setattr(environment, "_why_not_direct", lambda source, node, address=None: None)
 
-    def direct(source, node, path, bytes_to_copy=0, dest=None):
+    def direct(source, node, path, bytes_to_copy=0, dest=None, address=environment._address):
         calls.append((source.name, node.name, path, dest))
+        addresses.append((address(source), address(node)))
         return "3 files, 1.0 MiB transferred"
     monkeypatch.setattr(environment, "_direct", direct)
+    calls.addresses = addresses
     return calls
 
 
@@ -188,7 +194,7 @@ def test_a_peer_without_the_reference_s_venv_leaves_the_copy_to_the_reference(pu
 def test_a_copy_from_the_peer_that_fails_is_done_again_from_the_reference(pushes, monkeypatch, caplog):
     node, reference = venv_hosts({})
 
-    def direct(source, node_, path, bytes_to_copy=0, dest=None):
+    def direct(source, node_, path, bytes_to_copy=0, dest=None, address=None):
         pushes.append((source.name, node_.name, path, dest))
         if source.name == "b300-0":
             raise environment.CopyError("rsync of the venv from b300-0 to b300 failed on b300-0: ssh: not found")
@@ -207,3 +213,12 @@ def test_a_peer_that_failed_is_not_asked_for_its_venv(pushes, monkeypatch):
     peer = FakeHost({}, name="b300-0")  # (any fact read on it would fail the test)
     assert environment._copy(None, node, reference, "/opt/v", "direct", 10, None, peer=peer, want=LISTING)
     assert pushes == [("ct200", "b300", "/opt/v", "/opt/v")]
+
+
+def test_a_peer_pushes_over_the_cluster_network_when_the_targets_have_one(pushes):
+    node, reference = venv_hosts({})
+    node.data["fanout_address"] = "10.9.0.2"
+    peer = peer_host(LISTING)
+    peer.data["fanout_address"] = "10.9.0.1"
+    assert environment._copy(None, node, reference, "/opt/v", "auto", 10, None, peer=peer, want=LISTING)
+    assert pushes.addresses == [("10.9.0.1", "10.9.0.2")]
