@@ -24,6 +24,7 @@ from noderig.treediff import diff_listings, summarize
 
 from . import venv_peers
 from .facts import CopyKeys, DistributionsDigest, TreeListing
+from .peers import cluster_address
 from .util import fail, first_pass, mark_changing, one_at_a_time, operation
 
 # __pycache__ is neither copied nor deleted: each host's Python keeps its own bytecode cache
@@ -122,9 +123,9 @@ def _address(h) -> str:
 
 
 def _cluster_address(h) -> str:
-    """Where another target reaches ``h``: its cluster address (``fanout_address``: the bulk
-    network between the targets), else where pyinfra reaches it."""
-    return h.data.get("fanout_address") or _address(h)
+    """Where another target reaches ``h``: where the fan-out's peers do (``peers.cluster_address``:
+    ``fanout_address``, the bulk network between the targets), else where pyinfra reaches it."""
+    return cluster_address(h) or _address(h)
 
 
 def _port(h) -> int:
@@ -260,13 +261,13 @@ def _ips(h, address: str) -> list[str]:
     return sorted({line.split()[0] for line in lines if line.strip()})
 
 
-def _push(reference, host, path: str, tag: str, line: str, private: str, known: str,
-          dest: str | None = None, target_addr: str | None = None) -> list[str]:
+def _push(reference, host, path: str, tag: str, line: str, private: str, known: str, dest: str,
+          target_addr: str) -> list[str]:
     """Authorise the key on the node, place its private half (0600 before a byte is
-    written) and known_hosts on the reference, and rsync."""
+    written) and known_hosts on the reference, and rsync to ``dest`` at ``target_addr``."""
     remote_key, remote_known = f"/root/.ssh/{tag}", f"/root/.ssh/{tag}.known_hosts"
     _run(host, StringCommand(
-        "mkdir", "-p", "--", QuoteString(dest or path), "&&",  # rrsync's root must exist
+        "mkdir", "-p", "--", QuoteString(dest), "&&",  # rrsync's root must exist
         "mkdir", "-p", "-m", "700", "/root/.ssh", "&&", "touch", "/root/.ssh/authorized_keys", "&&",
         "echo", QuoteString(line), ">>", "/root/.ssh/authorized_keys"), "authorising the copy")
     _run(reference, StringCommand("mkdir", "-p", "-m", "700", "/root/.ssh", "&&",
@@ -281,7 +282,7 @@ def _push(reference, host, path: str, tag: str, line: str, private: str, known: 
            "-o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=10")
     return _run(reference, StringCommand(
         "rsync", *RSYNC_FLAGS, "-e", QuoteString(ssh), QuoteString(f"{path}/"),
-        QuoteString(rsync_destination(target_addr or _address(host)))),
+        QuoteString(rsync_destination(target_addr))),
         f"rsync of the venv from {reference.name} to {host.name}")
 
 

@@ -149,24 +149,28 @@ def test_an_identical_venv_with_a_peer_and_no_leftover_key_is_a_no_op():
     assert run_op(environment.venv, node, "/opt/v", reference, peer=peer_host(dict(LISTING))) == []
 
 
-class Calls(list):
-    addresses: list
+class Pushes(list):
+    """(source, node, source path, node path) of each push; ``addresses``: (the source's, the
+    node's) as each push reached them."""
+
+    def __init__(self):
+        super().__init__()
+        self.addresses = []
 
 
 @pytest.fixture
 def pushes(monkeypatch):
     """Every push ``_direct`` is asked for: (source, node, source path, node path); the peer's
     operation already ended and every host reaches every other."""
-    calls, addresses = Calls(), []
+    calls = Pushes()
     monkeypatch.setattr(venv_peers, "wait_for", lambda peer: None)
     monkeypatch.setattr(environment, "_why_not_direct", lambda source, node, address=None: None)
 
     def direct(source, node, path, bytes_to_copy=0, dest=None, address=environment._address):
         calls.append((source.name, node.name, path, dest))
-        addresses.append((address(source), address(node)))
+        calls.addresses.append((address(source), address(node)))
         return "3 files, 1.0 MiB transferred"
     monkeypatch.setattr(environment, "_direct", direct)
-    calls.addresses = addresses
     return calls
 
 
