@@ -12,10 +12,13 @@ may have changed it:
   reference pushes the venv to a target; peers serve files);
 - the operation run that follows a change-detection pass (pyinfra's prompt, or ``--dry``:
   time passes) reads everything afresh; with ``-y`` the run follows the load at once;
-- ``VOLATILE`` facts (whether the server and aria2 run and answer: that changes on its own)
-  are kept only while the deploy file plans (pyinfra's load, and its change detection), so
-  that every plan sees one state; the operation run reads them afresh each time, as readiness,
-  the service's restart and the checkpoint step act on what runs now.
+- ``VOLATILE`` facts (whether the server runs and answers: that changes on its own) are kept
+  while the deploy file plans (pyinfra's load, and its change detection), so that every plan
+  sees one state; in the operation run a kept answer stands only while it is younger than
+  ``FRESH_SECONDS`` (and nothing ran since), else it is read afresh, as readiness and the
+  service's restart act on what runs now. An answer a second old is as good as one read now
+  (the server could as well stop the moment after either); a converged rerun so reads the
+  server's state once per host, not once per operation that asks.
 
 A read that failed (its host failed) or raised is not kept: a second read fails again as
 before. Each answer is a copy: a caller may change what it got. A wait loop (a function an
@@ -36,6 +39,7 @@ import hashlib
 import json
 import pickle
 import secrets
+import time
 
 import gevent
 from gevent import getcurrent
@@ -46,6 +50,9 @@ from operations.facts import FACT_MODULES, Facts, HttpStatus, UnitStatus, fact_c
 from operations.util import controller_cache
 
 VOLATILE = frozenset({UnitStatus, HttpStatus})
+# How long a VOLATILE answer stands in the operation run: long enough for a converged rerun's
+# load and run (about a second on the lab), short beside any wait (a rollout batch, readiness).
+FRESH_SECONDS = 5.0
 # The connector's methods that act on a host (get_file too: a download may run commands).
 ACTIONS = ("run_shell_command", "put_file", "get_file", "rsync")
 # At most this many facts are kept per host for the next run's first round trip.
@@ -58,6 +65,8 @@ class FactReads:
     def __init__(self, state):
         self.state = state
         self.values: dict = {}
+        self.read_at: dict = {}  # key -> when its kept value was read (monotonic seconds)
+        self.clock = time.monotonic
         self.phase = self._phase()
         self.reading: set[int] = set()  # the greenlets inside a fact read now
         self.generation = 0  # forget() counts: a read another host's command overlapped is not kept
@@ -71,6 +80,7 @@ class FactReads:
 
     def forget(self) -> None:
         self.values.clear()
+        self.read_at.clear()
         self.generation += 1
 
     def read(self, host, inner, cls, args, kwargs):
@@ -78,14 +88,14 @@ class FactReads:
         if phase != self.phase:
             self.phase = phase
             self.forget()
-        if not isinstance(cls, type) or (cls in VOLATILE and self.state.is_executing):
+        if not isinstance(cls, type):
             return self._run(inner, cls, args, kwargs)
         pending = self.pending.get(host.name)
         if pending is not None and pending is not getcurrent():
             pending.join()
         key = (host.name, cls, args, tuple(sorted(kwargs.items())))
         try:
-            if key in self.values and not _changes_on_its_own(cls, self.values[key]):
+            if key in self.values and not _changes_on_its_own(cls, self.values[key]) and self._fresh(cls, key):
                 self._asked(host, key, cls, args, kwargs)
                 return _copy(self.values[key])
         except TypeError:  # an argument that cannot be a key (a list): read, never kept
@@ -93,9 +103,20 @@ class FactReads:
         generation = self.generation
         value = self._run(inner, cls, args, kwargs)
         if generation == self.generation and host not in self.state.failed_hosts and not _changes_on_its_own(cls, value):
-            self.values[key] = _copy(value)
+            self._keep(key, _copy(value))
         self._asked(host, key, cls, args, kwargs)
         return value
+
+    def _keep(self, key, value) -> None:
+        self.values[key] = value
+        self.read_at[key] = self.clock()
+
+    def _fresh(self, cls, key) -> bool:
+        """Whether a kept answer still stands: always while the deploy file plans; for a
+        ``VOLATILE`` fact in the operation run, while it is younger than ``FRESH_SECONDS``."""
+        if cls not in VOLATILE or not self.state.is_executing:
+            return True
+        return self.clock() - self.read_at.get(key, float("-inf")) < FRESH_SECONDS
 
     def _asked(self, host, key, cls, args, kwargs) -> None:
         """Note a fact this run read (answered from what was kept or not), for the next run."""
@@ -125,8 +146,9 @@ class FactReads:
                 value = fact.process(lines) if lines else fact.default()
             except Exception:  # noqa: BLE001 - likewise (an unreadable JSON file names itself then)
                 continue
-            if not _changes_on_its_own(type(fact), value):
-                self.values.setdefault((host.name, type(fact), (), tuple(sorted(kwargs.items()))), value)
+            key = (host.name, type(fact), (), tuple(sorted(kwargs.items())))
+            if key not in self.values and not _changes_on_its_own(type(fact), value):
+                self._keep(key, value)
 
     def _run(self, inner, cls, args, kwargs):
         me = id(getcurrent())
@@ -166,6 +188,9 @@ def remember(host) -> FactReads:
             last = _last_reads(each)
             if last and each.connected:
                 reads.pending[each.name] = gevent.spawn(reads.read_at_once, each, last)
+        # (let those reads go out now: this greenlet would otherwise plan its own host first,
+        # and the first host's deploy file pays for every module's import)
+        gevent.sleep(0)
     return reads
 
 

@@ -52,7 +52,7 @@ class NodeInfo(FactBase):
         script = (
             'p="$1"; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; '
             'echo "os=$(. /etc/os-release; echo "$ID $VERSION_ID")"; '
-            "echo \"python=$(python3 -c 'import platform; print(platform.python_version())' 2>/dev/null)\"; "
+            'echo "python=$(python3 -V 2>/dev/null)"; '
             'echo "free=$(df -PB1 "$p" | awk \'NR==2 {print $4}\')"; '
             'echo "dev=$(stat -c %d "$p")"; '
             "if command -v nvidia-smi >/dev/null 2>&1; then "
@@ -68,7 +68,7 @@ class NodeInfo(FactBase):
             if key == "os":
                 info["os"] = value or None
             elif key == "python":
-                info["python"] = value or None
+                info["python"] = python_version(value)
             elif key == "free" and value.isdigit():
                 info["free_bytes"] = int(value)
             elif key == "dev":
@@ -106,13 +106,18 @@ class PythonVersion(FactBase):
     """
 
     def command(self, executable: str) -> StringCommand:
-        return StringCommand(
-            QuoteString(executable), "-c", QuoteString("import platform; print(platform.python_version())"),
-            "2>/dev/null", "||", "true",
-        )
+        return StringCommand(QuoteString(executable), "-V", "2>/dev/null", "||", "true")
 
     def process(self, output):
-        return output[0].strip() if output else None
+        return python_version(output[0]) if output else None
+
+
+def python_version(line: str) -> str | None:
+    """``3.11.2`` from ``python3 -V``'s line (``Python 3.11.2``): what ``platform.python_version()``
+    prints, read without starting the interpreter (-V answers before it initialises: 2 ms of
+    CPU on the node against 20, and the fact is read in every run)."""
+    words = line.split()
+    return words[1] if len(words) == 2 and words[0] == "Python" else None
 
 
 class FileStats(FactBase):

@@ -29,7 +29,7 @@ from noderig.node import script_path
 
 from . import summary
 from .checkpoint import HUBPATH_SCRIPT, VERIFY_SCRIPT, manifest_for
-from .facts import FileStats, JsonFile, Mtimes, UnitStatus
+from .facts import CheckpointState, Mtimes, UnitStatus
 from .util import first_pass, one_at_a_time, operation
 
 
@@ -88,11 +88,10 @@ def fleet_plan(pin, token_file, targets: list, fanout_on: bool) -> Planned | Non
             states = {}
             try:
                 for h, dest in targets:
-                    on_node = h.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.MANIFEST_FILE}")
-                    manifest = manifest_for(pin, token_file, on_node, f"{h.name} in {dest}")
-                    states[h.name] = checkpoint_plan.classify(
-                        manifest, h.get_fact(FileStats, root=dest),
-                        h.get_fact(JsonFile, path=f"{dest}/{checkpoint_plan.RECORD_FILE}"))
+                    # (the state each target's own checkpoint step reads: one read per run)
+                    node = h.get_fact(CheckpointState, dest=dest)
+                    manifest = manifest_for(pin, token_file, node["manifest"], f"{h.name} in {dest}")
+                    states[h.name] = checkpoint_plan.classify(manifest, node["stats"], node["record"])
             except Exception as e:  # noqa: BLE001 - each host's checkpoint step reports it
                 logger.debug(f"fan-out plan for {pin.repo}: {e}")
                 return None

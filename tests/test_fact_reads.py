@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import gevent
 import pytest
 
-from operations.fact_reads import remember
+from operations.fact_reads import FRESH_SECONDS, remember
 from operations.facts import CheckpointState, Facts, FileStats, HttpStatus, JsonFile, UnitStatus
 
 
@@ -97,24 +97,55 @@ def test_a_command_on_any_host_makes_every_fact_read_again():
     assert reads(node) == 2
 
 
-def test_whether_the_server_runs_and_answers_is_read_again_each_time_in_the_operation_run():
-    _, answers, node, _ = run(executing=True)
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def clocked(state) -> Clock:
+    clock = state._noderig_fact_reads.clock = Clock()
+    return clock
+
+
+def test_in_the_operation_run_the_servers_state_is_read_again_once_its_answer_is_no_longer_fresh():
+    state, answers, node, _ = run(executing=True)
+    clock = clocked(state)
     assert node.get_fact(UnitStatus, unit="sglang.service") == {"value": "active"}
     answers["UnitStatus"], answers["HttpStatus"] = "failed", 0
+    clock.now += FRESH_SECONDS - 0.5  # a second step asks at once: the answer stands
+    assert node.get_fact(UnitStatus, unit="sglang.service") == {"value": "active"}
+    clock.now += 0.5
     assert node.get_fact(UnitStatus, unit="sglang.service") == {"value": "failed"}
     node.get_fact(HttpStatus, url="http://127.0.0.1:30000/health")
-    assert node.get_fact(HttpStatus, url="http://127.0.0.1:30000/health") == {"value": 0}
+    node.connector.run_shell_command("systemctl restart sglang.service")  # a step acted
+    answers["HttpStatus"] = 200
+    assert node.get_fact(HttpStatus, url="http://127.0.0.1:30000/health") == {"value": 200}
     assert reads(node) == 4
 
 
-def test_the_deploy_files_plans_see_one_state_of_the_server_and_the_run_reads_it_afresh():
+def test_the_deploy_files_plans_see_one_state_of_the_server_and_the_run_reads_it_afresh_once_it_is_old():
     state, answers, node, _ = run()
+    clock = clocked(state)
     node.get_fact(UnitStatus, unit="sglang.service")  # the rollout: does it serve?
     answers["UnitStatus"] = "failed"
+    clock.now += 60  # however long the plans take, they see one state
     assert node.get_fact(UnitStatus, unit="sglang.service") == {"value": "active"}  # must it restart?
-    state.is_executing = True  # -y: the run follows at once, and still reads what runs now
+    state.is_executing = True  # -y: the run follows; a minute later it reads what runs now
     assert node.get_fact(UnitStatus, unit="sglang.service") == {"value": "failed"}
     assert reads(node) == 2
+
+
+def test_a_converged_reruns_operations_take_the_servers_state_from_its_first_round_trip():
+    unit = [0, ["ActiveState=active", "SubState=running"]]
+    state, answers, node, _ = run(facts={"operations.facts.UnitStatus": unit})
+    state._noderig_fact_reads.read_at_once(node, [["operations.facts.UnitStatus", {"unit": "sglang.service"}]])
+    state.is_executing = True  # -y: the run follows the load a second later
+    answers["UnitStatus"] = "failed"
+    assert node.get_fact(UnitStatus, unit="sglang.service")["active"] == "active"
+    assert [c.split(" ")[1] for c in node.connector.commands] == ["Facts"]
 
 
 def test_the_run_after_a_prompt_reads_afresh_and_a_run_without_one_does_not():

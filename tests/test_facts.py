@@ -220,6 +220,14 @@ def test_python_version_of_an_interpreter_and_of_one_that_does_not_exist(tmp_pat
     assert gather(facts.PythonVersion, executable=str(tmp_path / "python3.99")) == (0, None)
 
 
+@pytest.mark.parametrize("line, version", [("Python 3.11.2", "3.11.2"), ("Python 3.13.0rc1", "3.13.0rc1"),
+                                           ("Python 3.12.1+", "3.12.1+"), ("", None), ("python3: not found", None),
+                                           ("Python", None)])
+def test_the_python_version_is_read_from_the_interpreters_version_line(line, version):
+    # (`python3 -V` prints what platform.python_version() returns, pre-releases included)
+    assert facts.python_version(line) == version
+
+
 def test_pyvenv_cfg_is_read_from_the_venv(tmp_path):
     (tmp_path / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.11.2\n")
     assert gather(facts.PyvenvCfg, venv=str(tmp_path)) == (0, {"home": "/usr/bin", "version": "3.11.2"})
