@@ -60,16 +60,30 @@ def present(packages: list[str]):
                             "DEBIAN_FRONTEND=noninteractive", "dpkg", "--configure", "-a",
                             "--force-confdef", "--force-confold")
     if missing:
-        yield from install_commands(missing)
+        yield from install_commands(missing, refresh=not _refreshed_earlier(host))
 
 
-def install_commands(packages: list[str]) -> list[StringCommand]:
+def _refreshed_earlier(host) -> bool:
+    """Whether an earlier step of this run refreshes this host's package lists (the aria2 step
+    before the download), and note that this one does: a second ``apt-get update`` seconds
+    later learns nothing and costs a round of the sources on the download's critical path.
+    Noted per phase (planning, then running), as each phase runs every step's body afresh."""
+    refreshed = host.state.__dict__.setdefault("_noderig_apt_refreshed", set())
+    key = (host.name, bool(host.state.is_executing))
+    if key in refreshed:
+        return True
+    refreshed.add(key)
+    return False
+
+
+def install_commands(packages: list[str], refresh: bool = True) -> list[StringCommand]:
     """How the deploy installs Debian packages, here and in repairs: the package lists
     refreshed first (a source fixed since the last run is seen at once), then ``packages``
     without recommends, a changed conffile kept as the admin left it (no question asked).
 
     + packages: Debian package names (each one quoted)
+    + refresh: refresh the package lists first (False: an earlier step of this run did)
     """
-    return [StringCommand(*APT, "update"),
-            StringCommand(*APT, "install", "--no-install-recommends", "-o", "Dpkg::Options::=--force-confdef",
-                          "-o", "Dpkg::Options::=--force-confold", *(QuoteString(p) for p in packages))]
+    update = [StringCommand(*APT, "update")] if refresh else []
+    return [*update, StringCommand(*APT, "install", "--no-install-recommends", "-o", "Dpkg::Options::=--force-confdef",
+                                   "-o", "Dpkg::Options::=--force-confold", *(QuoteString(p) for p in packages))]

@@ -45,6 +45,21 @@ def test_only_missing_packages_are_installed_after_refreshing_the_lists():
     ]
 
 
+def test_the_package_lists_are_refreshed_once_per_run_on_a_host():
+    # The aria2 step before the download refreshed them: the other prerequisites, seconds
+    # later, are installed without a second `apt-get update`; another host, or the next
+    # phase of the run (pyinfra runs each step's body again when it executes), refreshes its own.
+    host = FakeHost({"DebPackages": {}, "DpkgAudit": []})
+    assert run_op(packages.present, host, ["aria2"])[0] == f"{APT_LINE} update"
+    assert [c.split(" ")[-1] for c in run_op(packages.present, host, ["python3-dev"])] == ["python3-dev"]
+    other = FakeHost({"DebPackages": {}, "DpkgAudit": []})
+    other.state = host.state
+    other.name = "b300-2"
+    assert run_op(packages.present, other, ["python3-dev"])[0] == f"{APT_LINE} update"
+    host.state.is_executing = not host.state.is_executing
+    assert run_op(packages.present, host, ["aria2"])[0] == f"{APT_LINE} update"
+
+
 def test_an_interrupted_dpkg_run_is_finished_first_even_with_nothing_missing():
     host = FakeHost({"DebPackages": {"aria2": ["1.36"]}, "DpkgAudit": ["The following packages are only half configured"]})
     (command,) = run_op(packages.present, host, ["aria2"])
