@@ -43,22 +43,39 @@ repairs = host.get_fact(JsonFile, path=REPAIRS_FILE) if "targets" in host.groups
 settings = replace(ServerSettings.from_inventory(data), **recorded_settings(repairs))
 
 
+def fleet_plans(checkpoints: list, targets: list) -> list:
+    """Each checkpoint's fan-out plan (``operations.peers.fleet_plan``: once per run, from every
+    target's facts), in the order of ``checkpoints``."""
+    return [peers.fleet_plan(pin, token_file, [(t, t.data.get(dest_key)) for t in targets], True)
+            for pin, token_file, _, dest_key in checkpoints]
+
+
+def other_peers(targets: list) -> list[str]:
+    """Where this node's fleet peers reach it from: the other targets' cluster addresses."""
+    return [a for a in (peers.cluster_address(t) for t in targets if t.name != host.name) if a]
+
+
+def stripe(plan) -> list | None:
+    """This node's stripe of a fan-out plan (None without a plan: everything, from the Hub)."""
+    return plan.fleet.hub[host.name] if plan else None
+
+
 def fan_out(checkpoints: list, targets: list, fw) -> list:
     """The checkpoint step across the fleet (``operations.peers``): phase 1, each target its
-    stripe from the Hub; the nodes holding files another needs serve them; phase 2, the rest
-    from those peers (the Hub as the fallback); the servers stop. Each pyinfra operation runs
-    on every host before the next one starts, so every server is up before any phase 2."""
-    plans = [peers.fleet_plan(pin, token_file, [(t, t.data.get(dest_key)) for t in targets], True)
-             for pin, token_file, _, dest_key in checkpoints]
+    stripe from the Hub (started first, see below); the nodes holding files another needs serve
+    them; phase 2, the rest from those peers (the Hub as the fallback); the servers stop. Each
+    pyinfra operation runs on every host before the next one starts, so every server is up
+    before any phase 2."""
+    plans = fleet_plans(checkpoints, targets)
     ops = []
     for (pin, token_file, dest, _), plan in zip(checkpoints, plans):
         if plan:
             logger.info(f"[{host.name}] fan-out of {pin.repo}: {describe_fanout(plan.fleet, host.name, plan.sizes)}")
         ops.append(checkpoint.fetch(name=f"Checkpoint {pin.repo}: this node's stripe from the Hub", pin=pin, dest=dest,
                                     token_file=token_file, connections=data.aria2_connections, jobs=data.aria2_jobs,
-                                    only=plan.fleet.hub[host.name] if plan else None))
+                                    only=stripe(plan)))
     serving = [(plan.key, dest) for (_, _, dest, _), plan in zip(checkpoints, plans) if plan and plan.fleet.serve[host.name]]
-    others = [a for a in (peers.cluster_address(t) for t in targets if t.name != host.name) if a]
+    others = other_peers(targets)
     address = peers.cluster_address(host)
     if serving and address and others:
         if fw:
@@ -127,14 +144,18 @@ if "targets" in host.groups:
 
     # The download is the critical path (hundreds of GB): it starts on the node now, as soon as
     # aria2 is there, and the prerequisites and the venv copy run while it is in flight; the
-    # checkpoint step (4) re-attaches to it, waits for it and verifies. (The fan-out's stripes
-    # need every target's plan first: it starts at step 4.)
-    early = bool(checkpoints) and not fanning_out and data.download_first
+    # checkpoint step (4) re-attaches to it, waits for it and verifies. With the fan-out, what
+    # starts is this node's stripe from the Hub (the plans are made at load, from every target).
+    early = bool(checkpoints) and data.download_first
     if early and "prerequisites" in steps:
         packages.present(name=packages.EARLY_PREREQUISITE, packages=["aria2"])
-    for pin, token_file, dest, _ in fetched_now if early else ():
-        checkpoint.download_started(name=f"Download started: {pin.repo}", pin=pin, dest=dest, token_file=token_file,
-                                    connections=data.aria2_connections, jobs=data.aria2_jobs)
+    if early:
+        # (with the fan-out every checkpoint is fetched now: it is off when any gets a new revision)
+        stripes = [stripe(plan) for plan in fleet_plans(checkpoints, targets)] if fanning_out else [None] * len(fetched_now)
+        for (pin, token_file, dest, _), only in zip(fetched_now, stripes):
+            checkpoint.download_started(name=f"Download started: {pin.repo}", pin=pin, dest=dest,
+                                        token_file=token_file, connections=data.aria2_connections,
+                                        jobs=data.aria2_jobs, only=only)
 
     # 2. Prerequisites the runtime needs (python3-dev: Triton's JIT includes Python.h; nftables
     # for the firewall).
@@ -161,6 +182,16 @@ if "targets" in host.groups:
         venv_peers.expect(venv)
         venv_next = environment.next_generation(venv, data.venv_path, reference) if beside else None
 
+    # The firewall the server will run behind, loaded while the download is in flight (it needs
+    # nothing the download brings); the fan-out loads its own while peers fetch, then this one.
+    fw_service = None
+    if "service" in steps and fw:
+        fw_service = replace(fw, api_port=settings.port)
+        if fanning_out and data.fanout_keep_serving:
+            fw_service = replace(fw_service, fanout_port=data.fanout_port, fanout_peers=other_peers(targets))
+    if "service" in steps and not fanning_out:
+        firewall.install(fw_service)
+
     # 4. Checkpoint (and the speculative draft): pinned, downloaded on the node, verified.
     fetched = []
     if checkpoints and not fanning_out:
@@ -181,15 +212,13 @@ ready = dict(service=data.service_name, port=settings.port, served_model_name=da
 if "targets" in host.groups and "service" in steps:
     # 5. Service: flags checked against the installed SGLang, then the launcher, the 0600
     # environment file (secrets) and the unit; restarted only when something it runs changed
-    # (in this run, or since it started: a killed deploy leaves that). The firewall first: the
-    # server may listen beyond loopback once it starts. Nodes that serve and must restart do
-    # so in rollout batches (rollout, max_fail_percentage), each gated on readiness.
-    fw = replace(fw, api_port=settings.port) if fw else None
-    if fw and fanning_out and data.fanout_keep_serving:
-        fw = replace(fw, fanout_port=data.fanout_port,
-                     fanout_peers=[a for a in (peers.cluster_address(t) for t in targets if t.name != host.name) if a])
-    ready["firewall"] = fw
-    firewall.install(fw)
+    # (in this run, or since it started: a killed deploy leaves that). The firewall first (loaded
+    # above unless the fan-out ran): the server may listen beyond loopback once it starts. Nodes
+    # that serve and must restart do so in rollout batches (rollout, max_fail_percentage), each
+    # gated on readiness.
+    ready["firewall"] = fw_service
+    if fanning_out:
+        firewall.install(fw_service)
     service.install(settings, api_key_file=data.api_key_file, reference=reference, venv=venv,
                     checkpoints=fetched, ready=ready if "readiness" in steps else None, venv_next=venv_next,
                     checkpoints_next=tuple((live, generation) for generation, live in live_dirs.items()),

@@ -218,7 +218,8 @@ def _planned(pin: RepoPin, dest: str, token_file: str | None, only: list[str] | 
 
 
 @operation(is_idempotent=True)
-def download_started(pin: RepoPin, dest: str, token_file: str | None = None, connections: int = 16, jobs: int = 4):
+def download_started(pin: RepoPin, dest: str, token_file: str | None = None, connections: int = 16, jobs: int = 4,
+                     only: list[str] | None = None):
     """
     Hand the files the node lacks to aria2 on the node and return at once: the download runs
     (a transient systemd unit) while the deploy's next steps do, and ``fetch`` of the same
@@ -230,9 +231,10 @@ def download_started(pin: RepoPin, dest: str, token_file: str | None = None, con
     + token_file: a 0600 file with the Hub token (else ``HF_TOKEN``); never sent to the node
     + connections: aria2 connections per file
     + jobs: files downloaded at once
+    + only: the fan-out's stripe: these files alone (``fetch`` with the same ``only`` follows it)
     """
     try:
-        _, manifest, _, _, todo, held = _planned(pin, dest, token_file, None)
+        _, manifest, _, _, todo, held = _planned(pin, dest, token_file, only)
     except NoderigError as e:
         yield from fail(host, f"checkpoint {pin.repo} for {host.name}: {e}")
         return

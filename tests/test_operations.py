@@ -890,6 +890,18 @@ def test_download_started_hands_the_missing_files_to_aria2_and_leaves_the_hashin
         "only the missing file is handed over (and forgotten); config.json waits to be hashed"
 
 
+def test_download_started_with_a_fan_out_stripe_hands_over_that_stripe_alone(monkeypatch):
+    monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
+    host = node_with({}, {}, extra={fact("FsType", path=DEST): "ext4"})  # nothing on the node yet
+    commands = run_op(checkpoint.download_started, host, PIN, DEST, only=["config.json"])
+    assert commands[-2].endswith(f"{DEST}/.noderig/verified.json config.json"), \
+        "the stripe alone is handed to aria2: the other files come from peers"
+    assert commands[-1] == "call _download_started"
+    host = node_with({}, {})
+    assert run_op(checkpoint.download_started, host, PIN, DEST, only=[]) == []  # an empty stripe starts nothing
+    assert host.noops == [f"org/m@{COMMIT[:12]}: nothing to start in {DEST}"]
+
+
 def test_download_started_does_nothing_for_files_aria2_holds_or_that_only_need_a_hash():
     stats = {"config.json": {"size": 10, "mtime": 7.0, "aria2": False},
              "model.safetensors": {"size": 1000, "mtime": 6.0, "aria2": True}}
