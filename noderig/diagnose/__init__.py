@@ -9,6 +9,7 @@ Pure core (no pyinfra, no SSH): `diagnose(text) -> Diagnosis`. The signatures li
     catalog.py     catalog.toml and benign.toml loaded and checked (anchors.py: the cheap first pass)
     matching.py    the lines and tracebacks each class's signatures match; the root match
     startup.py     whether anything failed, whether the server reached ready, how far it got
+    tokens.py      the second tier: a failure no signature matches, named by its key tokens (tokens.toml)
     outcomes.py    the Diagnosis of each outcome: a known class, unknown, healthy
     result.py      Diagnosis and Evidence
     engine.py      diagnose() and diagnose_lines(): the steps above in order

@@ -14,17 +14,19 @@ from __future__ import annotations
 from .catalog import Catalog, default_catalog
 from .matching import find_matches, pick_root
 from .normalize import QUIET_LEVELS, Line, normalize
-from .outcomes import healthy, known, unknown
+from .outcomes import by_tokens, healthy, known, unknown
 from .result import Diagnosis
 from .startup import DEATH, first_failure, ready_index
-from .tracebacks import parse_tracebacks
+from .tokens import name_by_tokens
+from .tracebacks import Traceback, parse_tracebacks
 
 __all__ = ["diagnose", "diagnose_lines"]
 
 
 def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnosis:
-    """Three outcomes: a known class (the first decisive signature in time order), `unknown`
-    (something failed and no signature matches) or `healthy` (nothing failed; ready or not yet)."""
+    """Three outcomes: a known class (the first decisive signature in time order; else, when
+    something failed, the class the decisive lines' key tokens clearly name), `unknown` (something
+    failed and nothing names it) or `healthy` (nothing failed; ready or not yet)."""
     cat = catalog or default_catalog()
     tbs = parse_tracebacks(lines)
     code = set().union(*(tb.code_lines for tb in tbs)) if tbs else set()
@@ -34,13 +36,22 @@ def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnos
         matches = [m for m in matches if m.index > ready]  # it was fine until then
         if not any(m.strong for m in matches):
             died = first_failure(lines, cat, code, ready + 1, DEATH)
-            return healthy(lines, cat, ready) if died is None else unknown(lines, tbs, died)
+            return healthy(lines, cat, ready) if died is None else _unrecognised(lines, tbs, died, cat)
     root = pick_root(matches)
     first = _first_failure(lines, cat, code, tbs) if root is None or not root.strong else None
     if root is None or (not root.strong and first is None):
         # nothing failed: a symptom alone (a timeout setting, a warning's words) is no failure
-        return healthy(lines, cat, None) if first is None else unknown(lines, tbs, first)
+        return healthy(lines, cat, None) if first is None else _unrecognised(lines, tbs, first, cat)
     return known(lines, tbs, matches, root)
+
+
+def _unrecognised(lines: list[Line], tbs: list[Traceback], first: int, cat: Catalog) -> Diagnosis:
+    """Something failed and no signature matched: the second tier (tokens.py) names the class its
+    decisive lines' key tokens point at when one clearly wins; else `unknown`."""
+    verdict = name_by_tokens(lines, tbs, first, cat)
+    if verdict is None:
+        return unknown(lines, tbs, first)
+    return by_tokens(lines, tbs, first, cat.get(verdict.cls), verdict.index, verdict.hits)
 
 
 def _first_failure(lines: list[Line], cat: Catalog, code: set[int], tbs) -> int | None:

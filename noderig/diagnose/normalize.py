@@ -110,6 +110,9 @@ _SGLANG = re.compile(
 _TORCH_RANK = re.compile(r"^\[(?P<rank>rank\d+|default\d+)\]: ?")
 # torch / glog: "W0430 10:21:34.351000 19593 torch/_dynamo/convert_frame.py:1233] " (level letter first)
 _GLOG = re.compile(r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\d+\] ?")
+# Python logging's default format (basicConfig): "INFO:uvicorn.error:Application startup complete."
+# The logger's name is no message: "uvicorn.error" is where a record comes from, not an error.
+_PYLOG_BASIC = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<logger>[A-Za-z_][\w.]*):(?=\S)")
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 
 _TB_START = "Traceback (most recent call last)"
@@ -227,7 +230,8 @@ def _logger_bracket(text: str, info: dict) -> re.Match | None:
 
 
 def _logger_level(text: str, c: str, info: dict) -> re.Match | None:
-    """A prefix that starts with its level: vLLM's logger (``ERROR 05-24 ...``) or glog's (``W0430 ...``)."""
+    """A prefix that starts with its level: vLLM's logger (``ERROR 05-24 ...``), glog's (``W0430 ...``)
+    or Python logging's default format (``INFO:uvicorn.error:...``)."""
     m = _VLLM.match(text)
     if m:
         info.setdefault("time", m["time"])
@@ -238,6 +242,10 @@ def _logger_level(text: str, c: str, info: dict) -> re.Match | None:
         if m:
             info.setdefault("level", _GLOG_LEVEL[m["level"]])
             info["prefixed"] = True
+    if m is None:
+        m = _PYLOG_BASIC.match(text)
+        if m:
+            info.setdefault("level", m["level"])
     return m
 
 

@@ -6,6 +6,7 @@ failed: ready, or still starting and how far it got)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from . import startup
 from .catalog import Catalog, CatalogClass
@@ -14,7 +15,7 @@ from .normalize import Line
 from .result import Diagnosis, Evidence
 from .tracebacks import Traceback, traceback_chain
 
-__all__ = ["healthy", "known", "unknown"]
+__all__ = ["by_tokens", "healthy", "known", "unknown"]
 
 _CAUSE_MAX = 220
 
@@ -106,6 +107,22 @@ def unknown(lines: list[Line], tbs: list[Traceback], first: int) -> Diagnosis:
             "failure, add its signature to noderig/diagnose/catalog.toml.",
         remedy=None, confidence=0.3, meaning="The launch failed with no signature in the catalog.",
         component=_component(None, chain, lines),
+    )
+
+
+def by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cls: CatalogClass, index: int,
+              hits: tuple[str, ...]) -> Diagnosis:
+    """A failure no signature knows, named by the key tokens of its decisive lines (tokens.py):
+    the class's title, meaning and fix, a lower confidence than a signature's and no remedy (the
+    deploy never repairs on a guess); the evidence starts with the line that holds the tokens."""
+    base = unknown(lines, tbs, first)
+    at = lines[index]
+    evidence = _collapse([Evidence(_clip(at.text, 400), at.rank, at.no), *base.evidence])
+    return replace(
+        base, cls=cls.id, title=cls.title, meaning=cls.meaning, remedy=None, confidence=0.45,
+        cause=_clip(f"{cls.title} (named by its key tokens; no signature matched): {at.text.strip()}"),
+        evidence=evidence, component=_component(cls, base.chain, lines) or base.component,
+        fix=f"{cls.fix} (Named by key tokens ({', '.join(hits)}), not by a signature: check the evidence first.)",
     )
 
 

@@ -14,7 +14,7 @@ __all__ = ["DEATH", "FAILURE", "first_failure", "ready_index", "stage"]
 # message, a process that died or exited non-zero. Benign lines and INFO/WARNING records never count.
 FAILURE = re.compile(
     r"^\s*[\w.]*(Error|Exception|Exit|Interrupt)\w*(:|\s*$)|^\s*Traceback \(most recent call last\)|"
-    r"\b(fatal error|FATAL|Segmentation fault|core dumped|Killed|Aborted|returned non-zero exit status|"
+    r"\b(fatal error|FATAL|Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|returned non-zero exit status|"
     r"Scheduler hit an exception|Received sigquit|is dead\b|died unexpectedly|code=(killed|dumped)|"
     r"status=[1-9]\d*/|Failed with result|(exit(ed)?|finished) with (exit )?(code|status) [1-9])|"
     r"^\[?(ERROR|CRITICAL)\b|\berror:|"
@@ -24,14 +24,15 @@ FAILURE = re.compile(
     # a CUDA call's error, where the line starts or after the caller that checked it
     # ("CUDA error (x.h:188): ...", "x.cu(57) : getLastCudaError() CUDA error : KernelError : (500) ...")
     r"\bCUDA (driver |runtime )?error\s*[(:]", re.IGNORECASE)
-# After the ready line only a dead process is a failure (a request's traceback is not).
-DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|Aborted|Received sigquit|is dead\b|died unexpectedly|"
+# After the ready line only a dead process is a failure (a request's traceback is not). The shell's
+# own report of a signal is also read in the locale it was printed in ("段错误 (核心已转储)").
+DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|Received sigquit|is dead\b|died unexpectedly|"
                    r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)", re.IGNORECASE)
 # A warning, by its own header: Python's ("x.py:12: UserWarning: ..."), torch/c10's ("[W socket.cpp:663] ..."),
 # a plain "Warning: ..." line. What it says ("error: ..." in a fallback note) is not a failure.
 _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\d:.]+)?[ \]\w]")
 # Words one of the patterns above needs (lowercased): a line without any is skipped cheaply.
-_FAILURE_HINT = re.compile(r"^\[e\d|error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|aborted|"
+_FAILURE_HINT = re.compile(r"^\[e\d|error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|aborted|段错误|核心已转储|"
                            r"non-zero|sigquit|dead|died|code=|status=|failed with|critical|assert")
 
 

@@ -1,0 +1,137 @@
+"""The second tier: a failure no signature matches, named by the key tokens of its decisive lines.
+
+When the signatures name nothing and something failed (the outcome would be ``unknown``), the
+lines that decide a failure are read once more: the final exception line of the traceback that
+``unknown`` would show (its type and message), the first line that says something failed, and
+the module paths of that exception's frames. Each class in ``tokens.toml`` (data beside the
+catalog) lists the key tokens of its cause and the module paths of the code it fails in; a class
+scores one point per token pattern seen in those lines and one per module pattern seen in those
+frames. A class is named only when it clearly wins (``min_score`` points and ``margin`` more than
+any other class); its confidence is marked lower than a signature's and it carries no remedy, so
+the deploy never repairs on it. The evidence is the line that holds the tokens.
+
+It never runs on a log where nothing failed (healthy stays healthy) and never overrides a
+signature (it only replaces ``unknown``).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .catalog import SUPPORTED_CATALOG_VERSIONS, Catalog, CatalogError
+from .normalize import Line, with_continuation
+from .tracebacks import Traceback
+
+__all__ = ["TOKENS_PATH", "TokenClass", "TokenTier", "TokenVerdict", "decisive_lines", "default_tokens",
+           "load_tokens", "name_by_tokens"]
+
+TOKENS_PATH = Path(__file__).with_name("tokens.toml")
+# a frame of a traceback pasted without its header: its path is read as a module path, not as text
+_FRAME_LINE = re.compile(r'^\s*File "')
+
+
+@dataclass(frozen=True)
+class TokenClass:
+    id: str
+    tokens: tuple[re.Pattern, ...]  # searched in the decisive lines (exception type and message, failure line)
+    modules: tuple[re.Pattern, ...]  # searched in the module paths of the exception's frames
+
+
+@dataclass(frozen=True)
+class TokenTier:
+    classes: tuple[TokenClass, ...]
+    min_score: int
+    margin: int
+
+
+@dataclass(frozen=True)
+class TokenVerdict:
+    cls: str
+    index: int  # the decisive line that holds the most tokens (the evidence)
+    score: int
+    runner_up: int
+    hits: tuple[str, ...]  # the token and module patterns seen, for the report
+
+
+def _compile(patterns, where: str) -> tuple[re.Pattern, ...]:
+    out = []
+    for p in patterns or ():
+        try:
+            out.append(re.compile(p, re.IGNORECASE))
+        except re.error as e:
+            raise CatalogError(f"{where}: bad regex {p!r}: {e}") from None
+    return tuple(out)
+
+
+def load_tokens(path: Path | str | None = None) -> TokenTier:
+    """The token lists (tokens.toml): per class, key tokens and module paths."""
+    path = Path(path) if path is not None else TOKENS_PATH
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    if data.get("version") not in SUPPORTED_CATALOG_VERSIONS:
+        raise CatalogError(f"{path}: token list version {data.get('version')!r} is not supported")
+    classes = []
+    for entry in data.get("class", []):
+        cid = entry.get("id")
+        if not cid or not entry.get("tokens"):
+            raise CatalogError(f"{path}: a token class needs an id and tokens")
+        classes.append(TokenClass(cid, _compile(entry["tokens"], cid), _compile(entry.get("modules"), cid)))
+    return TokenTier(tuple(classes), int(data.get("min_score", 2)), int(data.get("margin", 2)))
+
+
+@lru_cache(maxsize=1)
+def default_tokens() -> TokenTier:
+    """The shipped token lists, loaded once per process."""
+    return load_tokens()
+
+
+def _failing_traceback(tbs: list[Traceback], first: int) -> Traceback | None:
+    """The traceback ``unknown`` shows: the last one that reaches the first failure or later."""
+    return next((t for t in reversed(tbs) if t.start_index >= first or t.end_index >= first), None)
+
+
+def decisive_lines(lines: list[Line], tbs: list[Traceback], first: int) -> tuple[list[tuple[int, str]], list[str]]:
+    """The lines a failure is decided by, (index, text): the final exception line of the failing
+    traceback with its message, and the first failure line joined with its continuation (unless
+    it is a frame: a path counts once, as a module path); and the module paths of that
+    exception's frames."""
+    out: list[tuple[int, str]] = []
+    paths: list[str] = []
+    tb = _failing_traceback(tbs, first)
+    if tb is not None:
+        sec = tb.final
+        if sec.exc_index is not None:
+            out.append((sec.exc_index, f"{sec.exc_type}: {sec.message}"))
+        paths = [f.file.replace("\\", "/") for f in sec.frames]
+    if not any(i == first for i, _ in out) and not _FRAME_LINE.match(lines[first].text):
+        out.append((first, with_continuation(lines, first)[0]))
+    return out, paths
+
+
+def name_by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cat: Catalog,
+                   tier: TokenTier | None = None) -> TokenVerdict | None:
+    """The class the decisive lines' key tokens name, when one clearly wins; else None."""
+    tier = tier or default_tokens()
+    texts, paths = decisive_lines(lines, tbs, first)
+    known = set(cat.ids)
+    scored = []
+    for tc in tier.classes:
+        if tc.id not in known:
+            continue
+        hits = [p.pattern for p in tc.tokens if any(p.search(t) for _, t in texts)]
+        hits += [p.pattern for p in tc.modules if any(p.search(path) for path in paths)]
+        if hits:
+            scored.append((len(hits), tc, hits))
+    if not scored:
+        return None
+    scored.sort(key=lambda s: -s[0])
+    score, tc, hits = scored[0]
+    runner_up = scored[1][0] if len(scored) > 1 else 0
+    if score < tier.min_score or score - runner_up < tier.margin:
+        return None
+    index = max(texts, key=lambda it: sum(1 for p in tc.tokens if p.search(it[1])))[0]
+    return TokenVerdict(tc.id, index, score, runner_up, tuple(hits))
