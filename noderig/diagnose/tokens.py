@@ -39,6 +39,7 @@ class TokenClass:
     id: str
     tokens: tuple[re.Pattern, ...]  # searched in the decisive lines (exception type and message, failure line)
     modules: tuple[re.Pattern, ...]  # searched in the module paths of the exception's frames
+    strong: tuple[re.Pattern, ...] = ()  # tokens only this cause uses: two points each
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ def load_tokens(path: Path | str | None = None) -> TokenTier:
         cid = entry.get("id")
         if not cid or not entry.get("tokens"):
             raise CatalogError(f"{path}: a token class needs an id and tokens")
-        classes.append(TokenClass(cid, _compile(entry["tokens"], cid), _compile(entry.get("modules"), cid)))
+        classes.append(TokenClass(cid, _compile(entry["tokens"], cid), _compile(entry.get("modules"), cid),
+                                  _compile(entry.get("strong"), cid)))
     return TokenTier(tuple(classes), int(data.get("min_score", 2)), int(data.get("margin", 2)))
 
 
@@ -124,8 +126,9 @@ def name_by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cat: Cat
             continue
         hits = [p.pattern for p in tc.tokens if any(p.search(t) for _, t in texts)]
         hits += [p.pattern for p in tc.modules if any(p.search(path) for path in paths)]
-        if hits:
-            scored.append((len(hits), tc, hits))
+        strong = [p.pattern for p in tc.strong if any(p.search(t) for _, t in texts)]
+        if hits or strong:
+            scored.append((len(hits) + 2 * len(strong), tc, hits + strong))
     if not scored:
         return None
     scored.sort(key=lambda s: -s[0])
