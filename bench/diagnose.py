@@ -5,7 +5,9 @@
 A crash (the reference vision-warmup traceback) buried in N lines of a healthy server's busy
 log (batch and HTTP access lines), at N = 10,000, 50,000 and 200,000 lines: the time to the
 diagnosis, and ``grep -cE 'Error|Traceback'`` over the same file as the plain tool, best of 3
-each; and 50,000 lines of a server still starting (no crash, no ready line: the healthy path).
+each; 50,000 lines of a server still starting (no crash, no ready line: the healthy path); and
+the same 50,000 lines ending in a failure no signature knows, which the second tier names by its
+key tokens (the unknown path: every line read for a failure, then the tier).
 The product's contract is that a paste of any size is diagnosed in bounded time and memory;
 this says what that costs and how it grows with size. Results: a table on stdout and
 bench/results/diagnose.json.
@@ -47,6 +49,12 @@ def still_starting(lines: int) -> str:
     return "\n".join(f"Dec 02 13:31:17 b300 python3[536]: {line}" for line in body)
 
 
+def unrecognised(lines: int) -> str:
+    """A server still starting that then fails in words no signature holds (tokens.py names it)."""
+    return still_starting(lines - 1) + ("\nDec 02 13:31:18 b300 python3[536]: ValueError: the draft head's hidden "
+                                        "size (4096) differs from the speculative target's (8192)")
+
+
 def best_of(n: int, work) -> float:
     times = []
     for _ in range(n):
@@ -80,9 +88,14 @@ def main() -> None:
     d = diagnose(text)
     starting = {"lines": 50_000, "class": d.cls, "stage": d.stage, "diagnose_s": round(best_of(3, lambda: diagnose(text)), 4)}
     print(f"{50_000:>8} lines still starting: {starting['diagnose_s']:.3f} s  {d.cls} ({d.stage})")
+    text = unrecognised(50_000)
+    d = diagnose(text)
+    tokens = {"lines": 50_000, "class": d.cls, "diagnose_s": round(best_of(3, lambda: diagnose(text)), 4)}
+    print(f"{50_000:>8} lines, then a failure named by key tokens: {tokens['diagnose_s']:.3f} s  {d.cls}")
     out = ROOT / "bench" / "results" / "diagnose.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"rows": rows, "growth": growth, "still_starting": starting}, indent=2))
+    out.write_text(json.dumps({"rows": rows, "growth": growth, "still_starting": starting, "by_tokens": tokens},
+                              indent=2))
 
 
 if __name__ == "__main__":
