@@ -17,7 +17,7 @@ from pathlib import Path
 from .anchors import AnchorIndex
 
 __all__ = ["CATALOG_PATH", "BENIGN_PATH", "Catalog", "CatalogClass", "CatalogError", "ExceptionSignature",
-           "default_catalog", "load_catalog"]
+           "compile_patterns", "default_catalog", "load_catalog"]
 
 CATALOG_PATH = Path(__file__).with_name("catalog.toml")
 BENIGN_PATH = Path(__file__).with_name("benign.toml")
@@ -118,7 +118,8 @@ class CatalogError(ValueError):
     pass
 
 
-def _compile(patterns, where: str) -> tuple[re.Pattern, ...]:
+def compile_patterns(patterns, where: str) -> tuple[re.Pattern, ...]:
+    """Each pattern compiled case-insensitively; a bad one names ``where`` it came from."""
     out = []
     for p in patterns or ():
         try:
@@ -143,7 +144,7 @@ def _exception_signatures(entries, cid: str) -> tuple[ExceptionSignature, ...]:
     for e in entries or ():
         if not e.get("type"):
             raise CatalogError(f"{cid}: an exception signature needs a type")
-        type_, module, message, raised_in = (_compile([e[k]], cid)[0] if e.get(k) else None
+        type_, module, message, raised_in = (compile_patterns([e[k]], cid)[0] if e.get(k) else None
                                              for k in ("type", "module", "message", "raised_in"))
         out.append(ExceptionSignature(type_, module, message, raised_in))
     return tuple(out)
@@ -159,8 +160,8 @@ def _catalog_class(entry: dict, path: Path, seen: set) -> CatalogClass:
             raise CatalogError(f"{path}: class {cid} has no {key}")
     return CatalogClass(
         id=cid, title=entry["title"].strip(), meaning=" ".join(entry["meaning"].split()),
-        evidence=_compile(entry["evidence"], cid), symptoms=_compile(entry.get("symptoms"), cid),
-        supporting=_compile(entry.get("supporting"), cid), decisive=bool(entry.get("decisive", True)),
+        evidence=compile_patterns(entry["evidence"], cid), symptoms=compile_patterns(entry.get("symptoms"), cid),
+        supporting=compile_patterns(entry.get("supporting"), cid), decisive=bool(entry.get("decisive", True)),
         priority=int(entry.get("priority", 50)),
         components=tuple((re.compile(c["match"], re.IGNORECASE), c["name"]) for c in entry.get("components", [])),
         fix=" ".join(entry["fix"].split()), remedy=entry.get("remedy") or None,
@@ -181,14 +182,15 @@ def load_catalog(path: Path | str | None = None, benign: Path | str | None = Non
     healthy = data.get("healthy", {})
     return Catalog(
         version=data["version"], classes=tuple(classes),
-        ignore=_compile(data.get("ignore", {}).get("patterns"), "ignore"),
-        healthy_strong=_compile(healthy.get("strong"), "healthy"),
-        healthy_weak=_compile(healthy.get("weak"), "healthy"),
-        sglang_markers=_compile(healthy.get("sglang_markers"), "healthy"),
-        sglang_ready=_compile(healthy.get("sglang_ready"), "healthy"),
+        ignore=compile_patterns(data.get("ignore", {}).get("patterns"), "ignore"),
+        healthy_strong=compile_patterns(healthy.get("strong"), "healthy"),
+        healthy_weak=compile_patterns(healthy.get("weak"), "healthy"),
+        sglang_markers=compile_patterns(healthy.get("sglang_markers"), "healthy"),
+        sglang_ready=compile_patterns(healthy.get("sglang_ready"), "healthy"),
         index=AnchorIndex(classes),
-        benign=_compile([b["pattern"] for b in benign_data.get("benign", [])], "benign"),
-        stages=tuple((st["name"], _compile(st["patterns"], f"stage {st['name']}")) for st in data.get("stage", [])),
+        benign=compile_patterns([b["pattern"] for b in benign_data.get("benign", [])], "benign"),
+        stages=tuple((st["name"], compile_patterns(st["patterns"], f"stage {st['name']}"))
+                     for st in data.get("stage", [])),
     )
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .catalog import SUPPORTED_CATALOG_VERSIONS, Catalog, CatalogError
+from .catalog import SUPPORTED_CATALOG_VERSIONS, Catalog, CatalogError, compile_patterns
 from .normalize import Line, with_continuation
 from .tracebacks import Traceback
 
@@ -58,16 +58,6 @@ class TokenVerdict:
     hits: tuple[str, ...]  # the token and module patterns seen, for the report
 
 
-def _compile(patterns, where: str) -> tuple[re.Pattern, ...]:
-    out = []
-    for p in patterns or ():
-        try:
-            out.append(re.compile(p, re.IGNORECASE))
-        except re.error as e:
-            raise CatalogError(f"{where}: bad regex {p!r}: {e}") from None
-    return tuple(out)
-
-
 def load_tokens(path: Path | str | None = None) -> TokenTier:
     """The token lists (tokens.toml): per class, key tokens and module paths."""
     path = Path(path) if path is not None else TOKENS_PATH
@@ -80,8 +70,8 @@ def load_tokens(path: Path | str | None = None) -> TokenTier:
         cid = entry.get("id")
         if not cid or not entry.get("tokens"):
             raise CatalogError(f"{path}: a token class needs an id and tokens")
-        classes.append(TokenClass(cid, _compile(entry["tokens"], cid), _compile(entry.get("modules"), cid),
-                                  _compile(entry.get("strong"), cid)))
+        classes.append(TokenClass(cid, compile_patterns(entry["tokens"], cid), compile_patterns(entry.get("modules"), cid),
+                                  compile_patterns(entry.get("strong"), cid)))
     return TokenTier(tuple(classes), int(data.get("min_score", 2)), int(data.get("margin", 2)))
 
 
