@@ -31,7 +31,8 @@ FIXTURES = ROOT / "tests" / "fixtures" / "crashlogs"
 HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_heldout", "crashlogs_heldout2", "crashlogs_heldout3",
                                                                  "crashlogs_heldout4", "crashlogs_heldout5",
                                                                  "crashlogs_heldout6", "crashlogs_heldout7",
-                                                                 "crashlogs_heldout8", "crashlogs_heldout9")]
+                                                                 "crashlogs_heldout8", "crashlogs_heldout9",
+                                                                 "crashlogs_heldout10")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
