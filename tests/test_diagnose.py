@@ -158,6 +158,9 @@ KNOWN_MISSES = {
     "speculative_config/vllm-pr-12304-eagle-draft-no-embed-tokens": (
         "unknown", "a weight named by the checkpoint that the model class lacks, vLLM's generic loading error; only "
                    "the PR's thread says the checkpoint was an EAGLE draft given as speculative_model"),
+    "unsupported_gpu_arch/lmdeploy-583-titan-xp-invalid-device-function": (
+        "unknown", "an uncaught C++ exception ('terminate called after throwing ...') cut before its what() line; "
+                   "only the report's title gives the CUDA error (invalid device function on a Titan Xp)"),
 }
 
 

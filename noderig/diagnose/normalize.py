@@ -70,6 +70,11 @@ _CONTAINER = re.compile(r"^(?P<name>[A-Za-z0-9][\w.-]*-\d+|[A-Za-z0-9][\w.-]*_\d
 # "2025-02-25 08:37:29,910 - WARNING - flashinfer.jit: ..."): its level is the record's
 _PYLOG = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
                     r"(?=[\w.]+: )")
+# a program's own Python logging record that names where it was logged, "<time> - name - LEVEL - file.py:N - "
+# (lmdeploy's "2025-03-19 20:54:50,520 - lmdeploy - WARNING - archs.py:55 - "): its level is the record's.
+# A relay (below) logs another process's output and has no source location of its own.
+_PYLOG_OWN = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ - [\w.<>-]+ - "
+                        r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?=[\w.-]+\.py:\d+ - )")
 # a program that relays the server's output through its own logger: Python logging's
 # "2025-03-07 23:50:27,531 - __main__ - INFO - " (olmocr), TorchServe's
 # "2024-09-13T22:25:37,532 [WARN ] W-9000-model_1.0-stderr MODEL_LOG - ". Peeled, but its level is not
@@ -180,7 +185,7 @@ def _peel(text: str, info: dict) -> re.Match | None:
         if m:
             info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
         else:
-            m = _PYLOG.match(text)
+            m = _PYLOG.match(text) or _PYLOG_OWN.match(text)
             if m:
                 info.setdefault("level", m["level"])
             else:

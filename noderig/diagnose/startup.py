@@ -10,6 +10,13 @@ from .normalize import QUIET_LEVELS, Line, with_continuation
 
 __all__ = ["DEATH", "FAILURE", "first_failure", "ready_index", "stage"]
 
+# A native process that is dying, in any wording the tuning logs show: a C++ exception nobody caught
+# ("terminate called after throwing an instance of 'std::runtime_error'", then "  what():  ..."),
+# an abort in a glibc backtrace ("libggml-base.so(ggml_abort+0x152)[0x7...]"), a launcher's report
+# of a child's signal ("Shard process was signaled to shutdown with signal 11").
+_ABORT = (r"\bterminate called (after throwing|without an active exception)|^\s*what\(\):  |"
+          r"\((ggml_abort|abort|__assert_fail)\+0x[0-9a-f]+\)|"
+          r"\b(signal(l)?ed|killed|terminated) (to shutdown )?(with|by) signal \d+")
 # A failure the catalog may not know: an exception line, a traceback, a fatal compiler/runtime
 # message, a process that died or exited non-zero. Benign lines and INFO/WARNING records never count.
 FAILURE = re.compile(
@@ -18,21 +25,23 @@ FAILURE = re.compile(
     r"Scheduler hit an exception|Received sigquit|is dead\b|died unexpectedly|code=(killed|dumped)|"
     r"status=[1-9]\d*/|Failed with result|(exit(ed)?|finished) with (exit )?(code|status) [1-9])|"
     r"^\[?(ERROR|CRITICAL)\b|\berror:|"
-    r"^\[E\d{3,4} [\d:.]+ |"  # torch/c10's error records ("[E530 13:41:17.1 x.cpp:6] ")
+    # torch/c10's error records ("[E530 13:41:17.1 x.cpp:6] "; older torch without the date: "[E ProcessGroupNCCL.cpp:563] ")
+    r"^\[E(\d{3,4} [\d:.]+| [\w.-]+:\d+\]) |"
     # a C/C++ assertion that failed ("x.cpp:728: GGML_ASSERT(a != b) failed", "Assertion `x' failed.")
     r"\b[A-Z_]*ASSERT\w*\(.*\) failed\b|\bAssertion [`'].*' failed|"
     # a CUDA call's error, where the line starts or after the caller that checked it
     # ("CUDA error (x.h:188): ...", "x.cu(57) : getLastCudaError() CUDA error : KernelError : (500) ...")
-    r"\bCUDA (driver |runtime )?error\s*[(:]", re.IGNORECASE)
+    r"\bCUDA (driver |runtime )?error\s*(\d+ at \S+:\d+\s*)?[(:]|"  # ggml's "CUDA error 2 at ggml-cuda.cu:5509: ..."
+    + _ABORT, re.IGNORECASE)
 # After the ready line only a dead process is a failure (a request's traceback is not). The shell's
 # own report of a signal is also read in the locale it was printed in ("段错误 (核心已转储)").
 DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|Received sigquit|is dead\b|died unexpectedly|"
-                   r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)", re.IGNORECASE)
+                   r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)|" + _ABORT, re.IGNORECASE)
 # A warning, by its own header: Python's ("x.py:12: UserWarning: ..."), torch/c10's ("[W socket.cpp:663] ..."),
 # a plain "Warning: ..." line. What it says ("error: ..." in a fallback note) is not a failure.
 _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\d:.]+)?[ \]\w]")
 # Words one of the patterns above needs (lowercased): a line without any is skipped cheaply.
-_FAILURE_HINT = re.compile(r"^\[e\d|error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|aborted|段错误|核心已转储|"
+_FAILURE_HINT = re.compile(r"^\[e[\d ]|error|terminate|what\(\)|abort|signal|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|aborted|段错误|核心已转储|"
                            r"non-zero|sigquit|dead|died|code=|status=|failed with|critical|assert")
 
 
