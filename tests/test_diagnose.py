@@ -2124,3 +2124,97 @@ def test_the_token_tier_never_names_a_healthy_or_an_unknown_tuning_fixture():
             wrong.append(f"{fixture_id(path)} -> {verdict.cls}")
     assert not wrong, wrong
     assert named >= 120  # 128 when this was written: the tier alone names about a third of the tuning failures
+
+
+# --------------------------------------------------------------------------------------------
+# the tenth round: failures without a Python traceback or an "Error:" line, and the rules from its
+# tuning logs (each case in other words than the fixtures'; each `unknown` or `healthy` before)
+
+_READY = "INFO 01-01 00:00:09 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000"
+
+
+@pytest.mark.parametrize("lines", [
+    # a C++ exception nobody caught, with or without its what() line
+    ["terminate called without an active exception"],
+    ["Loading weights...", "terminate called after throwing an instance of 'c10::Error'"],
+    ["  what():  std::bad_alloc"],
+    # an abort frame in a glibc backtrace; a launcher's report of a child's signal
+    ["/usr/lib/x86_64-linux-gnu/libc.so.6(abort+0x178)[0x7f01aa]", "./llama-server(+0x1234)[0x5601]"],
+    ["router: shard 1 was terminated by signal 9"],
+    # the same deaths after the ready line are a dead server, not a request's error
+    [_READY, "terminate called after throwing an instance of 'std::system_error'"],
+    # ggml's CUDA check ("CUDA error N at file:line: ...")
+    ["CUDA error 700 at /src/ggml/ggml-cuda.cu:1234: an illegal memory access was encountered"],
+    # an exception named mid-line, in Markdown, by its repr; an errno without its type
+    ["模型加载失败RuntimeError: weights could not be mapped onto the device"],
+    ["**KeyError: 'rope_type'**"],
+    ["loader exited with exception: OSError('disk quota exceeded')"],
+    ["[Errno 13] Permission denied: '/models/x/config.json'"],
+    # the shell failing to run a command, a C assertion in libc's macOS words, a Rust panic, ptxas
+    ["bash: line 1: ninja: command not found"],
+    ["Assertion failed: (n_dims <= 4), function ggml_new_tensor_impl, file ggml.c, line 4545."],
+    ["thread 'tokio-runtime-worker' panicked at src/router.rs:12:5:"],
+    ["ptxas error   : Entry function 'k' uses too much shared data (0x12000 bytes, 0xc000 max)"],
+    # a CUDA error by its enum name; a CUDA driver call that failed, by name
+    ["cudaErrorIllegalAddress: an illegal memory access was encountered"],
+    ["cuMemMap failed with result 2"],
+    # a level in brackets after a tag, or after a shipper's time
+    ["[TensorRT-LLM][ERROR] Encountered an error in forwardAsync function: std::bad_alloc"],
+    ["2024-05-01 10:00:00.123 [Error] (Worker) engine stopped"],
+    ["[vllm_plugin] CRITICAL: backend library could not be loaded"],
+    # an exception class named by its dotted module path mid-line, whatever its suffix
+    ["job 12 stopped: mylib.runtime.errors.OutOfDeviceQueues: queue 3 full"],
+])
+def test_tenth_round_a_failure_without_a_traceback_is_no_healthy_log(lines):
+    assert diagnose("\n".join(lines)).cls == "unknown"
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # torch's error record before it carried a date: the watchdog's timeout is a failure, named as a symptom
+    (["[rank3]:[E ProcessGroupNCCL.cpp:1182] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL("
+      "SeqNum=9, OpType=BROADCAST, Timeout(ms)=1800000) ran for 1800512 milliseconds before timing out."],
+     "nccl_failure"),
+    # a CUDA error that is out of memory, in any caller's words
+    (["CUDA error 2 at /build/ggml/src/ggml-cuda/ggml-cuda.cu:88: out of memory"], "cuda_oom"),
+    (["[TM][ERROR] CUDA runtime error: out of memory /lmdeploy/src/turbomind/utils/allocator.h:231"], "cuda_oom"),
+    (['Error: Warmup(Generation("Not enough memory to handle 512 tokens. You need to decrease '
+      '`--max-batch-total-tokens`"))'], "cuda_oom"),
+    # NCCLCHECK's report in a caller's words: the result string names the failure
+    (["RuntimeError: [NCCL error /opt/trtllm/cpp/plugins/allgatherPlugin.cpp:88 'remote process exited or there "
+      "was a network error']"], "nccl_failure"),
+    (["node7:44:45 [1] NCCL WARN Net : Connect to 10.1.1.2<1234> failed : Connection refused"], "nccl_failure"),
+    # the Hub's refusal raised from huggingface_hub's status check, its message cut after the status
+    (["Traceback (most recent call last):",
+      '  File "/opt/venv/lib/python3.11/site-packages/huggingface_hub/_snapshot_download.py", line 164, in download',
+      "    repo_info = api.repo_info(repo_id=repo_id)",
+      '  File "/opt/venv/lib/python3.11/site-packages/huggingface_hub/utils/_http.py", line 477, in hf_raise_for_status',
+      "    raise _format(HfHubHTTPError, str(e), response) from e",
+      "requests.exceptions.HTTPError: 403 Client Error"], "hf_gated_repo"),
+    # a server's registry without the config's model type
+    (["ValueError: Unsupported model_type 'phi4mm' for this engine"], "unsupported_architecture"),
+    # a program's own logging record keeps its level: at ERROR it decides, at WARNING it does not
+    (["2025-01-01 10:00:00,001 - lmdeploy - ERROR - archs.py:55 - Model architectures ['FooForCausalLM'] are not "
+      "supported for now"], "unsupported_architecture"),
+    (["2025-01-01 10:00:00,001 - lmdeploy - WARNING - archs.py:55 - Model architectures ['FooForCausalLM'] are not "
+      "supported by turbomind; trying the pytorch engine",
+      "2025-01-01 10:00:05,000 - lmdeploy - INFO - engine.py:88 - building the engine"], "healthy"),
+    # traps: a 401 from another service's client, a 5xx from the Hub; words about signals, NCCL errors, NVLS
+    (["Traceback (most recent call last):",
+      '  File "/app/venv/lib/python3.11/site-packages/openai/_base_client.py", line 1037, in request',
+      "    response.raise_for_status()",
+      "requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: https://api.example.com/v1/models"],
+     "unknown"),
+    (["Traceback (most recent call last):",
+      '  File "/opt/venv/lib/python3.11/site-packages/huggingface_hub/file_download.py", line 1296, in get_metadata',
+      "requests.exceptions.HTTPError: 504 Server Error: Gateway Time-out"], "unknown"),
+    ([_READY, "INFO:     request cancelled by the signal handler"], "healthy"),
+    (["Tip: run with NCCL_DEBUG=WARN to see NCCL errors", _READY], "healthy"),
+    (["node3:11:22 [2] NCCL INFO NVLS multicast support is not available on dev 0",
+      "node3:11:22 [2] NCCL WARN NVLS not enabled on this device"], "healthy"),
+    (["WARNING 01-01 00:00:01 [chat_utils.py:1] Unsupported model type foo for the chat template; using the default",
+      _READY], "healthy"),
+    (["[W socket.cpp:663] [c10d] The client socket has failed to connect to [node1]:29500 (errno: 99 - Cannot "
+      "assign requested address)."], "healthy"),
+])
+def test_tenth_round_rules_keep_to_their_cause(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls

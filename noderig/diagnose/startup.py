@@ -17,6 +17,27 @@ __all__ = ["DEATH", "FAILURE", "first_failure", "ready_index", "stage"]
 _ABORT = (r"\bterminate called (after throwing|without an active exception)|^\s*what\(\):  |"
           r"\((ggml_abort|abort|__assert_fail)\+0x[0-9a-f]+\)|"
           r"\b(signal(l)?ed|killed|terminated) (to shutdown )?(with|by) signal \d+")
+# Failure forms the tuning logs show where no exception line starts the line: an exception named mid-line
+# or in Markdown ("...还是报错RuntimeError: ...", "**ValueError: ...", "`x.SafetensorError: ...`",
+# "safetensors_rust. SafetensorError: ..."), an exception's repr ("failed with exception: RuntimeError('...')"),
+# an errno without its type ("[Errno 2] No such file or directory: ..."), the shell failing to run a command
+# ("/bin/sh: 1: nvcc: not found"), an assertion in C/C++ words ("Assertion failed: Unsupported SM.",
+# "Assertion error (x.hpp:NN): ..."), a Rust panic ("called `Result::unwrap()` on an `Err` value", "panicked at"),
+# a compiler's "error   :" (ptxas), a CUDA error by its enum name ("cudaErrorNoKernelImageForDevice",
+# "CUDA_ERROR_NO_BINARY_FOR_GPU"), NCCL's own failure reports ("NCCL WARN Call to ibv_create_qp failed",
+# "Failed, NCCL error x.c:99 '...'"), a level in brackets after a tag ("[TensorRT-LLM][ERROR]", "[F] [TRT]",
+# "<time> [Error] (Process)", "[sgl_kernel] CRITICAL:").
+_FORMS = (r"(^|[\s`*(\[（：:,，])[\w.]*\.? ?[A-Z]\w*(Error|Exception): |\b[A-Z]\w*(Error|Exception)\([\"']|"
+          r"^\s*\[Errno \d+\] |^\s*(/bin/)?(ba|da)?sh: (line )?\d+: .*: (command not found|not found|No such file or directory|"
+          r"Permission denied)|"
+          r"\bAssertion (failed|error)\b|\bpanicked at\b|called `Result::unwrap\(\)` on an `Err` value|\berror\s+:\s|"
+          r"\bcudaError(?!_?t\b)[A-Z]\w+|\bCUDA_ERROR_[A-Z_]+|\bNCCL WARN\b.*\b(fail(ed|ure)|error)\b|\bWARN Call to \w+ failed|"
+          r"\bNCCL error\b|^(\[[\w .-]+\]\s*)+\[(ERROR|CRITICAL|FATAL|E|F)\]|^\[[EF]\] |^.{0,40}\[(ERROR|CRITICAL|FATAL)\s*\]|"
+          r"^\[[\w.-]+\] (ERROR|CRITICAL|FATAL):|"
+          # a CUDA API call that failed, by name ("cudaMalloc failed: out of memory"); an exception class named
+          # by its dotted module path mid-line ("stdout/INFO triton.runtime.errors.OutOfResources: "; read only
+          # where a word of _FAILURE_HINT is on the line, here the module "errors")
+          r"\bcu(da)?[A-Z]\w* failed\b|\b[a-z_]+(\.[a-z_]+)+\.[A-Z]\w+: ")
 # A failure the catalog may not know: an exception line, a traceback, a fatal compiler/runtime
 # message, a process that died or exited non-zero. Benign lines and INFO/WARNING records never count.
 FAILURE = re.compile(
@@ -32,7 +53,7 @@ FAILURE = re.compile(
     # a CUDA call's error, where the line starts or after the caller that checked it
     # ("CUDA error (x.h:188): ...", "x.cu(57) : getLastCudaError() CUDA error : KernelError : (500) ...")
     r"\bCUDA (driver |runtime )?error\s*(\d+ at \S+:\d+\s*)?[(:]|"  # ggml's "CUDA error 2 at ggml-cuda.cu:5509: ..."
-    + _ABORT, re.IGNORECASE)
+    + _ABORT + "|" + _FORMS, re.IGNORECASE)
 # After the ready line only a dead process is a failure (a request's traceback is not). The shell's
 # own report of a signal is also read in the locale it was printed in ("段错误 (核心已转储)").
 DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|Received sigquit|is dead\b|died unexpectedly|"
@@ -41,8 +62,9 @@ DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|段错误|核心�
 # a plain "Warning: ..." line. What it says ("error: ..." in a fallback note) is not a failure.
 _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\d:.]+)?[ \]\w]")
 # Words one of the patterns above needs (lowercased): a line without any is skipped cheaply.
-_FAILURE_HINT = re.compile(r"^\[e[\d ]|error|terminate|what\(\)|abort|signal|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|aborted|段错误|核心已转储|"
-                           r"non-zero|sigquit|dead|died|code=|status=|failed with|critical|assert")
+_FAILURE_HINT = re.compile(r"^\[[ef][\d \]]|error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|abort|"
+                           r"段错误|核心已转储|non-zero|sigquit|dead|died|code=|status=|fail|critical|assert|terminate|what\(\)|"
+                           r"signal|panicked|unwrap|not found|no such file|permission denied")
 
 
 def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 0,
