@@ -2218,3 +2218,29 @@ def test_tenth_round_a_failure_without_a_traceback_is_no_healthy_log(lines):
 ])
 def test_tenth_round_rules_keep_to_their_cause(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # the tier's classes added in the tenth round, in other words than the fixtures' (no signature matches)
+    (["RuntimeError: listen() on port 30000 returned errno 98"], "port_in_use"),
+    (["RuntimeError: out of file descriptors (errno 24) while spawning workers"], "too_many_open_files"),
+    (["OSError: the hub answered 401 Client Error for meta-llama/Llama-3.1-8B; authenticate first"], "hf_gated_repo"),
+    (["ValueError: the repository ships custom code; pass the flag to run it"], "trust_remote_code"),
+    (["RuntimeError: the /dev/shm segment for worker 3 could not grow past 64 MiB"], "shm_too_small"),
+    (["RuntimeError: NVML reports the kernel driver is too old for this runtime"], "driver_mismatch"),
+])
+def test_tenth_round_key_tokens_name_the_new_classes(lines, cls):
+    d = diagnose("\n".join(lines))
+    assert (d.cls, d.remedy, d.confidence) == (cls, None, 0.45), d.cause
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # one token alone names nothing; a full disk is not a small /dev/shm; shared memory per block is Triton's
+    (["RuntimeError: port 8000 is reserved for the router"], "unknown"),
+    (["RuntimeError: the driver returned an unexpected status 3"], "unknown"),
+    (["OSError: [Errno 28] No space left on device: '/root/.cache/huggingface/hub/models--x'"], "unknown"),
+    (["triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 99000, Hardware limit: 65536"],
+     "triton_out_of_shared_memory"),
+])
+def test_tenth_round_key_tokens_keep_to_their_cause(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls

@@ -64,7 +64,7 @@ _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\
 # Words one of the patterns above needs (lowercased): a line without any is skipped cheaply.
 _FAILURE_HINT = re.compile(r"^\[[ef][\d \]]|error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|abort|"
                            r"段错误|核心已转储|non-zero|sigquit|dead|died|code=|status=|fail|critical|assert|terminate|what\(\)|"
-                           r"signal|panicked|unwrap|not found|no such file|permission denied")
+                           r"signal|panicked|unwrap|not found|no such file|permission denied|resource")
 
 
 def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 0,
