@@ -2164,6 +2164,11 @@ _READY = "INFO 01-01 00:00:09 [api_server.py:1] Starting vLLM API server on http
     ["[vllm_plugin] CRITICAL: backend library could not be loaded"],
     # an exception class named by its dotted module path mid-line, whatever its suffix
     ["job 12 stopped: mylib.runtime.errors.OutOfDeviceQueues: queue 3 full"],
+    # the CUDA runtime's own error texts, whoever printed them; a library that could not initialise
+    ["worker 2: an illegal memory access was encountered"],
+    ["launch of kernel rmsnorm_fwd: unspecified launch failure"],
+    ["Failed to initialize CUPTI: insufficient privileges"],
+    ["[agent] Unable to initialise NVML: library not found"],
 ])
 def test_tenth_round_a_failure_without_a_traceback_is_no_healthy_log(lines):
     assert diagnose("\n".join(lines)).cls == "unknown"
@@ -2208,6 +2213,8 @@ def test_tenth_round_a_failure_without_a_traceback_is_no_healthy_log(lines):
       '  File "/opt/venv/lib/python3.11/site-packages/huggingface_hub/file_download.py", line 1296, in get_metadata',
       "requests.exceptions.HTTPError: 504 Server Error: Gateway Time-out"], "unknown"),
     ([_READY, "INFO:     request cancelled by the signal handler"], "healthy"),
+    (["INFO 01-01 00:00:01 [platform.py:1] Failed to initialize NVML: falling back to the CUDA runtime's count",
+      _READY], "healthy"),
     (["Tip: run with NCCL_DEBUG=WARN to see NCCL errors", _READY], "healthy"),
     (["node3:11:22 [2] NCCL INFO NVLS multicast support is not available on dev 0",
       "node3:11:22 [2] NCCL WARN NVLS not enabled on this device"], "healthy"),

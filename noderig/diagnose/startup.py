@@ -37,7 +37,12 @@ _FORMS = (r"(^|[\s`*(\[（：:,，])[\w.]*\.? ?[A-Z]\w*(Error|Exception): |\b[A-
           # a CUDA API call that failed, by name ("cudaMalloc failed: out of memory"); an exception class named
           # by its dotted module path mid-line ("stdout/INFO triton.runtime.errors.OutOfResources: "; read only
           # where a word of _FAILURE_HINT is on the line, here the module "errors")
-          r"\bcu(da)?[A-Z]\w* failed\b|\b[a-z_]+(\.[a-z_]+)+\.[A-Z]\w+: ")
+          r"\bcu(da)?[A-Z]\w* failed\b|\b[a-z_]+(\.[a-z_]+)+\.[A-Z]\w+: |"
+          # the CUDA runtime's own error texts the tuning logs show, whoever printed them; a library that
+          # could not initialise, with its reason ("Failed to initialize NVML: Driver/library version mismatch")
+          r"\bno kernel image is available for execution|\bCUDA driver version is insufficient|"
+          r"\ban illegal memory access was encountered|\bunspecified launch failure|"
+          r"^(\[[^\]]*\]\s*)*(Failed|Unable) to initiali[sz]e \w+: ")
 # A failure the catalog may not know: an exception line, a traceback, a fatal compiler/runtime
 # message, a process that died or exited non-zero. Benign lines and INFO/WARNING records never count.
 FAILURE = re.compile(
@@ -64,7 +69,8 @@ _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\
 # Words one of the patterns above needs (lowercased): a line without any is skipped cheaply.
 _FAILURE_HINT = re.compile(r"^\[[ef][\d \]]|error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|abort|"
                            r"段错误|核心已转储|non-zero|sigquit|dead|died|code=|status=|fail|critical|assert|terminate|what\(\)|"
-                           r"signal|panicked|unwrap|not found|no such file|permission denied|resource")
+                           r"signal|panicked|unwrap|not found|no such file|permission denied|resource|kernel image|insufficient|"
+                           r"illegal memory|launch failure")
 
 
 def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 0,
