@@ -106,7 +106,8 @@ def test_a_missing_or_wrong_base_interpreter_is_refused_before_copying(lab, inte
     if interpreter == "missing":
         lab.run("b300", "rm /usr/bin/python3")
     else:
-        lab.run("b300", "rm /usr/bin/python3 && printf '#!/bin/sh\\necho 3.12.4\\n' > /usr/bin/python3 "
+        # (another interpreter, as far as the deploy asks: `python3 -V` prints "Python 3.12.4")
+        lab.run("b300", "rm /usr/bin/python3 && printf '#!/bin/sh\\necho Python 3.12.4\\n' > /usr/bin/python3 "
                         "&& chmod +x /usr/bin/python3")
     try:
         res, out = deploy(lab, ENV_STEPS)
