@@ -22,8 +22,8 @@ may have changed it:
 
 A read that failed (its host failed) or raised is not kept: a second read fails again as
 before. Each answer is a copy: a caller may change what it got. A wait loop (a function an
-operation yields) polls with a ``VOLATILE`` fact or a command of its own, never with a kept
-fact: with nothing run in between, a kept fact would answer the same forever.
+operation yields) polls with a command of its own, never with a fact: with nothing run in
+between, a kept fact would answer the same forever, and a ``VOLATILE`` one for ``FRESH_SECONDS``.
 
 The first reads are one round trip: the facts a host's last run read (kept on the controller,
 ``fact-reads/`` in noderig's cache) are read at once when the run starts (``operations.facts.
