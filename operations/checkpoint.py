@@ -28,7 +28,7 @@ from noderig.sizes import human_size
 from . import rollout
 from .facts import CheckpointState, FsType, NodeInfo
 from .tunnel import LoopbackForward
-from .util import fail, first_pass, mark_changing, one_at_a_time, operation
+from .util import earlier_in_run, fail, first_pass, mark_changing, one_at_a_time, operation
 
 VERIFY_SCRIPT = "/usr/local/lib/noderig/verify_files.py"
 # The path check (stdlib only) the verifier loads from beside itself.
@@ -180,7 +180,7 @@ def revision_seeded(pin: RepoPin, live: str, dest: str, token_file: str | None =
     + token_file: a 0600 file with the Hub token (else ``HF_TOKEN``); never sent to the node
     """
     try:
-        _, manifest, _, states, _, _ = _planned(pin, dest, token_file, None)
+        on_node, manifest, _, states, _, _ = _planned(pin, dest, token_file, None)
     except NoderigError as e:
         yield from fail(host, f"checkpoint {pin.repo} for {host.name}: {e}")
         return
@@ -193,7 +193,7 @@ def revision_seeded(pin: RepoPin, live: str, dest: str, token_file: str | None =
         logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} beside {live} in {dest}: {len(links)} of "
                     f"{len(states)} files ({human_size(shared)}) linked from the live revision, the rest fetched")
     manifest_path = f"{dest}/{checkpoint_plan.MANIFEST_FILE}"
-    yield from _manifest_written_checked(manifest, dest, manifest_path)
+    yield from _manifest_written_checked(manifest, dest, manifest_path, on_node)
     yield StringCommand("python3", VERIFY_SCRIPT, QuoteString(manifest_path), QuoteString(dest),
                         "--seed-from", QuoteString(live))
 
@@ -234,7 +234,7 @@ def download_started(pin: RepoPin, dest: str, token_file: str | None = None, con
     + only: the fan-out's stripe: these files alone (``fetch`` with the same ``only`` follows it)
     """
     try:
-        _, manifest, _, _, todo, held = _planned(pin, dest, token_file, only)
+        on_node, manifest, _, _, todo, held = _planned(pin, dest, token_file, only)
     except NoderigError as e:
         yield from fail(host, f"checkpoint {pin.repo} for {host.name}: {e}")
         return
@@ -247,7 +247,7 @@ def download_started(pin: RepoPin, dest: str, token_file: str | None = None, con
     if first_pass(host):
         logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: starting the download of "
                     f"{checkpoint_plan.describe({p: todo[p] for p in to_add})}")
-    yield from _manifest_written_checked(manifest, dest, f"{dest}/{checkpoint_plan.MANIFEST_FILE}")
+    yield from _manifest_written_checked(manifest, dest, f"{dest}/{checkpoint_plan.MANIFEST_FILE}", on_node)
     yield from _fetched(manifest, dest, {p: todo[p] for p in to_fetch}, to_fetch, held, read_token(token_file),
                         connections, jobs, follow=False)
 
@@ -287,7 +287,7 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
         logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: {checkpoint_plan.describe(todo)}; "
                     f"{checkpoint_plan.bytes_to_fetch(manifest, states, stats) / 2**20:.1f} MiB to fetch")
     manifest_path = f"{dest}/{checkpoint_plan.MANIFEST_FILE}"
-    yield from _manifest_written_checked(manifest, dest, manifest_path)
+    yield from _manifest_written_checked(manifest, dest, manifest_path, on_node)
 
     # Files of the right size are hashed first (those that fail join the fetch list), but
     # never one aria2 holds: it may be writing it (``checkpoint_plan.split_todo``).
@@ -301,15 +301,25 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {"checked_bytes": checked, "within": only})
 
 
-def _manifest_written_checked(manifest: dict, dest: str, manifest_path: str):
-    """The node-side scripts uploaded, then the manifest, each write after the node's own
-    path check: it checks what the controller checked, and what only it can see (symlinks),
-    the state directory before the manifest goes there, every listed path after."""
-    # the path check first: the verifier loads it from beside itself
+def node_scripts_put():
+    """The node-side verifier and the path check it loads from beside itself, uploaded where
+    they differ from this controller's, once per run per host: the checkpoint's steps and
+    the fan-out's server each need them, seconds apart, on the download's critical path."""
+    if earlier_in_run(host, "node scripts"):
+        return
     yield from files.put._inner(src=str(script_path("hubpath.py")), dest=HUBPATH_SCRIPT, mode="644")
     yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
-    yield FunctionCommand(_check_paths, ("-", dest), {})
-    yield from files.put._inner(src=io.StringIO(checkpoint_plan.manifest_text(manifest)), dest=manifest_path)
+
+
+def _manifest_written_checked(manifest: dict, dest: str, manifest_path: str, on_node=None):
+    """The node-side scripts uploaded, then the manifest, each write after the node's own
+    path check: it checks what the controller checked, and what only it can see (symlinks),
+    the state directory before the manifest goes there, every listed path after. A manifest
+    the node holds already (``on_node``, its fact) is not written again, only checked."""
+    yield from node_scripts_put()
+    if on_node != manifest:
+        yield FunctionCommand(_check_paths, ("-", dest), {})
+        yield from files.put._inner(src=io.StringIO(checkpoint_plan.manifest_text(manifest)), dest=manifest_path)
     yield FunctionCommand(_check_paths, (manifest_path, dest), {})
 
 
@@ -418,11 +428,14 @@ def _upload_small_file(state, host, manifest: dict, path: str, dest: str, token:
 FALLOC_FILESYSTEMS = {"ext2/ext3", "xfs", "btrfs", "overlayfs", "tmpfs"}
 
 
-def _rpc_secret(host) -> str | None:
-    ok, out = host.run_shell_command(StringCommand("cat", aria2.CONF, "2>/dev/null", "||", "true"))
-    for line in out.stdout_lines:
+def _running_daemon_secret(host) -> str | None:
+    """The RPC secret of the aria2 daemon running on the node, in one round trip; None when
+    none runs or its conf holds no secret (a new daemon is started)."""
+    ok, out = host.run_shell_command(StringCommand(
+        "systemctl", "is-active", f"{aria2.SERVICE}.service", ">/dev/null", "&&", "cat", aria2.CONF))
+    for line in out.stdout_lines if ok else ():
         if line.startswith("rpc-secret="):
-            return line.split("=", 1)[1].strip()
+            return line.split("=", 1)[1].strip() or None
     return None
 
 
@@ -430,9 +443,8 @@ def _ensure_daemon(host) -> str:
     """aria2c as a transient unit on the node, RPC on loopback with a secret kept in a 0600
     file: the download outlives the controller, and a rerun re-attaches to it."""
     unit = f"{aria2.SERVICE}.service"
-    ok, out = host.run_shell_command(StringCommand("systemctl", "is-active", unit, "||", "true"))
-    secret = _rpc_secret(host)
-    if out.stdout.strip() == "active" and secret:
+    secret = _running_daemon_secret(host)
+    if secret:
         return secret
     secret = secrets.token_hex(24)
     # Create the file 0600 first: the secret never sits in a world-readable file.

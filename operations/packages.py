@@ -7,7 +7,7 @@ from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.facts.deb import DebPackages
 
 from .facts import DpkgAudit
-from .util import first_pass, operation
+from .util import earlier_in_run, first_pass, operation
 
 # Wait for another apt (unattended-upgrades, or the one a killed deploy left running) instead
 # of failing on its lock; answer no question.
@@ -60,20 +60,10 @@ def present(packages: list[str]):
                             "DEBIAN_FRONTEND=noninteractive", "dpkg", "--configure", "-a",
                             "--force-confdef", "--force-confold")
     if missing:
-        yield from install_commands(missing, refresh=not _refreshed_earlier(host))
-
-
-def _refreshed_earlier(host) -> bool:
-    """Whether an earlier step of this run refreshes this host's package lists (the aria2 step
-    before the download), and note that this one does: a second ``apt-get update`` seconds
-    later learns nothing and costs a round of the sources on the download's critical path.
-    Noted per phase (planning, then running), as each phase runs every step's body afresh."""
-    refreshed = host.state.__dict__.setdefault("_noderig_apt_refreshed", set())
-    key = (host.name, bool(host.state.is_executing))
-    if key in refreshed:
-        return True
-    refreshed.add(key)
-    return False
+        # An earlier step of this run refreshed the lists (the aria2 step before the download):
+        # a second apt-get update seconds later learns nothing and costs a round of the
+        # sources on the download's critical path. Another host, or the next run, refreshes its own.
+        yield from install_commands(missing, refresh=not earlier_in_run(host, "apt-get update"))
 
 
 def install_commands(packages: list[str], refresh: bool = True) -> list[StringCommand]:

@@ -28,7 +28,7 @@ from noderig.copykey import is_ip
 from noderig.node import script_path
 
 from . import summary
-from .checkpoint import HUBPATH_SCRIPT, VERIFY_SCRIPT, manifest_for
+from .checkpoint import manifest_for, node_scripts_put
 from .facts import CheckpointState, Mtimes, UnitStatus
 from .util import first_pass, one_at_a_time, operation
 
@@ -157,8 +157,7 @@ def serve(checkpoints: list[tuple[str, str]], address: str, port: int, peers: li
     """
     if first_pass(host):
         logger.info(f"[{host.name}] fan-out: serving verified files to {', '.join(peers)} on {address}:{port}")
-    yield from files.put._inner(src=str(script_path("hubpath.py")), dest=HUBPATH_SCRIPT, mode="644")
-    yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
+    yield from node_scripts_put()
     yield from files.put._inner(src=str(script_path("peer_links.py")), dest=peer_server.LINKS_SCRIPT, mode="755")
     yield FunctionCommand(_start, (checkpoints, address, port, peers), {})
 

@@ -108,6 +108,19 @@ def atomic_write(path: str, mode: str = "644") -> tuple[str, StringCommand, Stri
     return tmp, prepare, finish
 
 
+def earlier_in_run(host, what: str) -> bool:
+    """Whether an earlier step of this run on this host already did ``what`` (and note that
+    this one does): for work that one run needs once per host, such as refreshing the package
+    lists or uploading the node-side scripts. Noted per phase (planning, then running), as each
+    phase runs every step's body afresh; a host whose step fails runs no later step."""
+    done = host.state.__dict__.setdefault("_noderig_done_in_run", set())
+    key = (host.name, bool(host.state.is_executing), what)
+    if key in done:
+        return True
+    done.add(key)
+    return False
+
+
 def mark_changing(what: str) -> StringCommand:
     """Touch ``what``'s change marker: yielded before a step changes a byte of what the
     server runs, so a restart is due even when the run dies right after (see service_plan)."""

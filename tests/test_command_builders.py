@@ -98,3 +98,22 @@ def test_a_reverify_repair_runs_the_verifier_with_the_checkpoint_step_command_li
         "test ! -L '/models/K 2/.noderig' && rm -f '/models/K 2/.noderig/verified.json'",
         "python3 /usr/local/lib/noderig/verify_files.py '/models/K 2/.noderig/manifest.json' '/models/K 2'",
     ]
+
+
+DAEMON_CHECK = "systemctl is-active noderig-aria2.service >/dev/null && cat /etc/noderig/aria2.conf"
+
+
+def test_a_running_daemon_is_reused_with_the_secret_of_its_conf_in_one_round_trip():
+    host = RecordingHost({DAEMON_CHECK: (True, ["enable-rpc=true", "rpc-secret=s3cret", "rpc-listen-all=false"])})
+    assert checkpoint._ensure_daemon(host) == "s3cret"
+    assert host.commands == [DAEMON_CHECK] and host.uploads == []
+
+
+def test_a_daemon_that_is_not_running_or_has_no_secret_is_started_with_a_new_one():
+    for answer in [(False, []), (True, ["enable-rpc=true"]), (True, ["rpc-secret="])]:
+        host = RecordingHost({DAEMON_CHECK: answer})
+        secret = checkpoint._ensure_daemon(host)
+        assert len(secret) == 48 and host.uploads == ["/etc/noderig/aria2.conf"]
+        assert host.commands[0] == DAEMON_CHECK
+        assert host.commands[-1].endswith("systemd-run --quiet --unit=noderig-aria2 --property=Type=exec aria2c "
+                                          "--conf-path=/etc/noderig/aria2.conf")

@@ -285,9 +285,12 @@ RECORD = {"config.json": verified(10, 5.0, "a" * 40), "model.safetensors": verif
 
 
 # Before anything is written into the checkpoint, the node checks the listed paths (and
-# symlinks) itself: once against the manifest sent on stdin, once against the uploaded file.
-NODE_CHECKS = [f"upload -> {checkpoint.HUBPATH_SCRIPT}", f"upload -> {checkpoint.VERIFY_SCRIPT}", "call _check_paths",
-               f"upload -> {DEST}/.noderig/manifest.json", "call _check_paths"]
+# symlinks) itself, against the manifest it holds (the same as the controller's: not written
+# again). A manifest written first is checked twice: its state directory before, its paths after.
+NODE_SCRIPTS = [f"upload -> {checkpoint.HUBPATH_SCRIPT}", f"upload -> {checkpoint.VERIFY_SCRIPT}"]
+NODE_CHECKS = [*NODE_SCRIPTS, "call _check_paths"]
+NODE_CHECKS_MANIFEST_WRITTEN = [*NODE_SCRIPTS, "call _check_paths", f"upload -> {DEST}/.noderig/manifest.json",
+                                "call _check_paths"]
 
 
 def test_a_verified_checkpoint_is_neither_hashed_nor_fetched():
@@ -303,12 +306,37 @@ def test_a_file_touched_since_it_was_verified_is_hashed_not_fetched(monkeypatch)
     assert commands == [*NODE_CHECKS, "call _verify", "call _verify"]
 
 
+def test_a_manifest_the_node_lacks_is_written_between_two_checks(monkeypatch):
+    monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
+    monkeypatch.setattr(checkpoint, "build_manifest", lambda pin, token: MANIFEST)
+    monkeypatch.setattr(checkpoint, "_manifests", {})
+    host = FakeHost({checkpoint_state(): {"manifest": None, "stats": STATS, "record": RECORD, "held": None}})
+    commands = run_op(checkpoint.fetch, host, PIN, DEST)
+    assert commands == [*NODE_CHECKS_MANIFEST_WRITTEN, "call _verify"]
+
+
+def test_the_node_scripts_are_uploaded_once_per_run_on_a_host(monkeypatch):
+    # Each checkpoint step (two downloads started, two fetched, the fan-out's server) needs
+    # the verifier; the first step of the run uploads it where it differs, the later ones on
+    # that host do not ask again. Another host, or the run's next phase, uploads its own.
+    monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
+    stats = {**STATS, "model.safetensors": {"size": 1000, "mtime": 9.0, "aria2": False}}
+    host = node_with(stats, RECORD)
+    assert run_op(checkpoint.fetch, host, PIN, DEST)[:len(NODE_CHECKS)] == NODE_CHECKS
+    assert run_op(checkpoint.fetch, host, PIN, DEST)[0] == "call _check_paths"
+    other = node_with(stats, RECORD)
+    other.state, other.name = host.state, "b300-2"
+    assert run_op(checkpoint.fetch, other, PIN, DEST)[:len(NODE_CHECKS)] == NODE_CHECKS
+    host.state.is_executing = not host.state.is_executing
+    assert run_op(checkpoint.fetch, host, PIN, DEST)[:len(NODE_CHECKS)] == NODE_CHECKS
+
+
 def test_a_missing_and_an_oversize_file_are_fetched_the_oversize_one_from_scratch(monkeypatch):
     monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
     stats = {"model.safetensors": {"size": 1001, "mtime": 6.0, "aria2": False}}
     host = node_with(stats, RECORD, extra={fact("FsType", path=DEST): "ext4"})
     commands = run_op(checkpoint.fetch, host, PIN, DEST)
-    assert commands[:6] == [
+    assert commands[:len(NODE_CHECKS) + 1] == [
         *NODE_CHECKS, "install -d -m 755 /var/lib/noderig/changes && touch /var/lib/noderig/changes/checkpoint"]
     assert f"rm -f {DEST}/model.safetensors" in commands
     assert "rm -f /models/m/config.json" not in commands, "a missing file has nothing to remove"
