@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import posixpath
@@ -28,7 +29,7 @@ from noderig.sizes import human_size
 from . import rollout
 from .facts import CheckpointState, FsType, NodeInfo
 from .tunnel import LoopbackForward
-from .util import earlier_in_run, fail, first_pass, mark_changing, one_at_a_time, operation
+from .util import earlier_in_run, fail, first_pass, mark_changing, one_at_a_time, operation, put_atomic
 
 VERIFY_SCRIPT = "/usr/local/lib/noderig/verify_files.py"
 # The path check (stdlib only) the verifier loads from beside itself.
@@ -301,14 +302,41 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {"checked_bytes": checked, "within": only})
 
 
+# The node-side scripts: where each goes, its mode (the verifier loads the path check from
+# beside itself).
+NODE_SCRIPTS = {HUBPATH_SCRIPT: ("hubpath.py", "644"), VERIFY_SCRIPT: ("verify_files.py", "755")}
+# Each regular file's mode and sha256 ("644 <digest>  -  <path>"); nothing for one absent.
+SCRIPT_STATES = 'for p; do [ -f "$p" ] && echo "$(stat -c %a "$p") $(sha256sum < "$p")  $p"; done; true'
+
+
 def node_scripts_put():
-    """The node-side verifier and the path check it loads from beside itself, uploaded where
-    they differ from this controller's, once per run per host: the checkpoint's steps and
-    the fan-out's server each need them, seconds apart, on the download's critical path."""
-    if earlier_in_run(host, "node scripts"):
-        return
-    yield from files.put._inner(src=str(script_path("hubpath.py")), dest=HUBPATH_SCRIPT, mode="644")
-    yield from files.put._inner(src=str(script_path("verify_files.py")), dest=VERIFY_SCRIPT, mode="755")
+    """The node-side verifier and the path check, as this controller has them, once per run
+    per host: the checkpoint's steps and the fan-out's server each need them, seconds apart,
+    on the download's critical path."""
+    if not earlier_in_run(host, "node scripts"):
+        yield FunctionCommand(_node_scripts_current, (), {})
+
+
+def _node_scripts_current(state, host) -> bool:
+    """Read every script's digest and mode in one round trip; replace (atomically) those
+    that differ from this controller's."""
+    ok, out = host.run_shell_command(StringCommand("sh", "-c", QuoteString(SCRIPT_STATES), "noderig-scripts",
+                                                   *NODE_SCRIPTS))
+    have = {}
+    for line in out.stdout_lines if ok else ():
+        fields = line.split()  # mode, digest, "-", path
+        if len(fields) == 4:
+            have[fields[3]] = (fields[0], fields[1])
+    for path, (name, mode) in NODE_SCRIPTS.items():
+        local = script_path(name)
+        if have.get(path) == (mode, hashlib.sha256(local.read_bytes()).hexdigest()):
+            continue
+        if not put_atomic(host, path, str(local), mode):
+            host.log_styled(f"could not install {path} on {host.name}; nothing more ran there: check the node's "
+                            f"disk and permissions under {posixpath.dirname(path)}, then rerun", fg="red",
+                            log_func=logger.error)
+            return False
+    return True
 
 
 def _manifest_written_checked(manifest: dict, dest: str, manifest_path: str, on_node=None):

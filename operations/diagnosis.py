@@ -22,7 +22,7 @@ from .facts import HttpStatus, UnitStatus
 from .packages import install_commands
 from .service import unit_path
 from .tunnel import LoopbackForward
-from .util import atomic_write, operation
+from .util import operation, put_atomic
 
 RESULT_MARK = "--- noderig: unit result ---"
 
@@ -150,13 +150,14 @@ def _apply_repair(host, unit: str, settings, plan, recorded: dict, firewall=None
     recorded.setdefault("repairs", []).append(
         {"remedy": plan.remedy, "description": plan.description, "settings": plan.settings,
          "packages": plan.packages, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
-    _put_atomic(host, REPAIRS_FILE, json.dumps(recorded, indent=1) + "\n")
+    put_atomic(host, REPAIRS_FILE, io.StringIO(json.dumps(recorded, indent=1) + "\n"))
     if plan.settings:
-        _put_atomic(host, unit_path(settings.service_name), render_unit(settings))
+        put_atomic(host, unit_path(settings.service_name), io.StringIO(render_unit(settings)))
         host.run_shell_command(StringCommand("systemctl", "daemon-reload"))
     if firewall is not None and firewall.api_port != settings.port:
         # The API port moved: the firewall opens the new one (and closes the old).
-        _put_atomic(host, RULESET_FILE, load_script(render_table(replace(firewall, api_port=settings.port))))
+        ruleset = load_script(render_table(replace(firewall, api_port=settings.port)))
+        put_atomic(host, RULESET_FILE, io.StringIO(ruleset))
         host.run_shell_command(StringCommand(NFT, "-f", RULESET_FILE))
     host.run_shell_command(StringCommand("systemctl", "reset-failed", QuoteString(unit), ";",
                                          "systemctl", "restart", QuoteString(unit)))
@@ -181,13 +182,6 @@ def _last_json(lines: list[str]) -> dict:
         return json.loads(lines[-1])
     except (IndexError, ValueError):
         return {}
-
-
-def _put_atomic(host, path: str, text: str) -> None:
-    tmp, prepare, finish = atomic_write(path)
-    host.run_shell_command(prepare)
-    host.put_file(io.StringIO(text), tmp)
-    host.run_shell_command(finish)
 
 
 def _smoke(host, unit: str, port: int, served_model_name: str, api_key_file: str | None, waited: float) -> bool:

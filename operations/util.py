@@ -108,6 +108,13 @@ def atomic_write(path: str, mode: str = "644") -> tuple[str, StringCommand, Stri
     return tmp, prepare, finish
 
 
+def put_atomic(host, path: str, src, mode: str = "644") -> bool:
+    """From a ``FunctionCommand``: replace ``path`` on the node with ``src`` (a local file
+    name or a file object) the way ``atomic_write`` does; whether every command succeeded."""
+    tmp, prepare, finish = atomic_write(path, mode)
+    return bool(host.run_shell_command(prepare)[0] and host.put_file(src, tmp) and host.run_shell_command(finish)[0])
+
+
 def earlier_in_run(host, what: str) -> bool:
     """Whether an earlier step of this run on this host already did ``what`` (and note that
     this one does): for work that one run needs once per host, such as refreshing the package

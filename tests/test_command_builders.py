@@ -117,3 +117,45 @@ def test_a_daemon_that_is_not_running_or_has_no_secret_is_started_with_a_new_one
         assert host.commands[0] == DAEMON_CHECK
         assert host.commands[-1].endswith("systemd-run --quiet --unit=noderig-aria2 --property=Type=exec aria2c "
                                           "--conf-path=/etc/noderig/aria2.conf")
+
+
+def script_state(path: str, name: str, mode: str) -> str:
+    digest = __import__("hashlib").sha256(script_path(name).read_bytes()).hexdigest()
+    return f"{mode} {digest}  -  {path}"
+
+
+def scripts_host(*lines: str) -> RecordingHost:
+    host = RecordingHost()
+    host.run_shell_command = lambda command, **kw: (
+        host.commands.append(command.get_raw_value()),
+        (True, SimpleNamespace(stdout_lines=list(lines) if "noderig-scripts" in command.get_raw_value() else [],
+                               stderr="")))[1]
+    return host
+
+
+def test_node_scripts_that_are_current_are_read_in_one_round_trip_and_not_sent():
+    host = scripts_host(script_state(checkpoint.HUBPATH_SCRIPT, "hubpath.py", "644"),
+                        script_state(checkpoint.VERIFY_SCRIPT, "verify_files.py", "755"))
+    assert checkpoint._node_scripts_current(None, host) is True
+    assert len(host.commands) == 1 and host.uploads == []
+    assert host.commands[0].endswith(f"noderig-scripts {checkpoint.HUBPATH_SCRIPT} {checkpoint.VERIFY_SCRIPT}")
+
+
+def test_a_node_script_absent_changed_or_of_another_mode_is_replaced_atomically():
+    for lines in [(), (script_state(checkpoint.HUBPATH_SCRIPT, "verify_files.py", "644"),),
+                  (script_state(checkpoint.HUBPATH_SCRIPT, "hubpath.py", "666"),)]:
+        host = scripts_host(*lines, script_state(checkpoint.VERIFY_SCRIPT, "verify_files.py", "755"))
+        assert checkpoint._node_scripts_current(None, host) is True
+        tmp = f"{checkpoint.HUBPATH_SCRIPT}.noderig-tmp"
+        assert host.uploads == [tmp]
+        assert host.commands[1:] == [f"install -d -m 755 /usr/local/lib/noderig && install -m 644 /dev/null {tmp}",
+                                     f"chmod 644 {tmp} && mv -f {tmp} {checkpoint.HUBPATH_SCRIPT}"]
+
+
+def test_node_script_states_are_read_as_the_node_shell_prints_them(tmp_path):
+    (tmp_path / "a.py").write_text("x")
+    (tmp_path / "a.py").chmod(0o640)
+    out = subprocess.run(["sh", "-c", checkpoint.SCRIPT_STATES, "noderig-scripts", str(tmp_path / "a.py"),
+                          str(tmp_path / "absent.py")], capture_output=True, text=True, check=True).stdout
+    digest = __import__("hashlib").sha256(b"x").hexdigest()
+    assert out.splitlines() == [f"640 {digest}  -  {tmp_path / 'a.py'}"]

@@ -287,7 +287,7 @@ RECORD = {"config.json": verified(10, 5.0, "a" * 40), "model.safetensors": verif
 # Before anything is written into the checkpoint, the node checks the listed paths (and
 # symlinks) itself, against the manifest it holds (the same as the controller's: not written
 # again). A manifest written first is checked twice: its state directory before, its paths after.
-NODE_SCRIPTS = [f"upload -> {checkpoint.HUBPATH_SCRIPT}", f"upload -> {checkpoint.VERIFY_SCRIPT}"]
+NODE_SCRIPTS = ["call _node_scripts_current"]
 NODE_CHECKS = [*NODE_SCRIPTS, "call _check_paths"]
 NODE_CHECKS_MANIFEST_WRITTEN = [*NODE_SCRIPTS, "call _check_paths", f"upload -> {DEST}/.noderig/manifest.json",
                                 "call _check_paths"]

@@ -70,8 +70,7 @@ def test_serve_uploads_the_node_scripts_then_starts_the_server_at_execution(monk
     host = FakeHost()
     assert run_op(peers.serve, host, checkpoints=[("k", "/models/a")], address="10.0.0.2", port=30001,
                   peers=["10.0.0.3"]) == [
-        "upload hubpath.py -> /usr/local/lib/noderig/hubpath.py (644)",
-        "upload verify_files.py -> /usr/local/lib/noderig/verify_files.py (755)",
+        "call _node_scripts_current",
         "upload peer_links.py -> /usr/local/lib/noderig/peer_links.py (755)",
         "call _start"]
 
