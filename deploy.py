@@ -18,7 +18,7 @@ from noderig.manifest import RepoPin
 from noderig.repair import REPAIRS_FILE, recorded_settings
 from noderig.server_settings import ServerSettings
 from operations import (call_sites, checkpoint, diagnosis, environment, fact_reads, firewall, packages, peers, preflight,
-                        rollout, service, summary, venv_peers)
+                        rollout, service, summary, tunnel, venv_peers)
 from operations.facts import JsonFile
 from operations.util import decided
 
@@ -33,6 +33,8 @@ if unknown:
 call_sites.install()
 # Every host's commands are counted for the summary printed at the end of the run.
 summary.track(host)
+# Each command's small SSH messages go out at once (not held back by Nagle's algorithm).
+tunnel.no_delay(host.state)
 # A fact is read once while nothing changes it (a converged node's rerun reads the same facts
 # at load, in preflight and in the step that owns them).
 fact_reads.remember(host)

@@ -1,11 +1,35 @@
-"""A local TCP port forwarded to a port on the node's loopback, through pyinfra's own SSH
-connection (like ``ssh -L``): how the controller reaches aria2's RPC, which listens on the
-node's loopback only."""
+"""pyinfra's own SSH connection to each node: its socket sends at once (``no_delay``), and a
+local TCP port forwarded through it to a port on the node's loopback (``LoopbackForward``,
+like ``ssh -L``): how the controller reaches aria2's RPC, which listens on the node's loopback
+only."""
 
 from __future__ import annotations
 
 import socket
 import threading
+
+
+def no_delay(state) -> int:
+    """Set TCP_NODELAY on the SSH socket of every connected host of the run (once per run);
+    returns how many were set. Each command opens a channel and asks for an exec, small
+    messages that Nagle's algorithm holds back until the node acknowledges the last one, and
+    the node delays its ACKs (up to 40 ms on Linux): measured on the lab, 48-63 ms per
+    command against 3.6 ms with it set. OpenSSH's own client sets it for interactive sessions;
+    paramiko (pyinfra's connector) leaves it off. Hosts without a paramiko socket (the local
+    connector, a test's fake) are left as they are."""
+    if getattr(state, "_noderig_no_delay", False):
+        return 0
+    state._noderig_no_delay = True
+    done = 0
+    for host in state.inventory:
+        client = getattr(host.connector, "client", None) if host.connected else None
+        sock = getattr(client.get_transport(), "sock", None) if client is not None else None
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            done += 1
+        except (AttributeError, OSError):  # not a TCP socket (a proxy command's pipe), or none
+            pass
+    return done
 
 
 class LoopbackForward:
