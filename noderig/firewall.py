@@ -50,6 +50,16 @@ class FirewallSettings:
                    **{name: getter(key, None) or [] for name, key in INVENTORY_KEYS.items()})
 
 
+# The table's first load where it is absent: for TRACKING_SECONDS it only tracks connections
+# (nft's own command line), then the rules load. Connection tracking starts when a rule first
+# uses it, so a connection already open then (the checkpoint's download: the firewall loads
+# while it is in flight) is first seen mid-stream as "new", meets the reject rule, and hangs
+# until the client's timeout (measured on the lab: a download stopped dead, and aria2 waited 60
+# s). A second of tracking with everything accepted makes it "established".
+TRACKING_ONLY = (f"add table {TABLE}; add chain {TABLE} input {{ type filter hook input priority filter; "
+                 f"policy accept; }}; add rule {TABLE} input ct state established,related accept")
+TRACKING_SECONDS = 1
+
 INVENTORY_KEYS = {"api_allow": "firewall_api_allow", "peers": "firewall_peers", "peer_ports": "firewall_peer_ports"}
 
 

@@ -12,12 +12,13 @@ from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
 from noderig.checkpoint_plan import MANIFEST_FILE, RECORD_FILE, STATE_DIR
-from noderig.firewall import NFT, RULESET_FILE, load_script, render_table
+from noderig.firewall import RULESET_FILE, load_script, render_table
 from noderig.repair import REPAIRS_FILE, manual_reason, plan_repair
 from noderig.secret_files import read_private
 from noderig.unit import render_unit
 
 from .checkpoint import verifier_command
+from .firewall import load_command
 from .facts import HttpStatus, UnitStatus
 from .packages import install_commands
 from .service import unit_path
@@ -158,7 +159,7 @@ def _apply_repair(host, unit: str, settings, plan, recorded: dict, firewall=None
         # The API port moved: the firewall opens the new one (and closes the old).
         ruleset = load_script(render_table(replace(firewall, api_port=settings.port)))
         put_atomic(host, RULESET_FILE, io.StringIO(ruleset))
-        host.run_shell_command(StringCommand(NFT, "-f", RULESET_FILE))
+        host.run_shell_command(load_command(first=False))  # (loaded by the deploy's firewall step)
     host.run_shell_command(StringCommand("systemctl", "reset-failed", QuoteString(unit), ";",
                                          "systemctl", "restart", QuoteString(unit)))
     return settings

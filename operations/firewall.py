@@ -9,10 +9,11 @@ from __future__ import annotations
 import difflib
 
 from pyinfra import host, logger
-from pyinfra.api.command import StringCommand
+from pyinfra.api.command import QuoteString, StringCommand
 
-from noderig.firewall import (NFT, PERSIST_UNIT_FILE, PERSIST_UNIT_NAME, RULESET_FILE, TABLE, FirewallSettings,
-                              load_script, persist_unit, problems, render_table, rules, same_table)
+from noderig.firewall import (NFT, PERSIST_UNIT_FILE, PERSIST_UNIT_NAME, RULESET_FILE, TABLE, TRACKING_ONLY,
+                              TRACKING_SECONDS, FirewallSettings, load_script, persist_unit, problems, render_table,
+                              rules, same_table)
 
 from .facts import Mtimes, NftTable, SshdPorts, UnitStatus
 from .service import text_file
@@ -67,9 +68,19 @@ def loaded(fw: FirewallSettings):
                                         f"table {TABLE} (node)", f"table {TABLE} (deploy)", lineterm="")
             logger.info(f"[{host.name}] " + "\n".join(diff))
     if not is_loaded:
-        yield StringCommand(NFT, "-f", RULESET_FILE)
+        yield load_command(first=live["table"] is None)
     if not at_boot:
         yield StringCommand("systemctl", "daemon-reload", "&&", "systemctl", "enable", UNIT)
+
+
+def load_command(first: bool) -> StringCommand:
+    """Load the ruleset file (one transaction); where the table is absent (``first``), after a
+    second of tracking connections only, so that those in flight are not cut
+    (``noderig.firewall.TRACKING_ONLY``)."""
+    load = StringCommand(NFT, "-f", RULESET_FILE)
+    if not first:
+        return load
+    return StringCommand(NFT, QuoteString(TRACKING_ONLY), "&&", "sleep", str(TRACKING_SECONDS), "&&", load)
 
 
 @operation(is_idempotent=True)
