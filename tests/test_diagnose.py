@@ -32,7 +32,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout4", "crashlogs_heldout5",
                                                                  "crashlogs_heldout6", "crashlogs_heldout7",
                                                                  "crashlogs_heldout8", "crashlogs_heldout9",
-                                                                 "crashlogs_heldout10")]
+                                                                 "crashlogs_heldout10", "crashlogs_heldout11")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
