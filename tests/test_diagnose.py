@@ -2251,3 +2251,58 @@ def test_tenth_round_key_tokens_name_the_new_classes(lines, cls):
 ])
 def test_tenth_round_key_tokens_keep_to_their_cause(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+# --------------------------------------------------------------------------------------------
+# the eleventh round: the rules from its tuning logs, each case in other words than the fixtures'
+# (each `unknown`, `healthy` or another class before the round)
+
+_RUNNER = "/usr/local/lib/python3.10/dist-packages/sglang/srt/model_executor/cuda_graph_runner.py"
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # the CUDA runtime's words and enum names for a driver it cannot use, whoever printed them
+    (["RuntimeError: CUDA init failed: Error 803: system has unsupported display driver / cuda driver combination"],
+     "driver_mismatch"),
+    (["F0101 10:00:00.000 77 common.cpp:12] Check failed: status == cudaSuccess (803 vs. 0)  system has unsupported "
+      "display driver / cuda driver combination"], "driver_mismatch"),
+    (["cudaSetDevice(0) returned cudaErrorSystemDriverMismatch"], "driver_mismatch"),
+    (["[engine] device probe: cudaErrorInsufficientDriver (35)"], "driver_mismatch"),
+    # the engine's check that the GPU has the memory asked for at startup: another process holds the rest
+    (["ValueError: Free memory on device cuda:1 (10.12/79.25 GiB) on startup is less than desired GPU memory "
+      "utilization (0.9, 71.33 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."],
+     "cuda_oom"),
+    # a traceback cut before its exception, stopped in the graph runner or in torch's capture
+    (["[2025-01-01 00:00:01 TP0] Capture cuda graph begin. This can take up to several minutes.",
+      "Traceback (most recent call last):",
+      f'  File "{_RUNNER}", line 301, in __init__',
+      "    self.capture()"], "cuda_graph_capture"),
+    (["Traceback (most recent call last):",
+      '  File "/opt/app/engine/graphs.py", line 88, in record',
+      "    with torch.cuda.graph(g, pool=pool):",
+      '  File "/opt/venv/lib/python3.12/site-packages/torch/cuda/graphs.py", line 186, in __enter__',
+      "    self.cuda_graph.capture_begin("], "cuda_graph_capture"),
+    # a shard the loader names, quoted without a space after the colon
+    (["FileNotFoundError: No such file or directory:'/data/qwen/model-00002-of-00004.safetensors'"],
+     "checkpoint_incomplete"),
+    # a CHECK macro that failed on another cause is a failure no class knows, not a healthy log
+    (["F0101 10:00:00.000 77 net.cpp:40] Check failed: top_shape[0] > 0 (0 vs. 0) empty batch"], "unknown"),
+    # traps: a cut traceback whose innermost frame is model code the runner called is not the capture's;
+    # a complete one raised below the runner is its own exception's class; a health check's note is no CHECK
+    (["Traceback (most recent call last):",
+      f'  File "{_RUNNER}", line 301, in __init__',
+      "    self.capture()",
+      '  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/models/llama.py", line 310, in forward',
+      "    hidden_states = self.model(input_ids, positions, forward_batch)"], "unknown"),
+    (["Traceback (most recent call last):",
+      f'  File "{_RUNNER}", line 301, in __init__',
+      "    self.capture()",
+      '  File "/usr/local/lib/python3.10/dist-packages/sgl_kernel/elementwise.py", line 40, in rmsnorm',
+      "    torch.ops.sgl_kernel.rmsnorm.default(out, input, weight, eps, enable_pdl)",
+      "RuntimeError: CUDA error: no kernel image is available for execution on the device"], "unsupported_gpu_arch"),
+    (["router: health check failed: backend not ready yet, retrying in 5 s", _READY], "healthy"),
+    (["INFO 01-01 00:00:01 [gpu_worker.py:1] Free memory on device cuda:0 (70.1/79.3 GiB) on startup; desired GPU "
+      "memory utilization is 0.8", _READY], "healthy"),
+])
+def test_eleventh_round_rules_keep_to_their_cause(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls

@@ -41,8 +41,12 @@ _FORMS = (r"(^|[\s`*(\[（：:,，])[\w.]*\.? ?[A-Z]\w*(Error|Exception): |\b[A-
           # the CUDA runtime's own error texts the tuning logs show, whoever printed them; a library that
           # could not initialise, with its reason ("Failed to initialize NVML: Driver/library version mismatch")
           r"\bno kernel image is available for execution|\bCUDA driver version is insufficient|"
+          r"\bunsupported display driver / cuda driver combination|"
           r"\ban illegal memory access was encountered|\bunspecified launch failure|"
-          r"^(\[[^\]]*\]\s*)*(Failed|Unable) to initiali[sz]e \w+: ")
+          r"^(\[[^\]]*\]\s*)*(Failed|Unable) to initiali[sz]e \w+: |"
+          # a CHECK macro that failed, in glog's words and case (caffe's "Check failed: error == cudaSuccess (803 vs. 0)";
+          # a "health check failed: retrying" note is no such macro)
+          r"(?-i:\bCheck failed: )")
 # A failure the catalog may not know: an exception line, a traceback, a fatal compiler/runtime
 # message, a process that died or exited non-zero. Benign lines and INFO/WARNING records never count.
 FAILURE = re.compile(
@@ -70,7 +74,7 @@ _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\
 _FAILURE_HINT = re.compile(r"^\[[ef][\d \]]|error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|abort|"
                            r"段错误|核心已转储|non-zero|sigquit|dead|died|code=|status=|fail|critical|assert|terminate|what\(\)|"
                            r"signal|panicked|unwrap|not found|no such file|permission denied|resource|kernel image|insufficient|"
-                           r"illegal memory|launch failure")
+                           r"illegal memory|launch failure|display driver")
 
 
 def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 0,
