@@ -2306,3 +2306,25 @@ _RUNNER = "/usr/local/lib/python3.10/dist-packages/sglang/srt/model_executor/cud
 ])
 def test_eleventh_round_rules_keep_to_their_cause(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # the tier's words added in the eleventh round, in other words than the fixtures' (no signature matches)
+    (["RuntimeError: ncclGroupEnd returned: unhandled cuda error on rank 3"], "nccl_failure"),
+    (["RuntimeError: probe failed: the driver is insufficient for runtime 12.8"], "driver_mismatch"),
+    (["RuntimeError: replaying the cuda graph for bs=8 failed after capture"], "cuda_graph_capture"),
+])
+def test_eleventh_round_key_tokens_name_their_class(lines, cls):
+    d = diagnose("\n".join(lines))
+    assert (d.cls, d.remedy, d.confidence) == (cls, None, 0.45), d.cause
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # one word of a cause names nothing: a graph alone, a capture alone, an insufficient quota, an internal error
+    (["RuntimeError: graph break in forward: unsupported op"], "unknown"),
+    (["RuntimeError: capture of the profile trace failed"], "unknown"),
+    (["RuntimeError: insufficient quota for the requested replicas"], "unknown"),
+    (["RuntimeError: internal error in the scheduler queue"], "unknown"),
+])
+def test_eleventh_round_key_tokens_keep_to_their_cause(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
