@@ -2328,3 +2328,15 @@ def test_eleventh_round_key_tokens_name_their_class(lines, cls):
 ])
 def test_eleventh_round_key_tokens_keep_to_their_cause(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # compiler and Triton causes the tier learned in the eleventh round, in words no signature matches
+    (["src/ext.c:3:10: fatal error: 'Python.h' file not found"], "missing_python_headers"),
+    (["kernels/attn.cu:9:10: fatal error: 'cuda_bf16.h' file not found"], "missing_cuda_headers"),
+    (["RuntimeError: autotune config 3 skipped: out of resources, hardware limit 101376 bytes"],
+     "triton_out_of_shared_memory"),
+])
+def test_eleventh_round_key_tokens_name_the_compiler_classes(lines, cls):
+    d = diagnose("\n".join(lines))
+    assert (d.cls, d.remedy, d.confidence) == (cls, None, 0.45), d.cause
