@@ -2340,3 +2340,19 @@ def test_eleventh_round_key_tokens_keep_to_their_cause(lines, cls):
 def test_eleventh_round_key_tokens_name_the_compiler_classes(lines, cls):
     d = diagnose("\n".join(lines))
     assert (d.cls, d.remedy, d.confidence) == (cls, None, 0.45), d.cause
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # a process killed by a signal, in the shell's, Python's and absl's words: a failure, also after ready
+    (["./run_server.sh: line 4:  812 Illegal instruction     python -m server --port 8000"], "unknown"),
+    ([_READY, "Illegal instruction"], "unknown"),
+    (["*** SIGILL received at time=1700000000 on cpu 3 ***"], "unknown"),
+    # SIGBUS names a small /dev/shm as a symptom, when nothing decisive is in the log
+    (["(Worker pid=12) Fatal Python error: Bus error"], "shm_too_small"),
+    (["launch.sh: line 9:  4242 Bus error               (core dumped) python serve.py"], "shm_too_small"),
+    # traps: a PCIe AER report in a journal dump, a capability probe's note
+    (["kernel: pcieport 0000:00:01.0: PCIe Bus Error: severity=Corrected, type=Physical Layer", _READY], "healthy"),
+    (["INFO 01-01 00:00:01 [cpu.py:1] checking for illegal instruction traps: none", _READY], "healthy"),
+])
+def test_eleventh_round_signals_are_failures(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls

@@ -17,6 +17,10 @@ __all__ = ["DEATH", "FAILURE", "first_failure", "ready_index", "stage"]
 _ABORT = (r"\bterminate called (after throwing|without an active exception)|^\s*what\(\):  |"
           r"\((ggml_abort|abort|__assert_fail)\+0x[0-9a-f]+\)|"
           r"\b(signal(l)?ed|killed|terminated) (to shutdown )?(with|by) signal \d+")
+# A process killed by a signal, in the words the shell and Python print for it ("Illegal instruction",
+# "Bus error (core dumped)", "Fatal Python error: Bus error") and absl's failure handler's ("*** SIGBUS
+# received at time=..."); in their own case, so a PCIe report ("PCIe Bus Error: severity=Corrected") is none.
+_SIGNAL = r"(?-i:\b(Illegal instruction|Bus error)\b(?!:))|\*\*\* SIG[A-Z]+ received at time="
 # Failure forms the tuning logs show where no exception line starts the line: an exception named mid-line
 # or in Markdown ("...还是报错RuntimeError: ...", "**ValueError: ...", "`x.SafetensorError: ...`",
 # "safetensors_rust. SafetensorError: ..."), an exception's repr ("failed with exception: RuntimeError('...')"),
@@ -53,7 +57,7 @@ FAILURE = re.compile(
     r"^\s*[\w.]*(Error|Exception|Exit|Interrupt)\w*(:|\s*$)|^\s*Traceback \(most recent call last\)|"
     r"\b(fatal error|FATAL|Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|returned non-zero exit status|"
     r"Scheduler hit an exception|Received sigquit|is dead\b|died unexpectedly|code=(killed|dumped)|"
-    r"status=[1-9]\d*/|Failed with result|(exit(ed)?|finished) with (exit )?(code|status) [1-9])|"
+    r"status=[1-9]\d*/|Failed with result|(exit(ed)?|finished) with (exit )?(code|status) [1-9])|" + _SIGNAL + "|"
     r"^\[?(ERROR|CRITICAL)\b|\berror:|"
     # torch/c10's error records ("[E530 13:41:17.1 x.cpp:6] "; older torch without the date: "[E ProcessGroupNCCL.cpp:563] ")
     r"^\[E(\d{3,4} [\d:.]+| [\w.-]+:\d+\]) |"
@@ -66,7 +70,7 @@ FAILURE = re.compile(
 # After the ready line only a dead process is a failure (a request's traceback is not). The shell's
 # own report of a signal is also read in the locale it was printed in ("段错误 (核心已转储)").
 DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|Received sigquit|is dead\b|died unexpectedly|"
-                   r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)|" + _ABORT, re.IGNORECASE)
+                   r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)|" + _SIGNAL + "|" + _ABORT, re.IGNORECASE)
 # A warning, by its own header: Python's ("x.py:12: UserWarning: ..."), torch/c10's ("[W socket.cpp:663] ..."),
 # a plain "Warning: ..." line. What it says ("error: ..." in a fallback note) is not a failure.
 _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\d:.]+)?[ \]\w]")
@@ -74,7 +78,7 @@ _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\
 _FAILURE_HINT = re.compile(r"^\[[ef][\d \]]|error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|abort|"
                            r"段错误|核心已转储|non-zero|sigquit|dead|died|code=|status=|fail|critical|assert|terminate|what\(\)|"
                            r"signal|panicked|unwrap|not found|no such file|permission denied|resource|kernel image|insufficient|"
-                           r"illegal memory|launch failure|display driver")
+                           r"illegal memory|launch failure|display driver|illegal instruction|bus error|received at time")
 
 
 def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 0,
