@@ -2356,3 +2356,18 @@ def test_eleventh_round_key_tokens_name_the_compiler_classes(lines, cls):
 ])
 def test_eleventh_round_signals_are_failures(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # a CUDA kernel's device-side assertion (its condition in backticks), torch's own segfault handler,
+    # the driver losing the GPU: failures, the last two also after the ready line
+    (["/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [0,0,0], thread: [3,0,0] "
+      "Assertion `idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\"` failed."], "unknown"),
+    ([_READY, "!!!!!!! Segfault encountered !!!!!!!"], "unknown"),
+    ([_READY, "kernel: NVRM: GPU 0000:41:00.0: GPU has fallen off the bus."], "unknown"),
+    # traps: a bus that is fine, an assertion that held
+    (["INFO 01-01 00:00:01 [topology.py:1] no GPU has fallen behind the bus scan", _READY], "healthy"),
+    (["INFO 01-01 00:00:01 [checks.py:1] Assertion `x > 0` passed", _READY], "healthy"),
+])
+def test_eleventh_round_device_asserts_and_lost_gpus_are_failures(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls

@@ -20,7 +20,10 @@ _ABORT = (r"\bterminate called (after throwing|without an active exception)|^\s*
 # A process killed by a signal, in the words the shell and Python print for it ("Illegal instruction",
 # "Bus error (core dumped)", "Fatal Python error: Bus error") and absl's failure handler's ("*** SIGBUS
 # received at time=..."); in their own case, so a PCIe report ("PCIe Bus Error: severity=Corrected") is none.
-_SIGNAL = r"(?-i:\b(Illegal instruction|Bus error)\b(?!:))|\*\*\* SIG[A-Z]+ received at time="
+_SIGNAL = (r"(?-i:\b(Illegal instruction|Bus error)\b(?!:))|\*\*\* SIG[A-Z]+ received at time=|"
+           # torch's own signal handler ("!!!!!!! Segfault encountered !!!!!!!"); the driver losing the GPU
+           # ("NVRM: ... has fallen off the bus and is not responding to commands", Xid 79)
+           r"\bSegfault encountered\b|\bfallen off the bus\b")
 # Failure forms the tuning logs show where no exception line starts the line: an exception named mid-line
 # or in Markdown ("...还是报错RuntimeError: ...", "**ValueError: ...", "`x.SafetensorError: ...`",
 # "safetensors_rust. SafetensorError: ..."), an exception's repr ("failed with exception: RuntimeError('...')"),
@@ -62,7 +65,8 @@ FAILURE = re.compile(
     # torch/c10's error records ("[E530 13:41:17.1 x.cpp:6] "; older torch without the date: "[E ProcessGroupNCCL.cpp:563] ")
     r"^\[E(\d{3,4} [\d:.]+| [\w.-]+:\d+\]) |"
     # a C/C++ assertion that failed ("x.cpp:728: GGML_ASSERT(a != b) failed", "Assertion `x' failed.")
-    r"\b[A-Z_]*ASSERT\w*\(.*\) failed\b|\bAssertion [`'].*' failed|"
+    # (a CUDA kernel's device-side assertion quotes its condition in backticks: "Assertion `srcIndex < n` failed.")
+    r"\b[A-Z_]*ASSERT\w*\(.*\) failed\b|\bAssertion [`'].*[`'] failed|"
     # a CUDA call's error, where the line starts or after the caller that checked it
     # ("CUDA error (x.h:188): ...", "x.cu(57) : getLastCudaError() CUDA error : KernelError : (500) ...")
     r"\bCUDA (driver |runtime )?error\s*(\d+ at \S+:\d+\s*)?[(:]|"  # ggml's "CUDA error 2 at ggml-cuda.cu:5509: ..."
@@ -78,7 +82,8 @@ _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\
 _FAILURE_HINT = re.compile(r"^\[[ef][\d \]]|error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|abort|"
                            r"段错误|核心已转储|non-zero|sigquit|dead|died|code=|status=|fail|critical|assert|terminate|what\(\)|"
                            r"signal|panicked|unwrap|not found|no such file|permission denied|resource|kernel image|insufficient|"
-                           r"illegal memory|launch failure|display driver|illegal instruction|bus error|received at time")
+                           r"illegal memory|launch failure|display driver|illegal instruction|bus error|received at time|segfault|"
+                           r"fallen off")
 
 
 def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 0,
