@@ -669,6 +669,8 @@ def test_after_ready_only_a_dead_process_is_a_failure():
     "the docstring of the function in /v/transformers/models/qwen3_vl/video_processing_qwen3_vl.py.",
     "Ignore import error when loading sglang.srt.models.mllama4: No module named 'flash_attn.cute'",
     "The `use_fast` parameter is deprecated and will be removed in a future version.",
+    'loc("/opt/sglang/srt/layers/attention/triton_ops/extend_attention.py":128:22): error: operation scheduled '
+    "before its operands",
 ])
 def test_each_benign_trap_alone_is_healthy(benign):
     d = diagnose("\n".join([sg(None, "server_args=ServerArgs(model_path='/m')"), benign]))
@@ -2371,3 +2373,11 @@ def test_eleventh_round_signals_are_failures(lines, cls):
 ])
 def test_eleventh_round_device_asserts_and_lost_gpus_are_failures(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+
+def test_the_ignorable_mlir_diagnostic_does_not_hide_an_error_on_its_line():
+    # the benign form is anchored at both ends: an exception glued after it (or before it) is still a failure
+    diag = 'loc("/x/decode_attention.py":310:16): error: operation scheduled before its operands'
+    assert diagnose(diag + " RuntimeError: CUDA error: an illegal memory access was encountered").cls == "unknown"
+    assert diagnose("ValueError: bad shape " + diag).cls == "unknown"
