@@ -2381,3 +2381,16 @@ def test_the_ignorable_mlir_diagnostic_does_not_hide_an_error_on_its_line():
     diag = 'loc("/x/decode_attention.py":310:16): error: operation scheduled before its operands'
     assert diagnose(diag + " RuntimeError: CUDA error: an illegal memory access was encountered").cls == "unknown"
     assert diagnose("ValueError: bad shape " + diag).cls == "unknown"
+
+
+@pytest.mark.parametrize("lines, cls, remedy", [
+    # a method's minimum compute capability above the GPU's: the arch class, without the backend remedy
+    (["ValueError: The quantization method gptq_marlin is not supported for the current GPU. Minimum capability: "
+      "80. Current capability: 75."], "unsupported_gpu_arch", None),
+    # torch finding no driver at all
+    (["RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU"],
+     "driver_mismatch", None),
+])
+def test_eleventh_round_capability_and_missing_driver(lines, cls, remedy):
+    d = diagnose("\n".join(lines))
+    assert (d.cls, d.remedy) == (cls, remedy), d.cause
