@@ -2394,3 +2394,29 @@ def test_the_ignorable_mlir_diagnostic_does_not_hide_an_error_on_its_line():
 def test_eleventh_round_capability_and_missing_driver(lines, cls, remedy):
     d = diagnose("\n".join(lines))
     assert (d.cls, d.remedy) == (cls, remedy), d.cause
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # the tier's tokenizer and toolkit words of the eleventh round, in words no signature matches
+    (["OSError: could not load the tokenizer at /models/x: bad file"], "tokenizer_error"),
+    (["RuntimeError: tokenizer.json: data did not match any variant of untagged enum DecoderWrapper at line 9"],
+     "tokenizer_error"),
+    (["ImportError: this model needs the sentencepiece package; pip install it"], "tokenizer_error"),
+    (["OSError: libcufft.so.11: version libcufft.so.11 not defined in file libcufft.so.11 with link time reference"],
+     "toolkit_misconfigured"),
+])
+def test_eleventh_round_key_tokens_name_tokenizer_and_toolkit(lines, cls):
+    d = diagnose("\n".join(lines))
+    assert (d.cls, d.remedy, d.confidence) == (cls, None, 0.45), d.cause
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # a loader's words alone name nothing: another library, another thing that could not be loaded;
+    # an arch error that says "Failed to load" keeps its class
+    (["OSError: libfoo.so.1: cannot open shared object file: No such file or directory"], "unknown"),
+    (["RuntimeError: could not load the plugin registry"], "unknown"),
+    (["RuntimeError: Failed to load in-memory CUBIN: no kernel image is available for execution on the device"],
+     "unsupported_gpu_arch"),
+])
+def test_eleventh_round_loader_words_keep_to_their_cause(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
