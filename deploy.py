@@ -62,12 +62,20 @@ def stripe(plan) -> list | None:
     return plan.fleet.hub[host.name] if plan else None
 
 
-def fan_out(checkpoints: list, targets: list, fw) -> list:
+def serves_peers(plans: list, targets: list) -> bool:
+    """Whether this node serves files to fleet peers in the fan-out (it holds a stripe another
+    needs, and it and its peers have cluster addresses)."""
+    return (any(plan and plan.fleet.serve[host.name] for plan in plans) and bool(peers.cluster_address(host))
+            and bool(other_peers(targets)))
+
+
+def fan_out(checkpoints: list, targets: list) -> list:
     """The checkpoint step across the fleet (``operations.peers``): phase 1, each target its
     stripe from the Hub (started first, see below); the nodes holding files another needs serve
-    them; phase 2, the rest from those peers (the Hub as the fallback); the servers stop. Each
-    pyinfra operation runs on every host before the next one starts, so every server is up
-    before any phase 2."""
+    them (their firewall opened the port to the peers while the stripes downloaded); phase 2,
+    the rest from those peers (the Hub as the fallback); the servers stop. Each pyinfra
+    operation runs on every host before the next one starts, so every server is up before any
+    phase 2."""
     plans = fleet_plans(checkpoints, targets)
     ops = []
     for (pin, token_file, dest, _), plan in zip(checkpoints, plans):
@@ -76,22 +84,17 @@ def fan_out(checkpoints: list, targets: list, fw) -> list:
         ops.append(checkpoint.fetch(name=f"Checkpoint {pin.repo}: this node's stripe from the Hub", pin=pin, dest=dest,
                                     token_file=token_file, connections=data.aria2_connections, jobs=data.aria2_jobs,
                                     only=stripe(plan)))
-    serving = [(plan.key, dest) for (_, _, dest, _), plan in zip(checkpoints, plans) if plan and plan.fleet.serve[host.name]]
-    others = other_peers(targets)
-    address = peers.cluster_address(host)
-    if serving and address and others:
-        if fw:
-            firewall.install(replace(fw, fanout_port=data.fanout_port, fanout_peers=others))
-        peers.serve(name="Fan-out: serve verified files to the fleet's peers", checkpoints=serving, address=address,
-                    port=data.fanout_port, peers=others)
+    if serves_peers(plans, targets):
+        serving = [(plan.key, dest) for (_, _, dest, _), plan in zip(checkpoints, plans)
+                   if plan and plan.fleet.serve[host.name]]
+        peers.serve(name="Fan-out: serve verified files to the fleet's peers", checkpoints=serving,
+                    address=peers.cluster_address(host), port=data.fanout_port, peers=other_peers(targets))
     for pin, token_file, dest, _ in checkpoints:
         ops.append(checkpoint.fetch(name=f"Checkpoint {pin.repo}: the rest from peers", pin=pin, dest=dest,
                                     token_file=token_file, connections=data.aria2_connections, jobs=data.aria2_jobs,
                                     from_peers=True))
     if not data.fanout_keep_serving:
         peers.stopped(name="Fan-out: peer server stopped", dests=[dest for _, _, dest, _ in checkpoints])
-        if serving and address and others and fw:
-            firewall.install(fw)  # the fan-out port closed again (the service step finds it so)
     return ops
 
 
@@ -184,15 +187,21 @@ if "targets" in host.groups:
         venv_peers.expect(venv)
         venv_next = environment.next_generation(venv, data.venv_path, reference) if beside else None
 
-    # The firewall the server will run behind, loaded while the download is in flight (it needs
-    # nothing the download brings); the fan-out loads its own while peers fetch, then this one.
-    fw_service = None
-    if "service" in steps and fw:
-        fw_service = replace(fw, api_port=settings.port)
-        if fanning_out and data.fanout_keep_serving:
-            fw_service = replace(fw_service, fanout_port=data.fanout_port, fanout_peers=other_peers(targets))
-    if "service" in steps and not fanning_out:
-        firewall.install(fw_service)
+    # The firewall, loaded while the download is in flight (it needs nothing the download
+    # brings): the one the server will run behind, with the fan-out's port open to the fleet's
+    # peers on a node that serves them; that port closes again after the fan-out.
+    fw_final = None  # what the node runs behind after this run
+    if fw and "service" in steps:
+        fw_final = replace(fw, api_port=settings.port)
+    elif fw and fanning_out:
+        fw_final = fw
+    fw_fanout = fw_final
+    if fw_final and fanning_out and serves_peers(fleet_plans(checkpoints, targets), targets):
+        fw_fanout = replace(fw_final, fanout_port=data.fanout_port, fanout_peers=other_peers(targets))
+        if data.fanout_keep_serving:
+            fw_final = fw_fanout
+    if fw_final:
+        firewall.install(fw_fanout)
 
     # 4. Checkpoint (and the speculative draft): pinned, downloaded on the node, verified.
     fetched = []
@@ -203,7 +212,9 @@ if "targets" in host.groups:
             for pin, token_file, dest, _ in fetched_now
         ]
     elif checkpoints:
-        fetched = fan_out(checkpoints, targets, fw)
+        fetched = fan_out(checkpoints, targets)
+        if fw_fanout != fw_final:
+            firewall.install(fw_final)  # the fan-out port closed again (the service step finds it so)
 
 # The readiness check: health, one smoke request, and the failed invocation's journal if it
 # crashed. A node that serves and must restart runs it at the end of its rollout batch.
@@ -214,13 +225,11 @@ ready = dict(service=data.service_name, port=settings.port, served_model_name=da
 if "targets" in host.groups and "service" in steps:
     # 5. Service: flags checked against the installed SGLang, then the launcher, the 0600
     # environment file (secrets) and the unit; restarted only when something it runs changed
-    # (in this run, or since it started: a killed deploy leaves that). The firewall first (loaded
-    # above unless the fan-out ran): the server may listen beyond loopback once it starts. Nodes
+    # (in this run, or since it started: a killed deploy leaves that). The firewall is loaded
+    # (above): the server may listen beyond loopback once it starts. Nodes
     # that serve and must restart do so in rollout batches (rollout, max_fail_percentage), each
     # gated on readiness.
-    ready["firewall"] = fw_service
-    if fanning_out:
-        firewall.install(fw_service)
+    ready["firewall"] = fw_final
     service.install(settings, api_key_file=data.api_key_file, reference=reference, venv=venv,
                     checkpoints=fetched, ready=ready if "readiness" in steps else None, venv_next=venv_next,
                     checkpoints_next=tuple((live, generation) for generation, live in live_dirs.items()),
