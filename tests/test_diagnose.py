@@ -162,6 +162,12 @@ KNOWN_MISSES = {
     "unsupported_gpu_arch/lmdeploy-583-titan-xp-invalid-device-function": (
         "unknown", "an uncaught C++ exception ('terminate called after throwing ...') cut before its what() line; "
                    "only the report's title gives the CUDA error (invalid device function on a Titan Xp)"),
+    "cuda_oom/sglang-1087-mqa-oom-cut-in-flashinfer-sampling": (
+        "unknown", "frames only, cut inside FlashInfer's sampling, which raises for more than memory; only the "
+                   "report's title says CUDA out of memory"),
+    "nccl_failure/vllm-4383-ray-all-reduce-cut": (
+        "unknown", "frames only, cut inside torch.distributed's all_reduce, where a capture error is raised too "
+                   "(cuda_graph_capture/vllm-windows-5); only the report's title says ncclSystemError"),
 }
 
 
