@@ -2427,3 +2427,55 @@ def test_eleventh_round_key_tokens_name_tokenizer_and_toolkit(lines, cls):
 ])
 def test_eleventh_round_loader_words_keep_to_their_cause(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+# --------------------------------------------------------------------------------------------
+# the twelfth round: the rules from its tuning logs, each case in other words than the fixtures'
+# (each `unknown`, `healthy` or another class before the round)
+
+_PYNCCL = "/opt/venv/lib/python3.12/site-packages/sglang/srt/distributed/device_communicators/pynccl_wrapper.py"
+_TRITON_COMPILER = "/opt/venv/lib/python3.11/site-packages/triton/compiler/compiler.py"
+_DS_BUILDER = "/tmp/pip-install-x1/deepspeed_0a/op_builder/builder.py"
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # from_pretrained finding no weights file of any format it knows, whatever formats it lists
+    (["OSError: Error no file named model.safetensors found in directory /models/qwen2-7b."], "checkpoint_incomplete"),
+    (['{"detail": "Error no file named pytorch_model.bin, tf_model.h5 or flax_model.msgpack found in directory '
+      '/srv/m/bert."}'], "checkpoint_incomplete"),
+    # the CUDA runtime's enum names for an operation a capture does not allow
+    (["RuntimeError: CUDA error: cudaErrorStreamCaptureInvalidated while replaying bs=16"], "cuda_graph_capture"),
+    # tracebacks cut inside the module that raises for one cause: NCCL's ctypes binding, Triton's kernel
+    # loader, DeepSpeed's op builder check
+    (["Traceback (most recent call last):",
+      f'  File "{_PYNCCL}", line 301, in ncclAllReduce',
+      '    self.NCCL_CHECK(self._funcs["ncclAllReduce"](sendbuff, recvbuff, count,'], "nccl_failure"),
+    (["Traceback (most recent call last):",
+      f'  File "{_TRITON_COMPILER}", line 402, in _init_handles',
+      "    raise OutOfResources(self.metadata.shared, max_shared, \"shared memory\")"], "triton_out_of_shared_memory"),
+    (["Traceback (most recent call last):",
+      f'  File "{_DS_BUILDER}", line 99, in assert_no_cuda_mismatch',
+      "    raise CUDAMismatchException("], "toolkit_misconfigured"),
+    # traps: another exception raised in Triton's loader names its own cause, one of another type in NCCL's
+    # binding is no NCCL failure (its type is not the binding's); a benign
+    # warning that names the flag silencing it is healthy, the same words on a real error are not hidden
+    (["Traceback (most recent call last):",
+      f'  File "{_TRITON_COMPILER}", line 420, in _init_handles',
+      "    self.module, self.function, self.n_regs = driver.active.utils.load_binary(",
+      "RuntimeError: Triton Error [CUDA]: device kernel image is invalid"], "unsupported_gpu_arch"),
+    (["Traceback (most recent call last):",
+      f'  File "{_PYNCCL}", line 60, in __init__',
+      "    raise ValueError(f'unexpected world size {world_size}')",
+      "KeyError: 'world_size'"], "unknown"),
+    (["[2026-01-01 00:00:01 TP3] Setup Custom allreduce failed with CUDART error: peer access is not supported "
+      "between these two devices. To silence this warning, set --disable-custom-all-reduce.",
+      "[2026-01-01 00:00:02 TP3] Load weight begin."], "healthy"),
+    (["RuntimeError: peer access is not supported. To silence this warning, specify --flag explicitly. "
+      "NCCL error: unhandled cuda error"], "nccl_failure"),
+    # diffusers falling back from safetensors is a note; the same missing file as an exception is not
+    (["An error occurred while trying to fetch /m/unet: Error no file named diffusion_pytorch_model.safetensors "
+      "found in directory /m/unet.", "Defaulting to unsafe serialization. Pass `allow_pickle=False` to raise an "
+      "error instead."], "healthy"),
+])
+def test_twelfth_round_rules_keep_to_their_cause(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
