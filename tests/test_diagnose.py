@@ -2479,3 +2479,22 @@ _DS_BUILDER = "/tmp/pip-install-x1/deepspeed_0a/op_builder/builder.py"
 ])
 def test_twelfth_round_rules_keep_to_their_cause(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+_KV_UTILS = "/usr/local/lib/python3.12/dist-packages/vllm/v1/core/kv_cache_utils.py"
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # a vLLM traceback cut inside its KV cache sizing stopped at the capacity check
+    (["(EngineCore_DP0 pid=7) ERROR 01-01 00:00:01 [core.py:700] Traceback (most recent call last):",
+      f'(EngineCore_DP0 pid=7) ERROR 01-01 00:00:01 [core.py:700]   File "{_KV_UTILS}", line 612, in check_enough_kv_cache_memory',
+      '(EngineCore_DP0 pid=7) ERROR 01-01 00:00:01 [core.py:700]     raise ValueError('], "kv_cache_insufficient"),
+    # trap: a complete traceback raised there for a cache layout, not for memory, is not that class
+    (["Traceback (most recent call last):",
+      f'  File "{_KV_UTILS}", line 880, in unify_hybrid_kv_cache_specs',
+      "    raise ValueError(",
+      "ValueError: Cannot unify the specs of layers 0 and 12 into one type."],
+     "unknown"),
+])
+def test_twelfth_round_kv_cache_module_keeps_to_its_cause(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
