@@ -227,9 +227,8 @@ if "targets" in host.groups and "service" in steps:
     # 5. Service: flags checked against the installed SGLang, then the launcher, the 0600
     # environment file (secrets) and the unit; restarted only when something it runs changed
     # (in this run, or since it started: a killed deploy leaves that). The firewall is loaded
-    # (above): the server may listen beyond loopback once it starts. Nodes
-    # that serve and must restart do so in rollout batches (rollout, max_fail_percentage), each
-    # gated on readiness.
+    # above: the server may listen beyond loopback once it starts. Nodes that serve and must
+    # restart do so in rollout batches (rollout, max_fail_percentage), each gated on readiness.
     ready["firewall"] = fw_final
     service.install(settings, api_key_file=data.api_key_file, reference=reference, venv=venv,
                     checkpoints=fetched, ready=ready if "readiness" in steps else None, venv_next=venv_next,
