@@ -83,16 +83,16 @@ def fan_out(checkpoints: list, targets: list) -> list:
             logger.info(f"[{host.name}] fan-out of {pin.repo}: {describe_fanout(plan.fleet, host.name, plan.sizes)}")
         ops.append(checkpoint.fetch(name=f"Checkpoint {pin.repo}: this node's stripe from the Hub", pin=pin, dest=dest,
                                     token_file=token_file, connections=data.aria2_connections, jobs=data.aria2_jobs,
-                                    only=stripe(plan), keep_daemon=True))
+                                    only=stripe(plan)))
     if serves_peers(plans, targets):
         serving = [(plan.key, dest) for (_, _, dest, _), plan in zip(checkpoints, plans)
                    if plan and plan.fleet.serve[host.name]]
         peers.serve(name="Fan-out: serve verified files to the fleet's peers", checkpoints=serving,
                     address=peers.cluster_address(host), port=data.fanout_port, peers=other_peers(targets))
-    for i, (pin, token_file, dest, _) in enumerate(checkpoints):
+    for pin, token_file, dest, _ in checkpoints:
         ops.append(checkpoint.fetch(name=f"Checkpoint {pin.repo}: the rest from peers", pin=pin, dest=dest,
                                     token_file=token_file, connections=data.aria2_connections, jobs=data.aria2_jobs,
-                                    from_peers=True, keep_daemon=i < len(checkpoints) - 1))
+                                    from_peers=True))
     if not data.fanout_keep_serving:
         peers.stopped(name="Fan-out: peer server stopped", dests=[dest for _, _, dest, _ in checkpoints])
     return ops
@@ -208,9 +208,8 @@ if "targets" in host.groups:
     if checkpoints and not fanning_out:
         fetched = [
             checkpoint.fetch(name=f"Checkpoint {pin.repo}", pin=pin, dest=dest, token_file=token_file,
-                             connections=data.aria2_connections, jobs=data.aria2_jobs,
-                             keep_daemon=i < len(fetched_now) - 1)  # (the last one stops aria2)
-            for i, (pin, token_file, dest, _) in enumerate(fetched_now)
+                             connections=data.aria2_connections, jobs=data.aria2_jobs)
+            for pin, token_file, dest, _ in fetched_now
         ]
     elif checkpoints:
         fetched = fan_out(checkpoints, targets)

@@ -143,14 +143,6 @@ def connect(port: int, secret: str, wait: float = 15.0, where: str = "the node")
             time.sleep(0.05)
 
 
-def busy(api, outside: str | None = None) -> bool:
-    """Whether the daemon (``api``) still downloads or queues a file (outside the directory
-    ``outside``, when given)."""
-    prefix = outside.rstrip("/") + "/" if outside else None
-    return any(d.status in ("active", "waiting", "paused") and d.files
-               and not (prefix and str(d.files[0].path).startswith(prefix)) for d in api.get_downloads())
-
-
 class Session:
     """The controller's hold on one aria2 daemon over JSON-RPC: re-attach to the downloads of
     ``dest`` an earlier (maybe killed) run left, add the rest in one round trip, poll them all
@@ -286,7 +278,9 @@ class Session:
     def busy_elsewhere(self) -> bool:
         """Whether the daemon still downloads (or queues) a file outside this session's ``dest``:
         another checkpoint's, handed to it earlier in the run and not yet followed."""
-        return busy(self.api, outside=self.dest)
+        prefix = self.dest.rstrip("/") + "/"
+        return any(d.status in ("active", "waiting", "paused") and d.files
+                   and not str(d.files[0].path).startswith(prefix) for d in self.api.get_downloads())
 
     def close(self) -> None:
         """Forget the finished downloads' results (the daemon keeps them for a later run otherwise)."""

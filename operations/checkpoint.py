@@ -255,7 +255,7 @@ def download_started(pin: RepoPin, dest: str, token_file: str | None = None, con
 
 @operation(is_idempotent=True)
 def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: int = 16, jobs: int = 4,
-          only: list[str] | None = None, from_peers: bool = False, keep_daemon: bool = False):
+          only: list[str] | None = None, from_peers: bool = False):
     """
     Download a Hub repo at a pinned commit into ``dest`` on the node with aria2c (run as a
     transient systemd unit, so it outlives the controller), then verify every file against
@@ -273,9 +273,6 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     + from_peers: the fan-out's phase 2: every file still missing, from the peers serving it
       verified (``operations.peers``), the Hub as their fallback; a peer whose bytes fail
       the hash is not used again in this run
-    + keep_daemon: leave aria2 running at the end: a later checkpoint step of this run uses it
-      (a daemon stops in a second and starts afresh); else it is stopped once idle, also when
-      this step had nothing to fetch
     """
     try:
         on_node, manifest, stats, states, todo, held = _planned(pin, dest, token_file, only)
@@ -284,10 +281,7 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
         return
     if not todo and on_node == manifest:
         what = f"{len(states)} files" if only is None else f"its stripe of {len(only)} files"
-        if held is None or keep_daemon:
-            host.noop(f"{pin.repo}@{manifest['commit'][:12]}: {what} verified in {dest}")
-        else:  # (an earlier step kept the daemon for this one)
-            yield FunctionCommand(_stop_daemon_if_idle, (), {})
+        host.noop(f"{pin.repo}@{manifest['commit'][:12]}: {what} verified in {dest}")
         return
 
     if first_pass(host):
@@ -303,9 +297,7 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
         yield FunctionCommand(_verify, (manifest_path, dest, jobs, fetch_list), {"within": to_hash})
     if fetch_list:
         yield from _fetched(manifest, dest, todo, fetch_list, held, read_token(token_file), connections, jobs,
-                            from_peers=from_peers, stop=not keep_daemon)
-    elif held is not None and not keep_daemon:
-        yield FunctionCommand(_stop_daemon_if_idle, (), {})
+                            from_peers=from_peers)
     checked = sum(f["size"] for f in manifest["files"] if f["path"] in todo)
     yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {"checked_bytes": checked, "within": only})
 
@@ -360,12 +352,11 @@ def _manifest_written_checked(manifest: dict, dest: str, manifest_path: str, on_
 
 
 def _fetched(manifest: dict, dest: str, todo: dict, fetch_list: list, held: list[str] | None, token: str | None,
-             connections: int, jobs: int, from_peers: bool = False, follow: bool = True, stop: bool = True):
+             connections: int, jobs: int, from_peers: bool = False, follow: bool = True):
     """The commands that fetch ``fetch_list`` (which ``_verify`` may still extend while the
     commands run): files not worth resuming deleted, a gated repo's small files through the
-    controller, the rest by aria2 on the node, followed to the end (then the daemon stopped
-    once idle, with ``stop``), or (``follow=False``) only handed to it; the verified record
-    forgets them all first."""
+    controller, the rest by aria2 on the node, followed to the end, or (``follow=False``)
+    only handed to it; the verified record forgets them all first."""
     yield mark_changing("checkpoint")
     lfs = {f["path"] for f in manifest["files"] if "sha256" in f}
     for path in checkpoint_plan.starts_over(todo, lfs, held):
@@ -383,10 +374,7 @@ def _fetched(manifest: dict, dest: str, todo: dict, fetch_list: list, held: list
     if entries:
         allocation = "falloc" if host.get_fact(FsType, path=dest) in FALLOC_FILESYSTEMS else "none"
         download = _download_started if not follow else _download_from_peers if from_peers else _download
-        yield FunctionCommand(download, (manifest, dest, entries, token, connections, jobs, allocation),
-                              {"stop": stop} if follow else {})
-    elif follow and held is not None and stop:
-        yield FunctionCommand(_stop_daemon_if_idle, (), {})
+        yield FunctionCommand(download, (manifest, dest, entries, token, connections, jobs, allocation), {})
 
 
 def verifier_command(manifest_path: str, dest: str, *, jobs: int | None = None,
@@ -559,13 +547,12 @@ def _download_started(state, host, manifest: dict, dest: str, entries: list, tok
 
 
 def _download(state, host, manifest: dict, dest: str, entries: list, token, connections: int, jobs: int,
-              allocation: str, scrub=lambda text: text, fell_back: list | None = None, stop: bool = True) -> bool:
+              allocation: str, scrub=lambda text: text, fell_back: list | None = None) -> bool:
     """Drive aria2 on the node over RPC (through the SSH connection) until every file is
     complete, showing progress and hashing files as they finish; re-resolve signed URLs that
-    expired (``aria2.Session``); with ``stop``, stop the daemon at the end unless it still
-    downloads another checkpoint's files (a failure stops it whatever ``stop`` says). ``scrub``
-    hides what a line must not show (the fan-out's secret paths); ``fell_back`` collects the
-    files the peers failed."""
+    expired (``aria2.Session``); stop the daemon at the end unless it still downloads another
+    checkpoint's files. ``scrub`` hides what a line must not show (the fan-out's secret paths);
+    ``fell_back`` collects the files the peers failed."""
     try:
         secret = _ensure_daemon(host)
         with LoopbackForward(host, aria2.RPC_PORT) as fwd:
@@ -582,24 +569,7 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
         host.log_styled(scrub(redact(str(e))), fg="red", log_func=logger.error)
         _stop_daemon(host)
         return False
-    if stop and not busy:
-        _stop_daemon(host)
-    return True
-
-
-def _stop_daemon_if_idle(state, host) -> bool:
-    """Stop the aria2 daemon an earlier step of this run kept running (``keep_daemon``), unless
-    it still downloads or queues a file; nothing when none runs."""
-    secret = _running_daemon_secret(host)
-    if secret is None:
-        return True
-    try:
-        with LoopbackForward(host, aria2.RPC_PORT) as fwd:
-            idle = not aria2.busy(aria2.connect(fwd.port, secret, where=host.name))
-    except aria2.DownloadError as e:
-        host.log_styled(f"{redact(str(e))}; stopping it", fg="yellow", log_func=logger.warning)
-        idle = True
-    if idle:
+    if not busy:
         _stop_daemon(host)
     return True
 
@@ -622,7 +592,7 @@ PROBE_URL_FILE = "/run/noderig-probe.url"
 
 
 def _download_from_peers(state, host, manifest: dict, dest: str, entries: list, token, connections: int, jobs: int,
-                         allocation: str, stop: bool = True) -> bool:
+                         allocation: str) -> bool:
     """The fan-out's phase 2: each file from the peers that serve it verified (aria2 spreads
     its connections over them), from the Hub when they all fail. The receiver hashes every file: a file
     whose bytes are wrong is traced to the peer that serves them (its bytes hashed again, on
@@ -641,7 +611,7 @@ def _download_from_peers(state, host, manifest: dict, dest: str, entries: list, 
         sourced = {p: peers.sources(host.name, key, checkpoint_plan.expected_digest(entry_of[p])) for p in paths}
         todo = [(fanout.uris(sourced[p], None, connections) if sourced[p] else hub[p], p) for p in paths]
         if not _download(state, host, manifest, dest, todo, token, connections, jobs, allocation, peers.scrub,
-                         fell_back, stop):
+                         fell_back):
             return False
         bad: list[str] = []
         if not _verify(state, host, f"{dest}/{checkpoint_plan.MANIFEST_FILE}", dest, jobs, bad, within=paths):

@@ -386,18 +386,6 @@ def test_a_session_knows_when_the_daemon_still_works_for_another_checkpoint(serv
     api.remove([mine], force=True)
 
 
-def test_a_daemon_with_any_download_queued_is_busy_and_one_with_none_is_idle(server, daemon, tmp_path):
-    # (the last checkpoint step of a run stops a daemon an earlier step kept, once it is idle)
-    api = aria2.connect(daemon, SECRET, wait=60)
-    assert aria2.busy(api) is False
-    queued = api.add_uris([f"{server.url}/files/a.safetensors"],
-                          options={**aria2.download_options(str(tmp_path / "m"), "a.safetensors", 1, "none"),
-                                   "pause": "true"})
-    assert aria2.busy(api) is True
-    api.remove([queued], force=True)
-    assert aria2.busy(api) is False
-
-
 def test_a_download_aria2_gave_up_on_is_said_forgotten_and_added_again(server, daemon, tmp_path):
     dest = tmp_path / "m"
     api = aria2.connect(daemon, SECRET, wait=60)

@@ -159,9 +159,3 @@ def test_node_script_states_are_read_as_the_node_shell_prints_them(tmp_path):
                           str(tmp_path / "absent.py")], capture_output=True, text=True, check=True).stdout
     digest = __import__("hashlib").sha256(b"x").hexdigest()
     assert out.splitlines() == [f"640 {digest}  -  {tmp_path / 'a.py'}"]
-
-
-def test_no_daemon_running_is_nothing_to_stop():
-    host = RecordingHost({DAEMON_CHECK: (False, [])})
-    assert checkpoint._stop_daemon_if_idle(None, host) is True
-    assert host.commands == [DAEMON_CHECK]

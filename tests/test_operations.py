@@ -299,25 +299,6 @@ def test_a_verified_checkpoint_is_neither_hashed_nor_fetched():
     assert host.noops == [f"org/m@{COMMIT[:12]}: 2 files verified in {DEST}"]
 
 
-def test_the_last_checkpoint_step_stops_the_daemon_an_earlier_one_kept():
-    # An earlier step kept aria2 running for this one (keep_daemon); with nothing to fetch this
-    # step stops it once idle, and a step that keeps it, or finds none running, does nothing.
-    assert run_op(checkpoint.fetch, node_with(STATS, RECORD, held=[]), PIN, DEST) == ["call _stop_daemon_if_idle"]
-    host = node_with(STATS, RECORD, held=[])
-    assert run_op(checkpoint.fetch, host, PIN, DEST, keep_daemon=True) == []
-    assert host.noops == [f"org/m@{COMMIT[:12]}: 2 files verified in {DEST}"]
-    assert run_op(checkpoint.fetch, node_with(STATS, RECORD), PIN, DEST) == []
-
-
-def test_a_step_that_only_hashes_stops_a_kept_daemon_before_its_last_verification(monkeypatch):
-    monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
-    stats = {**STATS, "model.safetensors": {"size": 1000, "mtime": 9.0, "aria2": False}}
-    assert run_op(checkpoint.fetch, node_with(stats, RECORD, held=[]), PIN, DEST) == [
-        *NODE_CHECKS, "call _verify", "call _stop_daemon_if_idle", "call _verify"]
-    assert "call _stop_daemon_if_idle" not in run_op(checkpoint.fetch, node_with(stats, RECORD, held=[]), PIN, DEST,
-                                                      keep_daemon=True)
-
-
 def test_a_file_touched_since_it_was_verified_is_hashed_not_fetched(monkeypatch):
     monkeypatch.setattr(checkpoint.files.put, "_inner", lambda src, dest, **kw: iter([f"upload -> {dest}"]))
     stats = {**STATS, "model.safetensors": {"size": 1000, "mtime": 9.0, "aria2": False}}
