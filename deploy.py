@@ -200,8 +200,8 @@ if "targets" in host.groups:
         fw_fanout = replace(fw_final, fanout_port=data.fanout_port, fanout_peers=other_peers(targets))
         if data.fanout_keep_serving:
             fw_final = fw_fanout
-    if fw_final:
-        firewall.install(fw_fanout)
+    if "service" in steps or (fanning_out and fw):
+        firewall.install(fw_fanout)  # (None, with firewall = False: noderig's table removed)
 
     # 4. Checkpoint (and the speculative draft): pinned, downloaded on the node, verified.
     fetched = []
