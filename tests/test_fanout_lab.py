@@ -98,6 +98,9 @@ def test_each_file_crosses_the_uplink_once_and_every_node_ends_verified(lab, con
     for name in TARGETS:
         assert_every_file_verified_on(lab, name)
         assert_nothing_serves(lab, name)
+        # aria2 ran through four checkpoint steps: the last one stopped it
+        assert lab.run(name, "systemctl is-active noderig-aria2", check=False).stdout.strip() in (
+            "inactive", "deactivating", "failed", "unknown"), name
     # The dry-run/plan line and where the bytes came from, per node.
     for name in TARGETS:
         assert re.search(rf"\[{name}\] fan-out of {MODEL}: [\d.]+ MiB from the Hub \(\d+ files\), [\d.]+ MiB from peers",
