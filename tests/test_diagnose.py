@@ -2,10 +2,10 @@
 
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
-directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout12/ hold real logs set
+directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout13/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are
 diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures
-and of the twelve held-out splits is printed in the terminal summary of every run.
+and of the thirteen held-out splits is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout6", "crashlogs_heldout7",
                                                                  "crashlogs_heldout8", "crashlogs_heldout9",
                                                                  "crashlogs_heldout10", "crashlogs_heldout11",
-                                                                 "crashlogs_heldout12")]
+                                                                 "crashlogs_heldout12", "crashlogs_heldout13")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
