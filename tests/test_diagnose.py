@@ -165,6 +165,23 @@ KNOWN_MISSES = {
     "cuda_oom/sglang-1087-mqa-oom-cut-in-flashinfer-sampling": (
         "unknown", "frames only, cut inside FlashInfer's sampling, which raises for more than memory; only the "
                    "report's title says CUDA out of memory"),
+    "cuda_oom/vllm-9630-mllama-profile-run-cut": (
+        "unknown", "frames only, cut at the engine's determine_num_available_blocks, where the profile run raises "
+                   "for more than memory (unsupported_gpu_arch/vllm-11485 raised there too); only the title says OOM"),
+    "cuda_oom/vllm-10569-mllama-l20-rank0-cut": (
+        "unknown", "frames only, cut at the worker's determine_num_available_blocks (the profile run, which raises for "
+                   "more than memory); only the report's title says OOM"),
+    "unsupported_gpu_arch/vllm-4604-engine-cut-at-kv-caches": (
+        "unknown", "frames only, cut at the engine's _initialize_kv_caches, where unknown/vllm-18730 was cut too; "
+                   "only the report's title says no kernel image"),
+    "tokenizer_error/fastchat-2222-vllm-worker-stderr-cut": (
+        "unknown", "FastChat's relay prefix (\"<time> | ERROR | stderr | \") is not peeled, so its frames are not read"),
+    "driver_mismatch/lmdeploy-263-tritonserver-pinned-memory": (
+        "healthy", "tritonserver logs the driver's words in a warning record (W...) and carries on; a warning is no "
+                   "failure"),
+    "port_in_use/slinger-8-flask-werkzeug-cut": (
+        "unknown", "frames only, cut inside socketserver's constructor at self.server_bind(); only the title says "
+                   "Errno 98"),
     "nccl_failure/vllm-4383-ray-all-reduce-cut": (
         "unknown", "frames only, cut inside torch.distributed's all_reduce, where a capture error is raised too "
                    "(cuda_graph_capture/vllm-windows-5); only the report's title says ncclSystemError"),
