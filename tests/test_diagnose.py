@@ -174,8 +174,6 @@ KNOWN_MISSES = {
     "unsupported_gpu_arch/vllm-4604-engine-cut-at-kv-caches": (
         "unknown", "frames only, cut at the engine's _initialize_kv_caches, where unknown/vllm-18730 was cut too; "
                    "only the report's title says no kernel image"),
-    "tokenizer_error/fastchat-2222-vllm-worker-stderr-cut": (
-        "unknown", "FastChat's relay prefix (\"<time> | ERROR | stderr | \") is not peeled, so its frames are not read"),
     "driver_mismatch/lmdeploy-263-tritonserver-pinned-memory": (
         "healthy", "tritonserver logs the driver's words in a warning record (W...) and carries on; a warning is no "
                    "failure"),
@@ -2515,3 +2513,17 @@ _KV_UTILS = "/usr/local/lib/python3.12/dist-packages/vllm/v1/core/kv_cache_utils
 ])
 def test_twelfth_round_kv_cache_module_keeps_to_its_cause(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+def test_fastchat_relay_is_peeled_and_its_worker_named_without_the_comma():
+    # FastChat's relay, "<time> | LEVEL | logger | ", is peeled: the traceback under it is read, and a
+    # worker named before its pid keeps its name as the rank, without the comma
+    d = diagnose("\n".join([
+        "(worker-a, pid=7) 2023-08-15 00:59:12 | ERROR | stderr | Traceback (most recent call last):",
+        '(worker-a, pid=7) 2023-08-15 00:59:12 | ERROR | stderr |   File "/x/serve.py", line 3, in <module>',
+        "(worker-a, pid=7) 2023-08-15 00:59:12 | ERROR | stderr |     main()",
+        "(worker-a, pid=7) 2023-08-15 00:59:12 | ERROR | stderr | OSError: [Errno 98] Address already in use"]))
+    assert d.cls == "port_in_use" and d.evidence[0].rank == "worker-a"
+    # its own INFO records are no failure
+    assert diagnose("2023-08-15 00:59:12 | INFO | model_worker | Loading the model vicuna-7b on worker 1a2b ...\n"
+                    "2023-08-15 00:59:20 | INFO | model_worker | Register to controller").cls == "healthy"

@@ -81,6 +81,10 @@ _PYLOG_OWN = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ - [\w.<>-]+ 
 # the record's: relays log a subprocess's stderr (its tracebacks too) at INFO or WARN.
 _RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ (?:- (?:[\w.<>-]+ - )?"
                     r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:[\w.<>-]+ - )?|\[(?:DEBUG|INFO|WARN|ERROR) ?\] \S+ MODEL_LOG - )")
+# the same relay in FastChat's format, "<time> | LEVEL | logger | " (its workers log a subprocess's stderr as
+# "2023-08-15 00:59:12 | ERROR | stderr | Traceback ..."): peeled the same way, its level not the record's
+_PIPE_RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? \| (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| "
+                         r"[\w.<>-]+ \| ")
 # a CI log's gutter before its timestamp (Buildkite): "  | [2025-03-10T15:07:20Z] "
 _GUTTER = re.compile(r"^ *\| (?=\[\d{4}-\d\d-\d\dT)")
 # a paste quoted in Markdown: "> " before every line (not Python's ">>>" prompt)
@@ -97,8 +101,9 @@ _PYTEST_SUMMARY = re.compile(r"^(?:FAILED|ERROR) \S+ - (?=[A-Za-z_][\w.]*(?:Erro
 _SHIP_TS = re.compile(r"^\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]? "
                       r"(?:(?:stdout|stderr) [FP] )?")
 # vLLM / Ray process prefix: "(Worker_TP4 pid=1234) ", "(VllmWorker rank=3 pid=99) ", "(EngineCore_DP0 pid=5) ",
-# "(LLMRayActor pid=20770) ", "(ServeReplica:app:Deployment pid=12249, ip=10.0.155.99) "
-_PROC = re.compile(r"^\((?P<who>[^()\s]+(?: rank=\d+)?) pid=(?P<pid>\d+)(?:, ip=[\d.:a-f]+)?\)\s?")
+# "(LLMRayActor pid=20770) ", "(ServeReplica:app:Deployment pid=12249, ip=10.0.155.99) ", FastChat's workers
+# "(worker-oss-llama7b, pid=41756) " (the comma after the name is not the rank's)
+_PROC = re.compile(r"^\((?P<who>[^()\s,]+(?: rank=\d+)?),? pid=(?P<pid>\d+)(?:, ip=[\d.:a-f]+)?\)\s?")
 # vLLM logger: "ERROR 05-24 00:20:47 [core.py:1108] ", "INFO 01-11 15:51:02 llm_engine.py:70] ",
 # "WARNING 03-23 21:43:38.123 [engine.py:448] "
 _VLLM = re.compile(
@@ -189,7 +194,7 @@ def _peel(text: str, info: dict) -> re.Match | None:
             if m:
                 info.setdefault("level", m["level"])
             else:
-                m = _RELAY.match(text) or _SHIP_TS.match(text)
+                m = _RELAY.match(text) or _PIPE_RELAY.match(text) or _SHIP_TS.match(text)
     if m is None and c == "(":
         m = _PROC.match(text)
         if m:
