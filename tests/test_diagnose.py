@@ -174,9 +174,6 @@ KNOWN_MISSES = {
     "unsupported_gpu_arch/vllm-4604-engine-cut-at-kv-caches": (
         "unknown", "frames only, cut at the engine's _initialize_kv_caches, where unknown/vllm-18730 was cut too; "
                    "only the report's title says no kernel image"),
-    "driver_mismatch/lmdeploy-263-tritonserver-pinned-memory": (
-        "healthy", "tritonserver logs the driver's words in a warning record (W...) and carries on; a warning is no "
-                   "failure"),
     "port_in_use/slinger-8-flask-werkzeug-cut": (
         "unknown", "frames only, cut inside socketserver's constructor at self.server_bind(); only the title says "
                    "Errno 98"),
@@ -2527,3 +2524,18 @@ def test_fastchat_relay_is_peeled_and_its_worker_named_without_the_comma():
     # its own INFO records are no failure
     assert diagnose("2023-08-15 00:59:12 | INFO | model_worker | Loading the model vicuna-7b on worker 1a2b ...\n"
                     "2023-08-15 00:59:20 | INFO | model_worker | Register to controller").cls == "healthy"
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # a driver too old for the runtime fails the launch even in a record its program logged as a warning
+    (["W0101 00:00:01.000001 42 pinned_memory_manager.cc:236] Unable to allocate pinned system memory: "
+      "CUDA driver version is insufficient for CUDA runtime version",
+      "I0101 00:00:01.000002 42 model_lifecycle.cc:459] loading: model:1"], "driver_mismatch"),
+    # traps: the same class's words in an INFO record stay a symptom; other classes' warnings stay quiet
+    (["INFO 01-01 00:00:01 [cuda.py:10] Checked: CUDA driver version is insufficient for CUDA 13 wheels, "
+      "using the CUDA 12 build", "INFO 01-01 00:00:02 [loader.py:1] Loading weights took 3.1 seconds"], "healthy"),
+    (["W0101 00:00:01.000001 42 nccl.cc:1] NCCL error: unhandled system error, falling back to gloo",
+      "I0101 00:00:02.000001 42 server.cc:1] loading: model:1"], "healthy"),
+])
+def test_thirteenth_round_driver_mismatch_in_a_warning_fails(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
