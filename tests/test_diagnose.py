@@ -174,9 +174,6 @@ KNOWN_MISSES = {
     "unsupported_gpu_arch/vllm-4604-engine-cut-at-kv-caches": (
         "unknown", "frames only, cut at the engine's _initialize_kv_caches, where unknown/vllm-18730 was cut too; "
                    "only the report's title says no kernel image"),
-    "port_in_use/slinger-8-flask-werkzeug-cut": (
-        "unknown", "frames only, cut inside socketserver's constructor at self.server_bind(); only the title says "
-                   "Errno 98"),
     "nccl_failure/vllm-4383-ray-all-reduce-cut": (
         "unknown", "frames only, cut inside torch.distributed's all_reduce, where a capture error is raised too "
                    "(cuda_graph_capture/vllm-windows-5); only the report's title says ncclSystemError"),
@@ -2538,4 +2535,24 @@ def test_fastchat_relay_is_peeled_and_its_worker_named_without_the_comma():
       "I0101 00:00:02.000001 42 server.cc:1] loading: model:1"], "healthy"),
 ])
 def test_thirteenth_round_driver_mismatch_in_a_warning_fails(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
+_SOCKETSERVER = "/usr/lib/python3.11/socketserver.py"
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # a traceback cut inside socketserver's constructor stopped binding its address
+    (["Traceback (most recent call last):",
+      '  File "/srv/app/serve.py", line 40, in main',
+      "    httpd = HTTPServer(('', 8000), Handler)",
+      f'  File "{_SOCKETSERVER}", line 456, in __init__',
+      "    self.server_bind()"], "port_in_use"),
+    # trap: a complete traceback raised there for an address the host does not have is not a taken port
+    (["Traceback (most recent call last):",
+      f'  File "{_SOCKETSERVER}", line 473, in server_bind',
+      "    self.socket.bind(self.server_address)",
+      "OSError: [Errno 99] Cannot assign requested address"], "unknown"),
+])
+def test_thirteenth_round_socketserver_module_keeps_to_its_cause(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
