@@ -1076,7 +1076,7 @@ def _catalog_patterns():
     """(where, compiled pattern) for every line pattern the catalog and the benign list hold."""
     cat = default_catalog()
     for c in cat.classes:
-        for kind in ("evidence", "symptoms", "supporting"):
+        for kind in ("evidence", "symptoms", "supporting", "fatal_when_warned"):
             for p in getattr(c, kind):
                 yield f"{c.id}.{kind}", p
         for p, _ in c.remedies:
@@ -2533,6 +2533,11 @@ def test_fastchat_relay_is_peeled_and_its_worker_named_without_the_comma():
       "using the CUDA 12 build", "INFO 01-01 00:00:02 [loader.py:1] Loading weights took 3.1 seconds"], "healthy"),
     (["W0101 00:00:01.000001 42 nccl.cc:1] NCCL error: unhandled system error, falling back to gloo",
       "I0101 00:00:02.000001 42 server.cc:1] loading: model:1"], "healthy"),
+    # trap: NVML's words in a warning are not among the fatal ones (a tool can warn and still use the GPU)
+    (["WARNING 01-01 00:00:01 [utils.py:1] Failed to initialize NVML: Unknown Error",
+      "INFO 01-01 00:00:02 [loader.py:1] Loading weights took 3.1 seconds"], "healthy"),
+    (["2026-01-01 00:00:01,000 - WARNING - torch.cuda: The NVIDIA driver on your system is too old (found "
+      "version 11040)", "2026-01-01 00:00:02,000 - INFO - app: loading"], "driver_mismatch"),
 ])
 def test_thirteenth_round_driver_mismatch_in_a_warning_fails(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls

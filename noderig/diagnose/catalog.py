@@ -40,9 +40,9 @@ class CatalogClass:
     remedies: tuple[tuple[re.Pattern, str], ...]
     alternatives: tuple[str, ...]
     exceptions: tuple["ExceptionSignature", ...] = ()
-    # its evidence fails the launch even in a record its logger marked WARNING (a CUDA runtime the driver
-    # cannot serve fails every later GPU call, whatever level the program that noticed it chose)
-    fatal_when_warned: bool = False
+    # words of its evidence that fail the launch even in a record its logger marked WARNING (a CUDA runtime
+    # the driver cannot serve fails every later GPU call, whatever level the program that noticed it chose)
+    fatal_when_warned: tuple[re.Pattern, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def _catalog_class(entry: dict, path: Path, seen: set) -> CatalogClass:
         remedies=tuple((re.compile(r["when"], re.IGNORECASE), r["remedy"]) for r in entry.get("remedies", [])),
         alternatives=tuple(entry.get("alternatives", [])),
         exceptions=_exception_signatures(entry.get("exceptions"), cid),
-        fatal_when_warned=bool(entry.get("fatal_when_warned", False)),
+        fatal_when_warned=compile_patterns(entry.get("fatal_when_warned"), cid),
     )
 
 

@@ -47,7 +47,8 @@ def find_matches(lines: list[Line], cat: Catalog, tbs: list[Traceback], skip: se
         loud = lines[i].level not in QUIET_LEVELS
         for ci, c in enumerate(cat.classes):
             if (ci, "e") in hits:
-                matches.append(Match(c, i, loud or (c.fatal_when_warned and lines[i].level == "WARNING")))
+                matches.append(Match(c, i, loud or (lines[i].level == "WARNING"
+                                                    and any(p.search(t) for p in c.fatal_when_warned))))
             elif (ci, "s") in hits:
                 matches.append(Match(c, i, False))
     for tb in tbs:  # cut before its exception: where it failed is a symptom of that module's class
