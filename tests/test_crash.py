@@ -64,7 +64,8 @@ print(json.dumps(out))
 # and the killed deploy's settings, if any)
 SLOW_CDN = {"rate_limit_bps": {"bps": 256 << 10}}
 KILL_POINTS = [
-    ("the checkpoint's node scripts and manifest being written", "Kimi-K2.6: starting the download of", 0.6, None),
+    # (the draft's manifest follows in a few tenths of a second: kill early)
+    ("the checkpoint's node scripts and manifest being written", "Kimi-K2.6: starting the download of", 0.2, None),
     # (the download runs on the node while the prerequisites and the venv are installed; aria2
     # is installed already, so the rest can take under 1.5 s on an idle machine: kill early)
     ("apt installing the prerequisites", "Starting operation: Prerequisites \n", 0.3, None),
@@ -75,8 +76,9 @@ KILL_POINTS = [
     # prerequisites and the venv are, and nothing is left to hash as it completes; the rerun
     # then takes it over with the download first)
     ("files being hashed as aria2 completes them", "MiB/s, ETA", 3.0, SLOW_CDN, "download_first=False"),
-    # (its files came while the venv was copied: the step only takes them over and verifies)
-    ("the draft's download", "Starting operation: Checkpoint z-lab", 0.1, None),
+    # (its files came while the venv was copied: the step only takes them over and verifies,
+    # in well under 0.1 s since commands stopped waiting for the node's delayed ACK: kill at once)
+    ("the draft's download", "Starting operation: Checkpoint z-lab", 0.0, None),
     ("the environment file being written", "Starting operation: Server environment file", 0.0, None),
     ("the unit being written", "Starting operation: sglang.service", 0.05, None),
     ("the restart, after the unit was written", "Starting operation: sglang running and enabled", 0.0, None),
