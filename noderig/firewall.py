@@ -131,10 +131,19 @@ def _ports(values) -> list[str]:
     return [str(low) if low == high else f"{low}-{high}" for low, high in sorted({_port_range(v) for v in values})]
 
 
+# A TCP packet without SYN of a connection not tracked yet: one already open when the table first
+# loaded (tracking starts with the first rule that uses it), such as the checkpoint's download,
+# which is in flight then. Its next packet is seen as "new" mid-stream; refused, the reset goes to
+# the sender and the node's end hangs until its timeout (measured on the lab: aria2 stalled 60 s,
+# and a quiet connection outlives any tracking-only grace period). Such a packet cannot open a
+# connection (only a SYN does; the kernel answers anything else without a socket with a reset).
+MID_STREAM = "tcp flags ! syn ct state new accept"
+
+
 def rules(fw: FirewallSettings) -> list[str]:
     """The input chain's rules, in order, as nft prints them. One rule per address and port:
     nft merges the elements of a set where they touch, so sets would not list back as written."""
-    lines = ['iifname "lo" accept', "ct state established,related accept"]
+    lines = ['iifname "lo" accept', "ct state established,related accept", MID_STREAM]
     lines += [f"tcp dport {port} accept" for port in _ports(fw.ssh_ports)]
     lines += ["udp sport 67 udp dport 68 accept",  # DHCPv4 replies
               "ip6 saddr fe80::/10 udp dport 546 accept"]  # DHCPv6 replies

@@ -159,7 +159,7 @@ def _apply_repair(host, unit: str, settings, plan, recorded: dict, firewall=None
         # The API port moved: the firewall opens the new one (and closes the old).
         ruleset = load_script(render_table(replace(firewall, api_port=settings.port)))
         put_atomic(host, RULESET_FILE, io.StringIO(ruleset))
-        host.run_shell_command(load_command(first=False))  # (loaded by the deploy's firewall step)
+        host.run_shell_command(load_command())  # (loaded by the deploy's firewall step)
     host.run_shell_command(StringCommand("systemctl", "reset-failed", QuoteString(unit), ";",
                                          "systemctl", "restart", QuoteString(unit)))
     return settings

@@ -9,11 +9,10 @@ from __future__ import annotations
 import difflib
 
 from pyinfra import host, logger
-from pyinfra.api.command import QuoteString, StringCommand
+from pyinfra.api.command import StringCommand
 
-from noderig.firewall import (NFT, PERSIST_UNIT_FILE, PERSIST_UNIT_NAME, RULESET_FILE, TABLE, TRACKING_ONLY,
-                              TRACKING_SECONDS, FirewallSettings, load_script, persist_unit, problems, render_table,
-                              rules, same_table)
+from noderig.firewall import (NFT, PERSIST_UNIT_FILE, PERSIST_UNIT_NAME, RULESET_FILE, TABLE, FirewallSettings,
+                              load_script, persist_unit, problems, render_table, rules, same_table)
 
 from .facts import Mtimes, NftTable, SshdPorts, UnitStatus
 from .service import text_file
@@ -68,19 +67,14 @@ def loaded(fw: FirewallSettings):
                                         f"table {TABLE} (node)", f"table {TABLE} (deploy)", lineterm="")
             logger.info(f"[{host.name}] " + "\n".join(diff))
     if not is_loaded:
-        yield load_command(first=live["table"] is None)
+        yield load_command()
     if not at_boot:
         yield StringCommand("systemctl", "daemon-reload", "&&", "systemctl", "enable", UNIT)
 
 
-def load_command(first: bool) -> StringCommand:
-    """Load the ruleset file (one transaction); where the table is absent (``first``), after a
-    second of tracking connections only, so that those in flight are not cut
-    (``noderig.firewall.TRACKING_ONLY``)."""
-    load = StringCommand(NFT, "-f", RULESET_FILE)
-    if not first:
-        return load
-    return StringCommand(NFT, QuoteString(TRACKING_ONLY), "&&", "sleep", str(TRACKING_SECONDS), "&&", load)
+def load_command() -> StringCommand:
+    """Load the ruleset file: one transaction (``noderig.firewall.load_script``)."""
+    return StringCommand(NFT, "-f", RULESET_FILE)
 
 
 @operation(is_idempotent=True)

@@ -17,6 +17,7 @@ table inet noderig {
 \t\ttype filter hook input priority filter; policy accept;
 \t\tiifname "lo" accept
 \t\tct state established,related accept
+\t\ttcp flags ! syn ct state new accept
 \t\ttcp dport 22 accept
 \t\tudp sport 67 udp dport 68 accept
 \t\tip6 saddr fe80::/10 udp dport 546 accept
@@ -64,7 +65,8 @@ def test_a_fan_out_opens_its_port_to_the_fleet_peers_only_and_only_while_it_is_s
 def test_rules_end_in_the_reject_and_open_nothing_after_it():
     got = rules(FirewallSettings(api_port=8000, peers=["10.0.0.2"], api_allow=["10.0.0.0/8"]))
     assert got[-2:] == ["meta l4proto tcp reject with tcp reset", "meta l4proto udp reject"]
-    assert got[:2] == ['iifname "lo" accept', "ct state established,related accept"]
+    assert got[:3] == ['iifname "lo" accept', "ct state established,related accept",
+                       "tcp flags ! syn ct state new accept"]
 
 
 def test_ssh_stays_open_on_every_port_sshd_uses():

@@ -299,11 +299,13 @@ def test_firewall_off_removes_only_noderigs_table(firewalled, key_file):
     assert knock(lab, "ct200", b300, INTERNAL) == "refused"
 
 
-# A stream into b300 that a peer keeps sending on (a byte every 50 ms), as the Hub does into a
-# download in flight, and b300's reader, which writes how many bytes it has had so far.
-DRIP = ("import socket, time\ns = socket.create_server(('0.0.0.0', 5998))\n"
+# A stream into b300 from a peer, as the Hub's into a download in flight: a byte every 50 ms,
+# none while /run/drip.quiet exists on the sender (a connection idle for a while, as a throttled
+# or keep-alive one is). b300's reader writes how many bytes it has had so far.
+DRIP = ("import os, socket, time\ns = socket.create_server(('0.0.0.0', 5998))\n"
         "while True:\n    c, _ = s.accept()\n    try:\n        while True:\n"
-        "            c.send(b'x')\n            time.sleep(0.05)\n    except OSError:\n        c.close()\n")
+        "            if not os.path.exists('/run/drip.quiet'):\n                c.send(b'x')\n"
+        "            time.sleep(0.05)\n    except OSError:\n        c.close()\n")
 SIP = ("import socket, sys\nc = socket.create_connection((sys.argv[1], 5998))\nn = 0\n"
        "while True:\n    d = c.recv(4096)\n    if not d:\n        break\n    n += len(d)\n"
        "    open('/run/sip.count', 'w').write(str(n))\n")
@@ -324,8 +326,9 @@ def still_receiving(lab, since: int) -> bool:
 
 def test_a_connection_in_flight_when_the_table_first_loads_keeps_flowing(firewalled, key_file):
     # The checkpoint's download is in flight when the firewall first loads. Connection tracking
-    # starts with the table's first rule that uses it: without a second of tracking first, the
-    # next packet of that stream is "new" mid-stream, meets the reject rule, and the stream hangs.
+    # starts with the table's first rule that uses it, so the stream's next packet is "new"
+    # mid-stream: refused, the stream would hang. The sender is quiet while the table loads (no
+    # packet to track in any grace period), then sends again.
     lab = firewalled
     res, out = deploy(lab, *exposed(key_file), "firewall=False")
     assert res.returncode == 0, out[-2000:]
@@ -333,15 +336,18 @@ def test_a_connection_in_flight_when_the_table_first_loads_keeps_flowing(firewal
     lab.run("b300", f"systemd-run --unit=sip python3 -c {shlex_quote(SIP)} {lab.host('ct200').ip}")
     try:
         assert still_receiving(lab, 0), "the stream never started"
+        lab.run("ct200", "touch /run/drip.quiet")
         res, out = deploy(lab, *exposed(key_file))
         assert res.returncode == 0 and changed_ops(out).get(FIREWALL_OP) == 1, changed_ops(out)
+        lab.run("ct200", "rm -f /run/drip.quiet")
         assert still_receiving(lab, received(lab)), "the stream hung when the table loaded"
         # Replacing the table (the fan-out opens its port, a repair moves the API's) keeps it too.
         lab.run("b300", "nft -f /etc/noderig/firewall.nft")
         assert still_receiving(lab, received(lab)), "the stream hung when the table was replaced"
     finally:
         lab.run("b300", "systemctl stop sip", check=False)
-        lab.run("ct200", "systemctl stop drip", check=False)
+        lab.run("ct200", "systemctl stop drip; rm -f /run/drip.quiet", check=False)
+    # (a new connection still needs its port open: a SYN is not a packet in mid-stream)
     assert knock(lab, "ct200", lab.host("b300").ip, INTERNAL) == "refused"
 
 
