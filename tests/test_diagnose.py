@@ -2,10 +2,10 @@
 
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
-directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout13/ hold real logs set
+directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout14/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are
 diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures
-and of the thirteen held-out splits is printed in the terminal summary of every run.
+and of the fourteen held-out splits is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout6", "crashlogs_heldout7",
                                                                  "crashlogs_heldout8", "crashlogs_heldout9",
                                                                  "crashlogs_heldout10", "crashlogs_heldout11",
-                                                                 "crashlogs_heldout12", "crashlogs_heldout13")]
+                                                                 "crashlogs_heldout12", "crashlogs_heldout13",
+                                                                 "crashlogs_heldout14")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -177,6 +178,30 @@ KNOWN_MISSES = {
     "nccl_failure/vllm-4383-ray-all-reduce-cut": (
         "unknown", "frames only, cut inside torch.distributed's all_reduce, where a capture error is raised too "
                    "(cuda_graph_capture/vllm-windows-5); only the report's title says ncclSystemError"),
+    # the fourteenth round's tuning misses at its split commit's catalog (for now: each rule's commit removes
+    # the ones it fixes)
+    "speculative_config/angelslim-16-qwen3-eagle3-draft-index-out-of-bounds": (
+        "cuda_graph_capture", "a device-side index assertion while SGLang captures the EAGLE draft's CUDA graphs; "
+                              "only the report's title says the draft model does not work with SGLang"),
+    "speculative_config/eagle-214-econfig-draft-vocab-size": (
+        "unknown", "EAGLE's own config class lacking the draft vocabulary size (not yet read)"),
+    "speculative_config/sglang-pr-9216-qwen2-eagle3-capture-aux": (
+        "unknown", "a target model class lacking EAGLE3's aux hidden-state hook (not yet read)"),
+    "speculative_config/vllm-pr-45114-eagle-mistral-large3-use-mha": (
+        "unknown", "an EAGLE draft model class lacking an attribute (not yet read)"),
+    "toolkit_misconfigured/gns3-server-2212-setup-traceback-cut": (
+        "unknown", "frames only, cut inside Cython's build_ext, which fails for any build error; only the title "
+                   "says the detected CUDA version mismatches torch's"),
+    "toolkit_misconfigured/sglang-16052-launch-server-args-cut": (
+        "unknown", "frames only, cut inside SGLang's server_args; only the title says libnvrtc.so.12 is missing"),
+    "unsupported_gpu_arch/mamba-85-p40-jupyter-cut": (
+        "healthy", "a Jupyter traceback (an exception name before 'Traceback (most recent call last)') is not yet "
+                   "read as a failure"),
+    "unsupported_gpu_arch/sglang-40558-sm120-trtllm-fmha-cut": (
+        "unknown", "frames only, cut inside SGLang's hybrid attention backend; only the title says FlashInfer's "
+                   "TRT-LLM FMHA runner refused SM120"),
+    "unsupported_gpu_arch/vllm-19185-v100-qwen3-attention-init-cut": (
+        "unknown", "frames only, cut in Qwen3's attention constructor; only the title says no kernel image (V100)"),
 }
 
 
