@@ -183,12 +183,6 @@ KNOWN_MISSES = {
     "speculative_config/angelslim-16-qwen3-eagle3-draft-index-out-of-bounds": (
         "cuda_graph_capture", "a device-side index assertion while SGLang captures the EAGLE draft's CUDA graphs; "
                               "only the report's title says the draft model does not work with SGLang"),
-    "speculative_config/eagle-214-econfig-draft-vocab-size": (
-        "unknown", "EAGLE's own config class lacking the draft vocabulary size (not yet read)"),
-    "speculative_config/sglang-pr-9216-qwen2-eagle3-capture-aux": (
-        "unknown", "a target model class lacking EAGLE3's aux hidden-state hook (not yet read)"),
-    "speculative_config/vllm-pr-45114-eagle-mistral-large3-use-mha": (
-        "unknown", "an EAGLE draft model class lacking an attribute (not yet read)"),
     "toolkit_misconfigured/gns3-server-2212-setup-traceback-cut": (
         "unknown", "frames only, cut inside Cython's build_ext, which fails for any build error; only the title "
                    "says the detected CUDA version mismatches torch's"),
@@ -2585,4 +2579,28 @@ _SOCKETSERVER = "/usr/lib/python3.11/socketserver.py"
       "OSError: [Errno 99] Cannot assign requested address"], "unknown"),
 ])
 def test_thirteenth_round_socketserver_module_keeps_to_its_cause(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # a target model class without EAGLE-3's hooks, in a scheduler's traceback
+    (["Traceback (most recent call last):",
+      '  File "/opt/sglang/srt/model_executor/model_runner.py", line 512, in init_eagle3',
+      "    self.model.set_eagle3_layers_to_capture(layer_ids)",
+      "AttributeError: 'MistralForCausalLM' object has no attribute 'set_eagle3_layers_to_capture'"],
+     "speculative_config"),
+    # an EAGLE-1 style draft config read by EAGLE-3 code, its type on the line before
+    (["Exception has occurred: AttributeError", "'Qwen3Config' object has no attribute 'draft_vocab_size'"],
+     "speculative_config"),
+    # a draft model's own class (a Medusa / MTP head) lacking an attribute the engine reads
+    (["AttributeError: 'MedusaHeadModel' object has no attribute 'embed_tokens'"], "speculative_config"),
+    (["AttributeError: 'Glm4MoeMTPModel' object has no attribute 'lm_head'"], "speculative_config"),
+    # traps: an ordinary model class lacking an ordinary attribute names no cause; a mail handler is no MTP head;
+    # the words in a warning record are no failure
+    (["AttributeError: 'Qwen2ForCausalLM' object has no attribute 'lm_head_weight'"], "unknown"),
+    (["AttributeError: 'SMTPHandler' object has no attribute 'mailport'"], "unknown"),
+    (["WARNING 01-01 00:00:01 [loader.py:1] Ignored: 'LlamaConfig' object has no attribute 'draft_vocab_size'",
+      "INFO 01-01 00:00:02 [loader.py:2] Loading weights took 3.1 seconds"], "healthy"),
+])
+def test_fourteenth_round_speculative_attributes_keep_to_their_cause(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
