@@ -189,8 +189,8 @@ KNOWN_MISSES = {
     "toolkit_misconfigured/sglang-16052-launch-server-args-cut": (
         "unknown", "frames only, cut inside SGLang's server_args; only the title says libnvrtc.so.12 is missing"),
     "unsupported_gpu_arch/mamba-85-p40-jupyter-cut": (
-        "healthy", "a Jupyter traceback (an exception name before 'Traceback (most recent call last)') is not yet "
-                   "read as a failure"),
+        "unknown", "a Jupyter traceback cut inside torch's module call, which every forward pass runs through; only "
+                   "the report's title says no kernel image (P40)"),
     "unsupported_gpu_arch/sglang-40558-sm120-trtllm-fmha-cut": (
         "unknown", "frames only, cut inside SGLang's hybrid attention backend; only the title says FlashInfer's "
                    "TRT-LLM FMHA runner refused SM120"),
@@ -2603,4 +2603,22 @@ def test_thirteenth_round_socketserver_module_keeps_to_its_cause(lines, cls):
       "INFO 01-01 00:00:02 [loader.py:2] Loading weights took 3.1 seconds"], "healthy"),
 ])
 def test_fourteenth_round_speculative_attributes_keep_to_their_cause(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # IPython's / Jupyter's traceback header names the exception before the traceback's title: a failure
+    (["---------------------------------------------------------------------------",
+      "ValueError                                Traceback (most recent call last)",
+      "Cell In[7], line 3",
+      "      1 from vllm import LLM",
+      "----> 3 llm = LLM(model=path)"], "unknown"),
+    (["KeyboardInterrupt                         Traceback (most recent call last)"], "unknown"),
+    # traps: the title in a sentence, or in a record its logger marked WARNING, is no failure
+    (["INFO 01-01 00:00:01 [x.py:1] loading",
+      "the notebook shows where a Traceback (most recent call last) starts"], "healthy"),
+    (["WARNING 01-01 00:00:01 [x.py:1] RuntimeError    Traceback (most recent call last)",
+      "INFO 01-01 00:00:02 [x.py:2] Loading weights took 3.1 seconds"], "healthy"),
+])
+def test_fourteenth_round_a_jupyter_traceback_header_is_a_failure(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls

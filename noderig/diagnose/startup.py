@@ -58,6 +58,9 @@ _FORMS = (r"(^|[\s`*(\[（：:,，])[\w.]*\.? ?[A-Z]\w*(Error|Exception): |\b[A-
 # message, a process that died or exited non-zero. Benign lines and INFO/WARNING records never count.
 FAILURE = re.compile(
     r"^\s*[\w.]*(Error|Exception|Exit|Interrupt)\w*(:|\s*$)|^\s*Traceback \(most recent call last\)|"
+    # IPython's / Jupyter's header: the exception's name, then the traceback's title on the same line
+    # ("RuntimeError                              Traceback (most recent call last)")
+    r"^\s*[\w.]*(Error|Exception|Exit|Interrupt)\w*\s+Traceback \(most recent call last\)|"
     r"\b(fatal error|FATAL|Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|returned non-zero exit status|"
     r"Scheduler hit an exception|Received sigquit|is dead\b|died unexpectedly|code=(killed|dumped)|"
     r"status=[1-9]\d*/|Failed with result|(exit(ed)?|finished) with (exit )?(code|status) [1-9])|" + _SIGNAL + "|"
