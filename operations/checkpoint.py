@@ -483,8 +483,9 @@ def _ensure_daemon(host) -> str:
     ok, out = host.run_shell_command(StringCommand(
         # an earlier run's daemon may still be exiting: wait for it, then start afresh
         "systemctl", "stop", unit, "2>/dev/null", ";", "systemctl", "reset-failed", unit, "2>/dev/null", ";",
+        # (SIGKILL is how an idle daemon is stopped: _stop_daemon)
         "systemd-run", "--quiet", f"--unit={aria2.SERVICE}", "--property=Type=exec",
-        "aria2c", f"--conf-path={aria2.CONF}"))
+        "--property=SuccessExitStatus=SIGKILL", "aria2c", f"--conf-path={aria2.CONF}"))
     if not ok:
         raise aria2.DownloadError(f"could not start aria2c on the node: {out.stderr}")
     return secret
@@ -570,7 +571,7 @@ def _download(state, host, manifest: dict, dest: str, entries: list, token, conn
         _stop_daemon(host)
         return False
     if not busy:
-        _stop_daemon(host)
+        _stop_daemon(host, idle=True)
     return True
 
 
@@ -662,7 +663,18 @@ def _tell_sources(host, manifest: dict, hub: dict, sourced: dict, fell_back: lis
     summary.note(line)
 
 
-def _stop_daemon(host) -> None:
-    """Stop aria2 (SIGTERM: it writes its control files, so partial files resume next time).
-    aria2 takes about a second to exit; nothing waits for it (the next start does)."""
-    host.run_shell_command(StringCommand("systemctl", "stop", "--no-block", f"{aria2.SERVICE}.service", "||", "true"))
+def _stop_daemon(host, idle: bool = False) -> None:
+    """Stop aria2. With downloads left (``idle`` False): SIGTERM, so it writes its control files
+    and partial files resume next time; it takes about a second to exit (its event loop's
+    tick), nothing waits for it here, the next start does. ``idle``: every download it had is
+    complete, so it has nothing to write; SIGKILL ends it at once (a clean exit for its unit,
+    ``_ensure_daemon``), and the next start does not wait that second (measured on the lab:
+    1.0 s for SIGTERM, 16 ms for SIGKILL and the unit gone)."""
+    unit = f"{aria2.SERVICE}.service"
+    if idle:
+        # (reset-failed: a daemon an older noderig started counts SIGKILL as a failure)
+        host.run_shell_command(StringCommand("systemctl", "kill", "--signal=SIGKILL", unit, "2>/dev/null", ";",
+                                             "systemctl", "stop", unit, "2>/dev/null", ";",
+                                             "systemctl", "reset-failed", unit, "2>/dev/null", ";", "true"))
+        return
+    host.run_shell_command(StringCommand("systemctl", "stop", "--no-block", unit, "||", "true"))

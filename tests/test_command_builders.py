@@ -115,8 +115,21 @@ def test_a_daemon_that_is_not_running_or_has_no_secret_is_started_with_a_new_one
         secret = checkpoint._ensure_daemon(host)
         assert len(secret) == 48 and host.uploads == ["/etc/noderig/aria2.conf"]
         assert host.commands[0] == DAEMON_CHECK
-        assert host.commands[-1].endswith("systemd-run --quiet --unit=noderig-aria2 --property=Type=exec aria2c "
+        assert host.commands[-1].endswith("systemd-run --quiet --unit=noderig-aria2 --property=Type=exec "
+                                          "--property=SuccessExitStatus=SIGKILL aria2c "
                                           "--conf-path=/etc/noderig/aria2.conf")
+
+
+def test_a_daemon_with_downloads_left_gets_sigterm_and_an_idle_one_sigkill():
+    # (SIGTERM: aria2 writes its control files for a resume, and takes a second to exit;
+    # an idle daemon has nothing to write, and the next start would wait that second)
+    host = RecordingHost({})
+    checkpoint._stop_daemon(host)
+    checkpoint._stop_daemon(host, idle=True)
+    assert host.commands == [
+        "systemctl stop --no-block noderig-aria2.service || true",
+        "systemctl kill --signal=SIGKILL noderig-aria2.service 2>/dev/null ; systemctl stop noderig-aria2.service "
+        "2>/dev/null ; systemctl reset-failed noderig-aria2.service 2>/dev/null ; true"]
 
 
 def script_state(path: str, name: str, mode: str) -> str:
