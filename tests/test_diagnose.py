@@ -2,10 +2,10 @@
 
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
-directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout14/ hold real logs set
+directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout15/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are
 diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures
-and of the fourteen held-out splits is printed in the terminal summary of every run.
+and of the fifteen held-out splits is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout8", "crashlogs_heldout9",
                                                                  "crashlogs_heldout10", "crashlogs_heldout11",
                                                                  "crashlogs_heldout12", "crashlogs_heldout13",
-                                                                 "crashlogs_heldout14")]
+                                                                 "crashlogs_heldout14", "crashlogs_heldout15")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -196,6 +196,32 @@ KNOWN_MISSES = {
                    "TRT-LLM FMHA runner refused SM120"),
     "unsupported_gpu_arch/vllm-19185-v100-qwen3-attention-init-cut": (
         "unknown", "frames only, cut in Qwen3's attention constructor; only the title says no kernel image (V100)"),
+    # the fifteenth round's tuning misses at its split commit's catalog (for now: each rule's commit removes
+    # the ones it fixes)
+    "checkpoint_corrupt/h2o-llmstudio-860-rich-consistency-check": (
+        "unknown", "huggingface_hub's 'Consistency check failed: file should be of size N but has size M' for a "
+                   "weight shard, a line the catalog does not read yet"),
+    "checkpoint_corrupt/hf-hub-2779-vllm-consistency-check-shard": (
+        "unknown", "huggingface_hub's 'Consistency check failed' for a shard vLLM downloads, in ERROR records, a "
+                   "line the catalog does not read yet"),
+    "cuda_oom/sglang-445-l4-llama2-init-cut": (
+        "unknown", "frames only, cut inside the Llama model's constructor; only the report's title says CUDA out of "
+                   "memory"),
+    "nccl_failure/nccl-1657-vllm-ray-init-device-cut": (
+        "unknown", "frames only, cut at the Ray executor's init_device call; only the title says NCCL's unhandled "
+                   "system error"),
+    "nccl_failure/pytorch-111187-unhandled-cuda-error-wsl-cut": (
+        "unknown", "NCCL's own 'ncclUnhandledCudaError: Call to CUDA function failed.' line before a traceback cut "
+                   "in transformers, a line the catalog does not read yet"),
+    "nccl_failure/vllm-3722-ncclremoteerror-summary-br-tags": (
+        "unknown", "NCCL's 'ncclRemoteError: A call failed possibly due to a network error or a remote process "
+                   "exiting prematurely.' as a summary line, a line the catalog does not read yet"),
+    "nccl_failure/vllm-39774-qwen35-pynccl-communicator-cut": (
+        "unknown", "frames only, cut at vLLM's PyNcclCommunicator constructor; only the title says NCCL's "
+                   "unhandled system error"),
+    "sgl_kernel_mismatch/sglang-9173-launch-server-import-cut": (
+        "unknown", "frames only, cut inside SGLang's imports; only the report's title says sgl_kernel's undefined "
+                   "symbol"),
 }
 
 
