@@ -198,12 +198,6 @@ KNOWN_MISSES = {
         "unknown", "frames only, cut in Qwen3's attention constructor; only the title says no kernel image (V100)"),
     # the fifteenth round's tuning misses at its split commit's catalog (for now: each rule's commit removes
     # the ones it fixes)
-    "checkpoint_corrupt/h2o-llmstudio-860-rich-consistency-check": (
-        "unknown", "huggingface_hub's 'Consistency check failed: file should be of size N but has size M' for a "
-                   "weight shard, a line the catalog does not read yet"),
-    "checkpoint_corrupt/hf-hub-2779-vllm-consistency-check-shard": (
-        "unknown", "huggingface_hub's 'Consistency check failed' for a shard vLLM downloads, in ERROR records, a "
-                   "line the catalog does not read yet"),
     "cuda_oom/sglang-445-l4-llama2-init-cut": (
         "unknown", "frames only, cut inside the Llama model's constructor; only the report's title says CUDA out of "
                    "memory"),
@@ -2647,4 +2641,24 @@ def test_fourteenth_round_speculative_attributes_keep_to_their_cause(lines, cls)
       "INFO 01-01 00:00:02 [x.py:2] Loading weights took 3.1 seconds"], "healthy"),
 ])
 def test_fourteenth_round_a_jupyter_traceback_header_is_a_failure(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # huggingface_hub's size check on a downloaded file: a weight shard or a tokenizer file cut short
+    (["Traceback (most recent call last):",
+      '  File "/opt/app/train.py", line 12, in <module>',
+      "    model = AutoModelForCausalLM.from_pretrained(repo)",
+      '  File "/opt/venv/lib/python3.11/site-packages/huggingface_hub/file_download.py", line 571, in http_get',
+      "    raise EnvironmentError(",
+      "OSError: Consistency check failed: file should be of size 9948693272 but has size 512 "
+      "(model-00001-of-00004.safetensors)."], "checkpoint_corrupt"),
+    (["[2025-01-01 00:00:01 TP0] Consistency check failed: file should be of size 17078 but has size 16000 "
+      "(tokenizer.json)."], "checkpoint_corrupt"),
+    # traps: another consistency check names no download; the words in a warning a retry follows are no failure
+    (["ERROR 01-01 00:00:01 [store.py:3] Consistency check failed: replica count is 2 but expected 3"], "unknown"),
+    (["WARNING 01-01 00:00:01 [hub.py:1] Consistency check failed: file should be of size 100 but has size 99, "
+      "retrying", "INFO 01-01 00:00:05 [loader.py:1] Loading weights took 3.1 seconds"], "healthy"),
+])
+def test_fifteenth_round_a_download_of_another_size_is_a_corrupt_checkpoint(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
