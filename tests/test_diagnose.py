@@ -204,12 +204,6 @@ KNOWN_MISSES = {
     "nccl_failure/nccl-1657-vllm-ray-init-device-cut": (
         "unknown", "frames only, cut at the Ray executor's init_device call; only the title says NCCL's unhandled "
                    "system error"),
-    "nccl_failure/pytorch-111187-unhandled-cuda-error-wsl-cut": (
-        "unknown", "NCCL's own 'ncclUnhandledCudaError: Call to CUDA function failed.' line before a traceback cut "
-                   "in transformers, a line the catalog does not read yet"),
-    "nccl_failure/vllm-3722-ncclremoteerror-summary-br-tags": (
-        "unknown", "NCCL's 'ncclRemoteError: A call failed possibly due to a network error or a remote process "
-                   "exiting prematurely.' as a summary line, a line the catalog does not read yet"),
     "nccl_failure/vllm-39774-qwen35-pynccl-communicator-cut": (
         "unknown", "frames only, cut at vLLM's PyNcclCommunicator constructor; only the title says NCCL's "
                    "unhandled system error"),
@@ -2661,4 +2655,24 @@ def test_fourteenth_round_a_jupyter_traceback_header_is_a_failure(lines, cls):
       "retrying", "INFO 01-01 00:00:05 [loader.py:1] Loading weights took 3.1 seconds"], "healthy"),
 ])
 def test_fifteenth_round_a_download_of_another_size_is_a_corrupt_checkpoint(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # NCCL's own result codes name a failed call, as the name before a message or inside one
+    (["torch.distributed.DistBackendError: communicator was aborted on rank 1.",
+      "ncclInternalError: Internal check failed."], "nccl_failure"),
+    (["(Worker_TP1 pid=9) ERROR 01-01 00:00:01 [comm.py:1] ncclInvalidUsage: This usually reflects a misuse of "
+      "the library."], "nccl_failure"),
+    (["[rank3] ncclRemoteError: peer 2 went away while connecting"], "nccl_failure"),
+    # traps: NCCL's INFO lines and codes that are no failure (ncclInProgress, a counter's name) stay healthy, and
+    # so does a code in a warning a retry follows
+    (["node1:42:42 [0] NCCL INFO ncclCommInitRank comm 0x5 rank 0 nranks 2 - Init COMPLETE",
+      "INFO 01-01 00:00:02 [loader.py:1] Loading weights took 3.1 seconds"], "healthy"),
+    (["INFO 01-01 00:00:01 [metrics.py:1] ncclInProgress polls=3 nccl_system_error_count=0",
+      "INFO 01-01 00:00:02 [loader.py:1] Loading weights took 3.1 seconds"], "healthy"),
+    (["WARNING 01-01 00:00:01 [comm.py:1] ncclRemoteError seen on a probe, retrying the connection",
+      "INFO 01-01 00:00:02 [loader.py:1] Loading weights took 3.1 seconds"], "healthy"),
+])
+def test_fifteenth_round_nccl_result_codes_are_nccl_failures(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
