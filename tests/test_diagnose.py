@@ -196,8 +196,8 @@ KNOWN_MISSES = {
                    "TRT-LLM FMHA runner refused SM120"),
     "unsupported_gpu_arch/vllm-19185-v100-qwen3-attention-init-cut": (
         "unknown", "frames only, cut in Qwen3's attention constructor; only the title says no kernel image (V100)"),
-    # the fifteenth round's tuning misses at its split commit's catalog (for now: each rule's commit removes
-    # the ones it fixes)
+    # the fifteenth round's tuning misses at its split commit's catalog that its rules left (c5b99fc and f8277e8
+    # removed the four they fixed)
     "cuda_oom/sglang-445-l4-llama2-init-cut": (
         "unknown", "frames only, cut inside the Llama model's constructor; only the report's title says CUDA out of "
                    "memory"),
@@ -205,8 +205,9 @@ KNOWN_MISSES = {
         "unknown", "frames only, cut at the Ray executor's init_device call; only the title says NCCL's unhandled "
                    "system error"),
     "nccl_failure/vllm-39774-qwen35-pynccl-communicator-cut": (
-        "unknown", "frames only, cut at vLLM's PyNcclCommunicator constructor; only the title says NCCL's "
-                   "unhandled system error"),
+        "unknown", "frames only, the innermost in vLLM's CUDA communicator constructor, which builds the custom "
+                   "all-reduce too; only its source line names PyNcclCommunicator (frames keep no source line) and "
+                   "only the title says NCCL's unhandled system error"),
     "sgl_kernel_mismatch/sglang-9173-launch-server-import-cut": (
         "unknown", "frames only, cut inside SGLang's imports; only the report's title says sgl_kernel's undefined "
                    "symbol"),
