@@ -2,10 +2,10 @@
 
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
-directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout15/ hold real logs set
+directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout16/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are
 diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures
-and of the fifteen held-out splits is printed in the terminal summary of every run.
+and of the sixteen held-out splits is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout8", "crashlogs_heldout9",
                                                                  "crashlogs_heldout10", "crashlogs_heldout11",
                                                                  "crashlogs_heldout12", "crashlogs_heldout13",
-                                                                 "crashlogs_heldout14", "crashlogs_heldout15")]
+                                                                 "crashlogs_heldout14", "crashlogs_heldout15",
+                                                                 "crashlogs_heldout16")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
