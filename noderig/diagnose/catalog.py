@@ -51,12 +51,15 @@ class ExceptionSignature:
     the module path of its frames and the key tokens of its message (each optional but the type).
     `module` is searched in every frame's file path and in the message (an import error names
     the module it could not import); `raised_in` only in the innermost frame's path (where it was
-    raised: a module that every call passes through, as a caller, says nothing of the cause)."""
+    raised: a module that every call passes through, as a caller, says nothing of the cause).
+    `cut` false: a traceback cut before its exception line inside that module names nothing (the
+    module raises for this cause only with the type the signature asks, and for others too)."""
 
     type: re.Pattern
     module: re.Pattern | None
     message: re.Pattern | None
     raised_in: re.Pattern | None = None
+    cut: bool = True
 
     def matches(self, section) -> bool:
         if section.exc_type is None or not self.type.fullmatch(section.exc_type.rsplit(".", 1)[-1]):
@@ -74,7 +77,7 @@ class ExceptionSignature:
         """A traceback cut before its exception line: its innermost frame is in this signature's
         module path (where it failed is known, what it raised is not)."""
         where = self.raised_in or self.module
-        return (section.exc_type is None and bool(section.frames) and where is not None
+        return (self.cut and section.exc_type is None and bool(section.frames) and where is not None
                 and bool(where.search(_path(section.frames[-1]))))
 
 
@@ -149,7 +152,10 @@ def _exception_signatures(entries, cid: str) -> tuple[ExceptionSignature, ...]:
             raise CatalogError(f"{cid}: an exception signature needs a type")
         type_, module, message, raised_in = (compile_patterns([e[k]], cid)[0] if e.get(k) else None
                                              for k in ("type", "module", "message", "raised_in"))
-        out.append(ExceptionSignature(type_, module, message, raised_in))
+        cut = e.get("cut", True)
+        if not isinstance(cut, bool):
+            raise CatalogError(f"{cid}: an exception signature's cut must be true or false, got {cut!r}")
+        out.append(ExceptionSignature(type_, module, message, raised_in, cut))
     return tuple(out)
 
 
