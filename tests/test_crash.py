@@ -67,8 +67,9 @@ KILL_POINTS = [
     # (the draft's manifest follows in a few tenths of a second: kill early)
     ("the checkpoint's node scripts and manifest being written", "Kimi-K2.6: starting the download of", 0.2, None),
     # (the download runs on the node while the prerequisites and the venv are installed; aria2
-    # is installed already, so the rest can take under 1.5 s on an idle machine: kill early)
-    ("apt installing the prerequisites", "Starting operation: Prerequisites \n", 0.3, None),
+    # is installed already, so the rest can take under 1.5 s on an idle machine: killed once
+    # apt is seen running on the node, RUNNING_FIRST)
+    ("apt installing the prerequisites", "Starting operation: Prerequisites \n", 0.0, None),
     ("rsync copying the venv", "Starting operation: Venv", 0.4, None),
     # (killed while aria2 downloads on its own, the next steps running)
     ("aria2 downloading the checkpoint", "downloading on the node while the next steps run", 0.5, SLOW_CDN),
@@ -85,6 +86,11 @@ KILL_POINTS = [
     ("readiness being awaited", "Starting operation: sglang ready", 0.3, None),
 ]
 
+
+# Kill points whose step is short, killed as soon as the node runs it (polled after the trigger):
+# a fixed delay after the trigger line drifted past the step on a loaded machine (a clean-clone
+# run killed after apt had finished).
+RUNNING_FIRST = {"apt installing the prerequisites": "pgrep -x 'apt-get|dpkg' >/dev/null"}
 
 # Where the kill landed, from the node: what the killed run left running or half-done. Each
 # kill point has a predicate over it that proves the kill fell in that step, so kill points
@@ -106,8 +112,9 @@ print(json.dumps({
 LANDED = {
     "the checkpoint's node scripts and manifest being written": lambda w, s: w["venv_files"] == 0
     and not s["complete"].get(CHECKPOINTS[0]) and not w["draft_manifest"],
-    "apt installing the prerequisites": lambda w, s: w["manifest"] and w["venv_files"] == 0
-    and (w["apt"] or not w["packages"]),
+    # (killed once apt was seen running, RUNNING_FIRST: apt goes on after the controller dies,
+    # and may have finished by the time the node is looked at; the venv copy never began)
+    "apt installing the prerequisites": lambda w, s: w["manifest"] and w["venv_files"] == 0,
     "rsync copying the venv": lambda w, s: w["packages"] and w["manifest"] and not s["complete"].get(CHECKPOINTS[0])
     and s["placed"][PLACED[1]] is None,
     "aria2 downloading the checkpoint": lambda w, s: w["aria2"] and not s["complete"].get(CHECKPOINTS[0]),
@@ -129,8 +136,10 @@ def node_state(lab) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def kill_deploy_at(lab, trigger: str, delay: float, *data: str, faults: dict | None = None) -> str:
-    """Run the deploy; ``delay`` seconds after ``trigger`` appears in its output, SIGKILL it."""
+def kill_deploy_at(lab, trigger: str, delay: float, *data: str, faults: dict | None = None,
+                   running: str | None = None) -> str:
+    """Run the deploy; ``delay`` seconds after ``trigger`` appears in its output (and, with
+    ``running``, once that command succeeds on b300: polled for up to 10 s), SIGKILL it."""
     if faults:
         hub_call(lab, "/_lab/faults", faults)
     cmd = [os.path.join(os.path.dirname(sys.executable), "pyinfra"), str(lab.inventory), "-y", "deploy.py"]
@@ -143,6 +152,9 @@ def kill_deploy_at(lab, trigger: str, delay: float, *data: str, faults: dict | N
         for line in proc.stdout:
             seen.append(line)
             if trigger in line:
+                for _ in range(200 if running else 0):
+                    if lab.run("b300", running, check=False).returncode == 0:
+                        break
                 time.sleep(delay)
                 proc.kill()
                 break
@@ -172,7 +184,7 @@ def converged_state(lab):
 def test_a_deploy_killed_anywhere_converges_on_rerun_with_nothing_half_done(lab, converged_state, what, trigger,
                                                                             delay, faults, data):
     lab.reset("b300")
-    kill_deploy_at(lab, trigger, delay, *([data] if data else []), faults=faults)
+    kill_deploy_at(lab, trigger, delay, *([data] if data else []), faults=faults, running=RUNNING_FIRST.get(what))
     lab.run("b300", "sleep 0.5")  # whatever the kill left running on the node keeps running
 
     after_kill = node_state(lab)
