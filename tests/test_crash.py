@@ -147,14 +147,13 @@ def kill_deploy_at(lab, trigger: str, delay: float, *data: str, faults: dict | N
         cmd += ["--data", d]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYINFRA_PROGRESS": "off"})
-    seen = []
+    seen, seen_running = [], False
     try:
         for line in proc.stdout:
             seen.append(line)
             if trigger in line:
-                for _ in range(200 if running else 0):
-                    if lab.run("b300", running, check=False).returncode == 0:
-                        break
+                seen_running = not running or any(lab.run("b300", running, check=False).returncode == 0
+                                                  for _ in range(200))
                 time.sleep(delay)
                 proc.kill()
                 break
@@ -165,6 +164,8 @@ def kill_deploy_at(lab, trigger: str, delay: float, *data: str, faults: dict | N
             hub_call(lab, "/_lab/reset", {})
     out = "".join(seen)
     assert proc.returncode == -9, f"the deploy ended before {trigger!r}:\n{out[-3000:]}"
+    # (the kill's landing proof for a step apt outlives: it was running when the kill went out)
+    assert seen_running, f"`{running}` never succeeded on b300 after {trigger!r}: the kill landed elsewhere"
     return out
 
 
