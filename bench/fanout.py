@@ -17,10 +17,12 @@ checkpoint bytes (goal <= 1.05; off: 3.0) and fleet wall time / one node's wall 
 1.2). The second default uplink (6 MiB/s) makes the download a larger share of the deploy than
 the first (16 s of about 20, against 4 s of about 8): a real node's 595 GB take 17 minutes, and
 the rest of its deploy a minute or two, so the slower uplink is the nearer proportion; the lab's
-fixed cost (three nodes' package installs on two shared cores) is the same at both. With ``--critical-path``, also one node's whole deploy
-minus max(checkpoint step, prerequisites + venv), each measured alone on a fresh node (the
-time the download does not hide; goal <= 10 s), with the download started first and, in the
-same run, after the prerequisites and the venv as before. Results in bench/results/fanout.json.
+fixed cost (three nodes' package installs on two shared cores) is the same at both.
+
+With ``--critical-path``, also one node's whole deploy minus max(checkpoint step, prerequisites
++ venv), each measured alone on a fresh node (the time the download does not hide; goal <= 10
+s), with the download started first and, in the same run, after the prerequisites and the venv
+as before. Results in bench/results/fanout.json.
 """
 
 from __future__ import annotations
