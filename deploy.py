@@ -70,32 +70,36 @@ def serves_peers(plans: list, targets: list) -> bool:
 
 
 def fan_out(checkpoints: list, targets: list) -> list:
-    """The checkpoint step across the fleet (``operations.peers``): phase 1, each target its
-    stripe from the Hub (started first, see below); the nodes holding files another needs serve
-    them (their firewall opened the port to the peers while the stripes downloaded); phase 2,
-    the rest from those peers (the Hub as the fallback); the servers stop. Each pyinfra
-    operation runs on every host before the next one starts, so every server is up before any
-    phase 2."""
+    """The checkpoint step across the fleet (``operations.peers``): the nodes holding files
+    another needs serve what they have verified (their firewall opened the port to the peers
+    while the stripes downloaded); then, per checkpoint, every target at once: its stripe from
+    the Hub (started first, see below) and the rest from the peers as soon as one has verified
+    a file (the Hub as the fallback), each node serving what it verifies; the servers stop. The
+    smaller checkpoint (the draft) goes first: its files start first and finish early, so its
+    exchange runs while the larger one still downloads. Returns the checkpoint steps in the
+    order of ``checkpoints``."""
     plans = fleet_plans(checkpoints, targets)
-    ops = []
-    for (pin, token_file, dest, _), plan in zip(checkpoints, plans):
-        if plan:
-            logger.info(f"[{host.name}] fan-out of {pin.repo}: {describe_fanout(plan.fleet, host.name, plan.sizes)}")
-        ops.append(checkpoint.fetch(name=f"Checkpoint {pin.repo}: this node's stripe from the Hub", pin=pin, dest=dest,
-                                    token_file=token_file, connections=data.aria2_connections, jobs=data.aria2_jobs,
-                                    only=stripe(plan)))
     if serves_peers(plans, targets):
         serving = [(plan.key, dest) for (_, _, dest, _), plan in zip(checkpoints, plans)
                    if plan and plan.fleet.serve[host.name]]
         peers.serve(name="Fan-out: serve verified files to the fleet's peers", checkpoints=serving,
                     address=peers.cluster_address(host), port=data.fanout_port, peers=other_peers(targets))
-    for pin, token_file, dest, _ in checkpoints:
-        ops.append(checkpoint.fetch(name=f"Checkpoint {pin.repo}: the rest from peers", pin=pin, dest=dest,
-                                    token_file=token_file, connections=data.aria2_connections, jobs=data.aria2_jobs,
-                                    from_peers=True))
+    ops = {}
+    for i in smaller_first(plans):
+        (pin, token_file, dest, _), plan = checkpoints[i], plans[i]
+        if plan:
+            logger.info(f"[{host.name}] fan-out of {pin.repo}: {describe_fanout(plan.fleet, host.name, plan.sizes)}")
+        ops[i] = checkpoint.fetch(name=f"Checkpoint {pin.repo}: its stripe from the Hub, the rest from peers", pin=pin,
+                                  dest=dest, token_file=token_file, connections=data.aria2_connections,
+                                  jobs=data.aria2_jobs, stripe=stripe(plan))
     if not data.fanout_keep_serving:
         peers.stopped(name="Fan-out: peer server stopped", dests=[dest for _, _, dest, _ in checkpoints])
-    return ops
+    return [ops[i] for i in range(len(checkpoints))]
+
+
+def smaller_first(plans: list) -> list[int]:
+    """The checkpoints' indexes, the one with fewer bytes first (a missing plan: as planned)."""
+    return sorted(range(len(plans)), key=lambda i: sum(plans[i].sizes.values()) if plans[i] else 0)
 
 
 if "targets" in host.groups:
@@ -155,9 +159,11 @@ if "targets" in host.groups:
     if early and "prerequisites" in steps:
         packages.present(name=packages.EARLY_PREREQUISITE, packages=["aria2"])
     if early:
-        # (with the fan-out every checkpoint is fetched now: it is off when any gets a new revision)
-        stripes = [stripe(plan) for plan in fleet_plans(checkpoints, targets)] if fanning_out else [None] * len(fetched_now)
-        for (pin, token_file, dest, _), only in zip(fetched_now, stripes):
+        # (with the fan-out every checkpoint is fetched now: it is off when any gets a new revision;
+        # the smaller one first, as in its step)
+        plans = fleet_plans(checkpoints, targets) if fanning_out else [None] * len(fetched_now)
+        for i in smaller_first(plans):
+            (pin, token_file, dest, _), only = fetched_now[i], stripe(plans[i])
             checkpoint.download_started(name=f"Download started: {pin.repo}", pin=pin, dest=dest,
                                         token_file=token_file, connections=data.aria2_connections,
                                         jobs=data.aria2_jobs, only=only)

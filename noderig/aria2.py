@@ -114,6 +114,10 @@ def progress_line(label: str, p: dict) -> str:
             f"{p['bytes_total'] / 2**20:.1f} MiB, {p['speed'] / 2**20:.1f} MiB/s, ETA {eta}")
 
 
+# ``Session.follow``'s feed: the poll's snapshot in; the files to add now, and how many more may come.
+Feed = Callable[[dict], "tuple[list[tuple[str | list[str], str]], int]"]
+
+
 class DownloadError(Exception):
     """A download that cannot finish; the message names the file, never a signed URL's query."""
 
@@ -173,11 +177,12 @@ class Session:
         calls = [{"methodName": method, "params": [f"token:{self.api.client.secret}", *p]} for p in params]
         return self.api.client.call("system.multicall", [calls], insert_secret=False) if calls else []
 
-    def attach(self, entries: list[tuple[str | list[str], str]], jobs: int) -> int:
+    def attach(self, entries: list[tuple[str | list[str], str]], jobs: int, first: bool = False) -> int:
         """Track every ``(url, path)``: a download aria2 still holds for that file is taken
-        over (resumed if paused), the others are added. ``url`` may be a list of sources (the
-        fan-out's peers, the Hub last as a backup): if aria2 gives up on every one, the file
-        goes on from the Hub alone (``recover``). Returns how many were taken over."""
+        over (resumed if paused), the others are added (``first``: ahead of the files aria2 has
+        queued). ``url`` may be a list of sources (the fan-out's peers, the Hub last as a
+        backup): if aria2 gives up on every one, the file goes on from the Hub alone
+        (``recover``). Returns how many were taken over."""
         self.api.set_global_options({"max-concurrent-downloads": str(jobs)})
         held = {str(d.files[0].path): d for d in self.api.get_downloads() if d.files}
         to_add = []
@@ -196,7 +201,9 @@ class Session:
                 to_add.append(([url] if isinstance(url, str) else list(url), path))
                 if not isinstance(url, str):
                     self.from_peers.add(path)
-        results = self._multicall("aria2.addUri", [[uris, self.options(path, uris[0])] for uris, path in to_add])
+        position = [0] if first else []
+        results = self._multicall("aria2.addUri", [[uris, self.options(path, uris[0]), *position]
+                                                   for uris, path in to_add])
         for (uris, path), result in zip(to_add, results):
             if not isinstance(result, list):
                 raise DownloadError(f"aria2 refused {self.dest}/{path}: {redact(str(result))}")
@@ -249,24 +256,33 @@ class Session:
         self.gids[path] = self.api.add_uris([url], options=self.options(path, url)).gid
 
     def follow(self, sizes: dict[str, int], on_file_done: Callable[[], None] = lambda: None,
-               interval: float = 0.2, print_every: float = 2.0) -> None:
+               interval: float = 0.2, print_every: float = 2.0, feed: Feed | None = None, jobs: int = 4) -> None:
         """Poll until every tracked file is complete, recovering failed downloads, telling
         progress every ``print_every`` seconds and at the end, and calling ``on_file_done``
         whenever more files are complete than at the last poll.
 
         + sizes: each file's size from the manifest (aria2 knows one only once the server answered)
+        + feed: called with each poll's snapshot, returns files to add now (ahead of the queue)
+          and how many more may come: the follow ends only when none may (the fan-out's files
+          that peers have not verified yet)
+        + jobs: files downloaded at once (for the files ``feed`` adds)
         """
-        last_told, finished = 0.0, 0
+        last_told, finished, more = 0.0, 0, int(feed is not None)
         while True:
             snap = self.snapshot()
+            if more:
+                added, more = feed(snap)
+                if added:
+                    self.attach(added, jobs, first=True)
+                    snap = self.snapshot()
             for path, d in snap.items():
                 if d["status"] in ("error", "removed"):
                     self.recover(path, d)
                 d["total"] = max(d["total"], sizes.get(path, 0))
             progress = summarize_progress(list(snap.values()))
-            done = progress["files_done"] == progress["files"]
+            done = progress["files_done"] == progress["files"] and not more
             if done or time.monotonic() - last_told >= print_every:
-                self.say(progress_line(self.label, progress))
+                self.say(progress_line(self.label, progress) + (f"; {more} more awaited from peers" if more else ""))
                 last_told = time.monotonic()
             if progress["files_done"] > finished:
                 finished = progress["files_done"]

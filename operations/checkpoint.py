@@ -9,6 +9,7 @@ import posixpath
 import secrets
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 
 from pyinfra import host, logger
@@ -255,7 +256,7 @@ def download_started(pin: RepoPin, dest: str, token_file: str | None = None, con
 
 @operation(is_idempotent=True)
 def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: int = 16, jobs: int = 4,
-          only: list[str] | None = None, from_peers: bool = False):
+          stripe: list[str] | None = None):
     """
     Download a Hub repo at a pinned commit into ``dest`` on the node with aria2c (run as a
     transient systemd unit, so it outlives the controller), then verify every file against
@@ -269,24 +270,27 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
     + token_file: a 0600 file with the Hub token (else ``HF_TOKEN``); never sent to the node
     + connections: aria2 connections per file
     + jobs: files downloaded (and hashed) at once
-    + only: the fan-out's phase 1: these files alone (this node's stripe), from the Hub
-    + from_peers: the fan-out's phase 2: every file still missing, from the peers serving it
-      verified (``operations.peers``), the Hub as their fallback; a peer whose bytes fail
-      the hash is not used again in this run
+    + stripe: the fan-out (``operations.peers``): these files from the Hub, every other file
+      still missing from the peers as soon as one has verified it, the Hub as the fallback; a
+      peer whose bytes fail the hash is not used again in this run. The step runs on every
+      target at once: each serves the files it verifies while it downloads.
     """
     try:
-        on_node, manifest, stats, states, todo, held = _planned(pin, dest, token_file, only)
+        on_node, manifest, stats, states, todo, held = _planned(pin, dest, token_file, None)
     except NoderigError as e:
         yield from fail(host, f"checkpoint {pin.repo} for {host.name}: {e}")
         return
+    key = fanout.checkpoint_key(manifest["repo"], manifest["commit"])
     if not todo and on_node == manifest:
-        what = f"{len(states)} files" if only is None else f"its stripe of {len(only)} files"
-        host.noop(f"{pin.repo}@{manifest['commit'][:12]}: {what} verified in {dest}")
+        _done_with_stripe(stripe, key)
+        host.noop(f"{pin.repo}@{manifest['commit'][:12]}: {len(states)} files verified in {dest}")
         return
 
     if first_pass(host):
         logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: {checkpoint_plan.describe(todo)}; "
                     f"{checkpoint_plan.bytes_to_fetch(manifest, states, stats) / 2**20:.1f} MiB to fetch")
+    if stripe is not None:
+        yield FunctionCommand(_fanout_working, (key,), {})
     manifest_path = f"{dest}/{checkpoint_plan.MANIFEST_FILE}"
     yield from _manifest_written_checked(manifest, dest, manifest_path, on_node)
 
@@ -297,9 +301,35 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
         yield FunctionCommand(_verify, (manifest_path, dest, jobs, fetch_list), {"within": to_hash})
     if fetch_list:
         yield from _fetched(manifest, dest, todo, fetch_list, held, read_token(token_file), connections, jobs,
-                            from_peers=from_peers)
+                            stripe=stripe)
     checked = sum(f["size"] for f in manifest["files"] if f["path"] in todo)
-    yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {"checked_bytes": checked, "within": only})
+    yield FunctionCommand(_verify, (manifest_path, dest, jobs, None), {"checked_bytes": checked})
+    if stripe is not None:
+        yield FunctionCommand(_fanout_done, (key, dest), {})
+
+
+def _fanout_working(state, host, key: str) -> bool:
+    from . import peers
+
+    return peers.working(state, host, key)
+
+
+def _fanout_done(state, host, key: str, dest: str) -> bool:
+    """Every file of ``dest`` verified: all of them served to the peers still fetching."""
+    from . import peers
+
+    peers.publish(host, key, dest)
+    peers.settle(host.name, key)
+    return True
+
+
+def _done_with_stripe(stripe: list[str] | None, key: str) -> None:
+    """A node with nothing to fetch in the fan-out: no peer waits on it (what it holds, it
+    serves since its server started)."""
+    from . import peers
+
+    if stripe is not None:
+        peers.settle(host.name, key)
 
 
 # The node-side scripts: where each goes, its mode (the verifier loads the path check from
@@ -352,11 +382,13 @@ def _manifest_written_checked(manifest: dict, dest: str, manifest_path: str, on_
 
 
 def _fetched(manifest: dict, dest: str, todo: dict, fetch_list: list, held: list[str] | None, token: str | None,
-             connections: int, jobs: int, from_peers: bool = False, follow: bool = True):
+             connections: int, jobs: int, stripe: list[str] | None = None, follow: bool = True):
     """The commands that fetch ``fetch_list`` (which ``_verify`` may still extend while the
     commands run): files not worth resuming deleted, a gated repo's small files through the
     controller, the rest by aria2 on the node, followed to the end, or (``follow=False``)
-    only handed to it; the verified record forgets them all first."""
+    only handed to it; the verified record forgets them all first. With the fan-out's
+    ``stripe``, the files outside it come from peers: their Hub URLs are resolved only if a
+    peer cannot serve one."""
     yield mark_changing("checkpoint")
     lfs = {f["path"] for f in manifest["files"] if "sha256" in f}
     for path in checkpoint_plan.starts_over(todo, lfs, held):
@@ -367,14 +399,20 @@ def _fetched(manifest: dict, dest: str, todo: dict, fetch_list: list, held: list
     for path in via_controller:
         yield FunctionCommand(_upload_small_file, (manifest, path, dest, token), {})
     # (an LFS file's signed CDN URL is resolved here, with the token, which never reaches aria2 or the node)
-    entries = [(download_url(manifest, path, token), path) for path in sorted(set(fetch_list) - set(via_controller))]
+    entries = [(download_url(manifest, path, token) if stripe is None or path in stripe else None, path)
+               for path in sorted(set(fetch_list) - set(via_controller))]
     # What is about to be replaced is no longer verified, whatever happens next.
     yield StringCommand("python3", "-c", QuoteString(FORGET), QuoteString(f"{dest}/{checkpoint_plan.RECORD_FILE}"),
                         *(QuoteString(p) for p in sorted(fetch_list)))
     if entries:
         allocation = "falloc" if host.get_fact(FsType, path=dest) in FALLOC_FILESYSTEMS else "none"
-        download = _download_started if not follow else _download_from_peers if from_peers else _download
-        yield FunctionCommand(download, (manifest, dest, entries, token, connections, jobs, allocation), {})
+        args = (manifest, dest, entries, token, connections, jobs, allocation)
+        if not follow:
+            yield FunctionCommand(_download_started, args, {})
+        elif stripe is not None:
+            yield FunctionCommand(_download_from_peers, (*args, stripe), {})
+        else:
+            yield FunctionCommand(_download, args, {})
 
 
 def verifier_command(manifest_path: str, dest: str, *, jobs: int | None = None,
@@ -494,39 +532,57 @@ def _ensure_daemon(host) -> str:
 class _BackgroundVerify:
     """Hash files while the rest still download: the node-side verifier skips files with a
     live control file and those already in the record, so each run hashes only what aria2
-    finished since the last one. One run at a time; the final verification does the rest."""
+    finished since the last one. One run at a time; a kick during a run gets one more run after
+    it (a file finished meanwhile is hashed, and ``after`` sees it, without waiting for the
+    final verification). ``after`` runs after each run (the fan-out publishes the new files)."""
 
-    def __init__(self, host, manifest_path: str, dest: str, jobs: int):
+    def __init__(self, host, manifest_path: str, dest: str, jobs: int, after=lambda: None):
         self.host, self.command = host, verifier_command(manifest_path, dest, jobs=jobs)
-        self.running = None
+        self.after, self.running, self.again = after, None, False
 
     def kick(self) -> None:
+        self.again = True
         if self.running is None or not self.running.is_alive():
-            self.running = threading.Thread(target=self.host.run_shell_command, args=(self.command,), daemon=True)
+            self.running = threading.Thread(target=self._runs, daemon=True)
             self.running.start()
+
+    def _runs(self) -> None:
+        while self.again:
+            self.again = False
+            self.host.run_shell_command(self.command)
+            self.after()
 
     def wait(self) -> None:
         if self.running is not None:
             self.running.join()
+
+    def now(self) -> None:
+        """One run at once, after any in progress: every file complete by now is hashed."""
+        self.wait()
+        self.again = True
+        self._runs()
+
+
+def _hub_url(manifest: dict, dest: str, path: str, token) -> str:
+    """Where aria2 fetches ``path`` from the Hub, resolved now (a signed URL expires);
+    DownloadError when the Hub does not answer."""
+    try:
+        return download_url(manifest, path, token)
+    except Exception as e:  # an HTTP error names the URL: never shown with its query string
+        raise aria2.DownloadError(f"cannot resolve {dest}/{path} on {manifest['endpoint']}: {redact(str(e))}")
 
 
 def _session(host, manifest: dict, dest: str, token, connections: int, allocation: str, port: int, secret: str,
              scrub=lambda text: text) -> aria2.Session:
     """The controller's hold on the node's aria2 daemon for ``manifest``'s files in ``dest``."""
 
-    def resolve_again(path: str) -> str:
-        try:
-            return download_url(manifest, path, token)
-        except Exception as e:  # an HTTP error names the URL: never shown with its query string
-            raise aria2.DownloadError(f"cannot resolve {dest}/{path} on {manifest['endpoint']} again: "
-                                      f"{redact(str(e))}")
-
     def discard(path: str) -> None:
         host.run_shell_command(StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"),
                                              QuoteString(f"{dest}/{path}.aria2")))
 
     return aria2.Session(
-        aria2.connect(port, secret, where=host.name), dest, resolve=resolve_again, discard=discard,
+        aria2.connect(port, secret, where=host.name), dest, resolve=lambda path: _hub_url(manifest, dest, path, token),
+        discard=discard,
         options=lambda path, url: aria2.file_options(manifest, dest, path, url, token, connections, allocation),
         say=lambda line: logger.info(scrub(line)), label=f"[{host.name}] {manifest['repo']}")
 
@@ -548,19 +604,22 @@ def _download_started(state, host, manifest: dict, dest: str, entries: list, tok
 
 
 def _download(state, host, manifest: dict, dest: str, entries: list, token, connections: int, jobs: int,
-              allocation: str, scrub=lambda text: text, fell_back: list | None = None) -> bool:
+              allocation: str, scrub=lambda text: text, fell_back: list | None = None, feed=None) -> bool:
     """Drive aria2 on the node over RPC (through the SSH connection) until every file is
     complete, showing progress and hashing files as they finish; re-resolve signed URLs that
     expired (``aria2.Session``); stop the daemon at the end unless it still downloads another
     checkpoint's files. ``scrub`` hides what a line must not show (the fan-out's secret paths);
-    ``fell_back`` collects the files the peers failed."""
+    ``fell_back`` collects the files the peers failed; ``feed`` (``_PeerFeed``) adds the
+    fan-out's files as peers verify them, and publishes this node's as it hashes them."""
     try:
         secret = _ensure_daemon(host)
         with LoopbackForward(host, aria2.RPC_PORT) as fwd:
             session = _session(host, manifest, dest, token, connections, allocation, fwd.port, secret, scrub)
             session.attach(entries, jobs)
-            background = _BackgroundVerify(host, f"{dest}/{checkpoint_plan.MANIFEST_FILE}", dest, jobs)
-            session.follow({f["path"]: f["size"] for f in manifest["files"]}, on_file_done=background.kick)
+            background = _BackgroundVerify(host, f"{dest}/{checkpoint_plan.MANIFEST_FILE}", dest, jobs,
+                                           after=feed.publish if feed else lambda: None)
+            session.follow({f["path"]: f["size"] for f in manifest["files"]}, on_file_done=background.kick,
+                           feed=feed and (lambda snap: feed(snap, background)), jobs=jobs)
             background.wait()
             busy = session.busy_elsewhere()
             session.close()
@@ -593,39 +652,108 @@ PROBE_URL_FILE = "/run/noderig-probe.url"
 
 
 def _download_from_peers(state, host, manifest: dict, dest: str, entries: list, token, connections: int, jobs: int,
-                         allocation: str) -> bool:
-    """The fan-out's phase 2: each file from the peers that serve it verified (aria2 spreads
-    its connections over them), from the Hub when they all fail. The receiver hashes every file: a file
-    whose bytes are wrong is traced to the peer that serves them (its bytes hashed again, on
-    this node), that peer is not used again in this run, and the file is fetched once more
-    from the other sources."""
+                         allocation: str, stripe: list[str]) -> bool:
+    """The fan-out's download: this node's ``stripe`` from the Hub and, while it downloads,
+    every other file from the peers as soon as one has verified it (aria2 spreads its
+    connections over them; ``_PeerFeed``), from the Hub when no peer can serve it. The
+    receiver hashes every file: a file whose bytes are wrong is traced to the peer that
+    served them (its bytes hashed again, on this node), that peer is not used again in this
+    run, and the file is fetched once more from the other sources."""
     from . import peers  # the fan-out's registry (operations.peers imports this module)
 
     key = fanout.checkpoint_key(manifest["repo"], manifest["commit"])
     entry_of = {f["path"]: f for f in manifest["files"]}
-    hub = dict((path, url) for url, path in entries)
-    paths, fell_back = sorted(hub), []
-    for _ in range(PEER_ROUNDS):
-        # Peers only: aria2 does not keep a backup URI idle (measured on the lab: with the Hub
-        # last behind 16 peer URIs it still took a segment of most files from the Hub). The
-        # Hub takes over a file only when aria2 gives up on every peer (aria2.Session.recover).
-        sourced = {p: peers.sources(host.name, key, checkpoint_plan.expected_digest(entry_of[p])) for p in paths}
-        todo = [(fanout.uris(sourced[p], None, connections) if sourced[p] else hub[p], p) for p in paths]
-        if not _download(state, host, manifest, dest, todo, token, connections, jobs, allocation, peers.scrub,
-                         fell_back):
-            return False
+    urls = dict((path, url) for url, path in entries)  # None: a peer's file (its Hub URL only if needed)
+    from_peers = sorted(p for p in urls if p not in stripe)
+    paths, fell_back, sourced = sorted(urls), [], {}
+    for round_ in range(PEER_ROUNDS):
+        feed = _PeerFeed(host, key, dest, from_peers, entry_of, connections,
+                         lambda p: urls[p] or _hub_url(manifest, dest, p, token)) if round_ == 0 else None
+        try:
+            todo = [(urls[p], p) for p in paths if p not in from_peers] if feed else \
+                _peer_round(host, manifest, dest, token, key, paths, connections, sourced, urls)
+            ok = _download(state, host, manifest, dest, todo, token, connections, jobs, allocation, peers.scrub,
+                           fell_back, feed)
+        except aria2.DownloadError as e:
+            host.log_styled(peers.scrub(str(e)), fg="red", log_func=logger.error)
+            ok = False
+        finally:
+            peers.settle(host.name, key)
+        sourced.update(feed.sourced if feed else {})
         bad: list[str] = []
-        if not _verify(state, host, f"{dest}/{checkpoint_plan.MANIFEST_FILE}", dest, jobs, bad, within=paths):
+        if not ok or not _verify(state, host, f"{dest}/{checkpoint_plan.MANIFEST_FILE}", dest, jobs, bad, within=paths):
             return False
         if not bad:
-            _tell_sources(host, manifest, hub, sourced, fell_back)
+            _tell_sources(host, manifest, from_peers, sourced, fell_back)
             return True
         for path in bad:
-            _blame(host, entry_of[path], sourced[path], peers)
+            _blame(host, entry_of[path], sourced.get(path, []), peers)
         paths = bad
     host.log_styled(f"{dest}: {', '.join(paths)} still fail their hash after {PEER_ROUNDS} rounds from peers and "
                     "the Hub", fg="red", log_func=logger.error)
     return False
+
+
+def _peer_round(host, manifest: dict, dest: str, token, key: str, paths: list[str], connections: int, sourced: dict,
+                urls: dict) -> list:
+    """Another round's sources for ``paths`` (files that failed their hash): the peers serving
+    them now (an excluded one no longer is), else the Hub; ``sourced`` told which."""
+    from . import peers
+
+    out = []
+    for path in paths:
+        digest = checkpoint_plan.expected_digest(next(f for f in manifest["files"] if f["path"] == path))
+        sourced[path] = peers.sources(host.name, key, digest)
+        out.append((fanout.uris(sourced[path], None, connections) if sourced[path]
+                    else urls[path] or _hub_url(manifest, dest, path, token), path))
+    return out
+
+
+# How long a receiver waits for a peer's fan-out download to begin before it takes that peer's
+# files from the Hub: every target's greenlet starts the step at once in a parallel run, so this
+# is only ever reached when the run is not (``--serial``, a ``--parallel`` below the fleet).
+PEER_START_WAIT = 30.0
+
+
+class _PeerFeed:
+    """``aria2.Session.follow``'s feed in the fan-out: each poll, the files of ``wanted`` that
+    some peer now serves verified are added (peer URLs only; the Hub takes over a file only when
+    aria2 gives up on every peer: measured on the lab, with the Hub last behind 16 peer URIs aria2
+    still took a segment of most files from it); a file no peer may still serve (its owner
+    failed, was excluded, or is done with its stripe without it) is added from the Hub. Once
+    this node's own files are complete, they are hashed and published, and the node is done with
+    its stripe (``operations.peers.settle``): no peer waits on it for more."""
+
+    def __init__(self, host, key: str, dest: str, wanted: list[str], entry_of: dict, connections: int, hub_url):
+        self.host, self.key, self.dest, self.connections, self.hub_url = host, key, dest, connections, hub_url
+        self.digests = {p: checkpoint_plan.expected_digest(entry_of[p]) for p in wanted}
+        self.waiting, self.sourced, self.own_done = list(wanted), {}, False
+        self.began = time.monotonic()
+
+    def __call__(self, snap: dict, background: _BackgroundVerify) -> tuple[list, int]:
+        from . import peers
+
+        if not self.own_done and all(d["status"] == "complete" for p, d in snap.items() if p not in self.digests):
+            background.now()  # hashed, and what passed published
+            peers.settle(self.host.name, self.key)
+            self.own_done = True
+        ready = []
+        for path in self.waiting:
+            urls = peers.sources(self.host.name, self.key, self.digests[path])
+            if urls:
+                ready.append((fanout.uris(urls, None, self.connections), path))
+            elif not peers.may_still_serve(self.host, self.key, path, time.monotonic() - self.began < PEER_START_WAIT):
+                ready.append((self.hub_url(path), path))
+            else:
+                continue
+            self.sourced[path] = urls
+        self.waiting = [p for p in self.waiting if p not in self.sourced]
+        return ready, len(self.waiting)
+
+    def publish(self) -> None:
+        from . import peers
+
+        peers.publish(self.host, self.key, self.dest)
 
 
 def _blame(host, entry: dict, urls: list[str], peers) -> None:
@@ -648,8 +776,8 @@ def _blame(host, entry: dict, urls: list[str], peers) -> None:
                                 f"{checkpoint_plan.expected_digest(entry)[:12]}...)")
 
 
-def _tell_sources(host, manifest: dict, hub: dict, sourced: dict, fell_back: list) -> None:
-    """Where this node's phase-2 files came from, for the log and the summary."""
+def _tell_sources(host, manifest: dict, hub: list[str], sourced: dict, fell_back: list) -> None:
+    """Where this node's files meant to come from peers came from, for the log and the summary."""
     from . import summary
 
     sizes = {f["path"]: f["size"] for f in manifest["files"]}

@@ -1,13 +1,16 @@
 """The checkpoint fan-out across the fleet: the plan from every target's facts, and each
 node's peer file server (Debian's nginx as a transient unit) for the duration of the fan-out.
 
-pyinfra runs each operation on every host before the next one, which gives the phases: each
-target fetches its stripe from the Hub (``checkpoint.fetch(only=...)``), the nodes that hold
-files another needs start serving them (``serve``), every node takes the rest from those
-peers with the Hub as the fallback (``checkpoint.fetch(from_peers=True)``), and the servers
-stop (``stopped``). What each server offers lives in this controller process (``SERVING``),
-filled at execution, when the server has started: a receiver's sources are read from it only
-when its download starts, after every server of the phase is up.
+The nodes that hold or will hold files another needs start serving first (``serve``: what
+they have verified so far). Then each checkpoint's step runs on every target at once
+(``checkpoint.fetch(stripe=...)``): a node downloads its stripe from the Hub (started early,
+``download_started``), publishes each file as soon as it has hashed it (``publish``), and adds
+each other file to its download as soon as some peer serves it verified, from the Hub only
+when no peer may still serve it (``may_still_serve``: its owner failed, was excluded, or is
+done with its stripe without it). The servers stop at the end (``stopped``). What each server
+offers lives in this controller process (``SERVING``), with who fetches which file from the
+Hub (``STRIPE_OF``), whose download is under way (``WORKING``) and who is done with its
+stripe (``SETTLED``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import secrets
 import socket
 from dataclasses import dataclass, field
 
+import gevent
 from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 from pyinfra.facts.deb import DebPackages
@@ -58,6 +62,9 @@ class Planned:
 
 SERVING: dict[str, Served] = {}  # node name -> its server, this run
 EXCLUDED: dict[str, str] = {}  # node name -> why it is no longer a source in this run
+STRIPE_OF: dict[tuple[str, str], str] = {}  # (checkpoint key, path) -> the node fetching it from the Hub
+SETTLED: set[tuple[str, str]] = set()  # (node, checkpoint key): its stripe verified and published, or given up
+WORKING: dict[tuple[str, str], object] = {}  # (node, checkpoint key) -> the greenlet running its fan-out download
 _plans: dict[tuple, Planned] = {}
 
 
@@ -96,8 +103,10 @@ def fleet_plan(pin, token_file, targets: list, fanout_on: bool) -> Planned | Non
                 logger.debug(f"fan-out plan for {pin.repo}: {e}")
                 return None
             sizes = {f["path"]: f["size"] for f in manifest["files"]}
-            _plans[key] = Planned(fanout.plan(sizes, states, [h.name for h, _ in targets], fanout_on), sizes,
-                                  fanout.checkpoint_key(manifest["repo"], manifest["commit"]))
+            planned = Planned(fanout.plan(sizes, states, [h.name for h, _ in targets], fanout_on), sizes,
+                              fanout.checkpoint_key(manifest["repo"], manifest["commit"]))
+            STRIPE_OF.update({(planned.key, p): node for node, files in planned.fleet.hub.items() for p in files})
+            _plans[key] = planned
     return _plans[key]
 
 
@@ -106,6 +115,52 @@ def sources(receiver: str, key: str, digest: str) -> list[str]:
     node serving it and not excluded in this run, in inventory order."""
     return [s.url(key, digest) for name, s in SERVING.items()
             if name != receiver and name not in EXCLUDED and digest in s.digests.get(key, ())]
+
+
+def may_still_serve(receiver, key: str, path: str, starting: bool) -> bool:
+    """Whether the node fetching ``path`` from the Hub in this run (its stripe) may still serve
+    it to ``receiver`` verified: it serves, its download is under way (``starting``: or may
+    still begin), and it neither failed, nor was excluded, nor is done with its stripe. When
+    not, ``receiver`` takes that file from the Hub rather than wait."""
+    owner = STRIPE_OF.get((key, path))
+    if owner is None or owner == receiver.name or owner not in SERVING or (owner, key) in SETTLED \
+            or owner in EXCLUDED or owner in {h.name for h in receiver.state.failed_hosts}:
+        return False
+    downloading = WORKING.get((owner, key))
+    return starting if downloading is None else not downloading.dead
+
+
+def working(state, host, key: str) -> bool:
+    """This node's fan-out download of ``key`` is under way, for as long as its greenlet runs
+    (a failed command ends it, and a receiver then stops waiting for its files)."""
+    WORKING[(host.name, key)] = gevent.getcurrent()
+    return True
+
+
+def settle(name: str, key: str) -> None:
+    """``name`` is done with its stripe of ``key``: what it verified is published; a receiver no
+    longer waits for the rest from it."""
+    SETTLED.add((name, key))
+
+
+def publish(h, key: str, dest: str) -> None:
+    """Serve the files of ``dest`` verified since the server started (or last published), when
+    ``h`` serves: its links made again, the registry told. A failure leaves the old set served."""
+    served = SERVING.get(h.name)
+    if served is None:
+        return
+    try:
+        served.digests[key] = linked(h, dest)
+    except ServeError as e:
+        logger.warning(f"[{h.name}] fan-out: {e}; peers go on with what it served before")
+
+
+def linked(h, dest: str) -> set[str]:
+    """The digests of ``dest``'s files ``h`` serves after its links are made again (the ones the
+    verified record vouches for now: ``node/peer_links.py``)."""
+    lines = _run(h, StringCommand("python3", peer_server.LINKS_SCRIPT, QuoteString(dest)),
+                 f"linking the verified files of {dest}")
+    return set(json.loads(lines[-1])["served"])
 
 
 def exclude(name: str, why: str) -> None:
@@ -191,9 +246,7 @@ def _start(state, host, checkpoints: list[tuple[str, str]], address: str, port: 
                                  "install", "-d", "-m", "711", peer_server.RUN_DIR, f"{peer_server.RUN_DIR}/tmp",
                                  peer_server.WWW, f"{peer_server.WWW}/{secret}"), "preparing the peer server")
         for key, dest in checkpoints:
-            lines = _run(host, StringCommand("python3", peer_server.LINKS_SCRIPT, QuoteString(dest)),
-                         f"linking the verified files of {dest}")
-            served.digests[key] = set(json.loads(lines[-1])["served"])
+            served.digests[key] = linked(host, dest)
             _run(host, StringCommand("ln", "-sfn", QuoteString(f"{dest}/{peer_server.LINK_DIR}"),
                                      f"{peer_server.WWW}/{secret}/{key}"), "publishing the links")
         if not host.put_file(io.StringIO(peer_server.nginx_conf(address, port, peers)), peer_server.CONF):

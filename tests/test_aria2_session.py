@@ -412,3 +412,30 @@ def test_the_node_script_says_when_the_daemon_s_config_cannot_be_read(tmp_path):
     assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
     assert run.stderr.strip() == f"aria2 runs but its config {tmp_path / 'absent.conf'} cannot be read " \
                                  "(No such file or directory)"
+
+
+def test_a_feed_adds_files_as_they_become_available_and_the_follow_waits_for_them(server, daemon, tmp_path):
+    """The fan-out's feed: a file a peer has not verified yet is not there at the start; the
+    follow goes on past the files it has until the feed says none is awaited, and a file the
+    feed adds goes ahead of aria2's queue."""
+    dest = tmp_path / "m"
+    calls = Calls(dest)
+    session = session_for(daemon, dest, calls)
+    session.attach([(f"{server.url}/files/a.safetensors", "a.safetensors")], jobs=1)
+    polls, seen_complete = [], []
+
+    def feed(snap):
+        polls.append(dict(snap))
+        if snap["a.safetensors"]["status"] != "complete":
+            return [], 1
+        seen_complete.append(len(polls))
+        if len(seen_complete) < 3:  # a peer still verifying it: awaited, not yet given
+            return [], 1
+        return [([f"{server.url}/files/sub/config.json"], "sub/config.json")], 0
+
+    session.follow({p: len(b) for p, b in FILES.items()}, interval=0.02, feed=feed, jobs=1)
+    assert (dest / "sub/config.json").read_bytes() == FILES["sub/config.json"]
+    assert len(seen_complete) == 3, "the follow ended while a file was still awaited"
+    assert "sub/config.json" in session.gids and "sub/config.json" in session.from_peers
+    assert any(line.endswith("; 1 more awaited from peers") for line in calls.said), calls.said
+    assert calls.said[-1].startswith("[b300] org/m: 2/2 files") and "awaited" not in calls.said[-1]
