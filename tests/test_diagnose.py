@@ -2,10 +2,10 @@
 
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
-directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout16/ hold real logs set
+directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout17/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are
 diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures
-and of the sixteen held-out splits is printed in the terminal summary of every run.
+and of the seventeen held-out splits is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout10", "crashlogs_heldout11",
                                                                  "crashlogs_heldout12", "crashlogs_heldout13",
                                                                  "crashlogs_heldout14", "crashlogs_heldout15",
-                                                                 "crashlogs_heldout16")]
+                                                                 "crashlogs_heldout16", "crashlogs_heldout17")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -212,6 +212,32 @@ KNOWN_MISSES = {
     "sgl_kernel_mismatch/sglang-9173-launch-server-import-cut": (
         "unknown", "frames only, cut inside SGLang's imports; only the report's title says sgl_kernel's undefined "
                    "symbol"),
+    # the seventeenth round's tuning misses at its split commit's catalog (for now: each rule's commit removes
+    # the ones it fixes)
+    "cuda_graph_capture/sglang-16108-piecewise-qwen3-vl-cut": (
+        "unknown", "frames only, cut inside torch.fx's graph module call; only the title says piecewise CUDA graph"),
+    "cuda_graph_capture/sglang-pr-23351-piecewise-tensor-match": (
+        "unknown", "SGLang's 'Piecewise CUDA Graph failed with error' line, a wording no rule knows yet"),
+    "cuda_graph_capture/sglang-4489-qwen25-72b-init-cut": (
+        "unknown", "frames only, cut inside the model runner's initialize; only the title says capture failed"),
+    "cuda_graph_capture/vllm-pr-36634-mtp-capture-model-cut": (
+        "unknown", "frames only, cut inside vLLM's capture_model / _capture_cudagraphs; no rule reads those frames yet"),
+    "cuda_graph_capture/vllm-30044-gh200-capture-cut": (
+        "unknown", "frames only, cut inside vLLM's _capture_cudagraphs; no rule reads those frames yet"),
+    "cuda_graph_capture/sglang-2460-qwen2-all-gather-cut": (
+        "unknown", "frames only, cut inside an all-gather the model's forward calls; only the title says CUDA graph"),
+    "speculative_config/sglang-9074-eagle3-llama31-assertion-cut": (
+        "unknown", "frames only, cut inside SGLang's EAGLE worker constructor; no rule reads that frame yet"),
+    "speculative_config/sglang-7139-eagle3-index-select-assert": (
+        "unknown", "a device-side index assertion in the decode loop; only the title says EAGLE3 failed"),
+    "tokenizer_error/ibm-tgi-5-could-not-find-tokenizer": (
+        "unknown", "a Rust panic 'Could not find tokenizer for model', a wording no rule knows yet"),
+    "unsupported_gpu_arch/tei-268-runtime-compute-cap-70": (
+        "unknown", "text-embeddings-inference's 'Runtime compute cap 70 is not compatible with compile time compute "
+                   "cap 80', a wording no rule knows yet"),
+    "unsupported_gpu_arch/qwen3-omni-83-blackwell-init-device-cut": (
+        "unknown", "frames only, cut at the worker's init_device after torch's DSA hint; only the title says "
+                   "Blackwell"),
 }
 
 
