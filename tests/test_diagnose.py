@@ -212,29 +212,17 @@ KNOWN_MISSES = {
     "sgl_kernel_mismatch/sglang-9173-launch-server-import-cut": (
         "unknown", "frames only, cut inside SGLang's imports; only the report's title says sgl_kernel's undefined "
                    "symbol"),
-    # the seventeenth round's tuning misses at its split commit's catalog (for now: each rule's commit removes
-    # the ones it fixes)
+    # the seventeenth round's tuning misses at its split commit's catalog that its rules left
     "cuda_graph_capture/sglang-16108-piecewise-qwen3-vl-cut": (
         "unknown", "frames only, cut inside torch.fx's graph module call; only the title says piecewise CUDA graph"),
-    "cuda_graph_capture/sglang-pr-23351-piecewise-tensor-match": (
-        "unknown", "SGLang's 'Piecewise CUDA Graph failed with error' line, a wording no rule knows yet"),
     "cuda_graph_capture/sglang-4489-qwen25-72b-init-cut": (
         "unknown", "frames only, cut inside the model runner's initialize; only the title says capture failed"),
-    "cuda_graph_capture/vllm-pr-36634-mtp-capture-model-cut": (
-        "unknown", "frames only, cut inside vLLM's capture_model / _capture_cudagraphs; no rule reads those frames yet"),
-    "cuda_graph_capture/vllm-30044-gh200-capture-cut": (
-        "unknown", "frames only, cut inside vLLM's _capture_cudagraphs; no rule reads those frames yet"),
     "cuda_graph_capture/sglang-2460-qwen2-all-gather-cut": (
         "unknown", "frames only, cut inside an all-gather the model's forward calls; only the title says CUDA graph"),
     "speculative_config/sglang-9074-eagle3-llama31-assertion-cut": (
         "unknown", "frames only, cut inside SGLang's EAGLE worker constructor; no rule reads that frame yet"),
     "speculative_config/sglang-7139-eagle3-index-select-assert": (
         "unknown", "a device-side index assertion in the decode loop; only the title says EAGLE3 failed"),
-    "tokenizer_error/ibm-tgi-5-could-not-find-tokenizer": (
-        "unknown", "a Rust panic 'Could not find tokenizer for model', a wording no rule knows yet"),
-    "unsupported_gpu_arch/tei-268-runtime-compute-cap-70": (
-        "unknown", "text-embeddings-inference's 'Runtime compute cap 70 is not compatible with compile time compute "
-                   "cap 80', a wording no rule knows yet"),
     "unsupported_gpu_arch/qwen3-omni-83-blackwell-init-device-cut": (
         "unknown", "frames only, cut at the worker's init_device after torch's DSA hint; only the title says "
                    "Blackwell"),
@@ -1174,7 +1162,8 @@ def test_every_exception_signature_matches_a_fixture_traceback():
         sections += [s for tb in tbs for s in tb.sections] + _lone_exceptions(lines, tbs, set())
     for c in default_catalog().classes:
         for sig in c.exceptions:
-            assert any(sig.matches(s) for s in sections), (c.id, sig.type.pattern)
+            # a `within` signature speaks only for tracebacks cut before their exception line
+            assert any(sig.located_in(s) if sig.within else sig.matches(s) for s in sections), (c.id, sig.type.pattern)
 
 
 def test_no_signature_is_a_fixture_line_copied():
@@ -2852,3 +2841,135 @@ def test_sixteenth_round_an_exception_signatures_cut_flag_is_a_boolean(tmp_path)
     bad.write_text(body % "false")
     sig = load_catalog(bad).get("a").exceptions[0]
     assert sig.cut is False
+
+
+# --------------------------------------------------------------------------------------------
+# the seventeenth round: a traceback cut inside the CUDA graph capture's own calls, SGLang's piecewise CUDA graphs,
+# a launcher that found no tokenizer, a binary built for another compute capability
+
+def _vllm_worker(*lines: str) -> list[str]:
+    return [f"(Worker_TP0 pid=77) ERROR 01-01 00:00:09 [multiproc_executor.py:600] {ln}" for ln in lines]
+
+
+_V1_CAPTURE_FRAMES = _vllm_worker(
+    "Traceback (most recent call last):",
+    '  File "/venv/lib/python3.12/site-packages/vllm/v1/worker/gpu_worker.py", line 310, in compile_or_warm_up_model',
+    "    self.model_runner.capture_model()",
+    '  File "/venv/lib/python3.12/site-packages/vllm/v1/worker/gpu_model_runner.py", line 3001, in capture_model',
+    "    self._capture_cudagraphs(compilation_cases, cudagraph_runtime_mode=mode)",
+    '  File "/venv/lib/python3.12/site-packages/vllm/v1/worker/gpu_model_runner.py", line 3090, in _capture_cudagraphs',
+    "    self._dummy_run(num_tokens, cudagraph_runtime_mode=mode)",
+    '  File "/venv/lib/python3.12/site-packages/vllm/v1/worker/gpu_model_runner.py", line 2650, in _dummy_run',
+    "    outputs = self.model(input_ids=input_ids, positions=positions)",
+    '  File "/venv/lib/python3.12/site-packages/vllm/model_executor/models/mixtral.py", line 400, in forward',
+    "    hidden_states = self.model(input_ids, positions)")
+
+
+@pytest.mark.parametrize("lines", [
+    # vLLM V1: cut below capture_model / _capture_cudagraphs, in a model's forward every pass shares
+    _V1_CAPTURE_FRAMES,
+    # vLLM V0's model runner, its capture_model cut inside a layer
+    ["Traceback (most recent call last):",
+     '  File "/usr/lib/python3/dist-packages/vllm/worker/worker.py", line 280, in _warm_up_model',
+     "    self.model_runner.capture_model(self.gpu_cache)",
+     '  File "/usr/lib/python3/dist-packages/vllm/worker/model_runner.py", line 1400, in capture_model',
+     "    graph_runner.capture(**capture_inputs)",
+     '  File "/usr/lib/python3/dist-packages/vllm/model_executor/layers/rotary_embedding.py", line 210, in forward',
+     "    query, key = ops.rotary_embedding(positions, query, key)"],
+    # SGLang: cut inside FlashInfer's planning below capture_one_batch_size (the innermost frame is not the runner)
+    ["[2025-01-01 00:00:09 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+     '  File "/sgl/python/sglang/srt/model_executor/cuda_graph_runner.py", line 380, in capture',
+     "    ) = self.capture_one_batch_size(bs, forward)",
+     '  File "/sgl/python/sglang/srt/model_executor/cuda_graph_runner.py", line 450, in capture_one_batch_size',
+     "    self.model_runner.attn_backend.init_forward_metadata_capture_cuda_graph(",
+     '  File "/venv/lib/python3.11/site-packages/flashinfer/decode.py", line 900, in plan',
+     "    self._plan_info = self._cached_module.plan("],
+])
+def test_seventeenth_round_a_traceback_cut_inside_the_capture_calls_is_cuda_graph_capture(lines):
+    d = diagnose("\n".join(lines))
+    assert d.cls == "cuda_graph_capture", d.cause
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # with its exception line the message decides: out of memory while capturing is cuda_oom, and an illegal
+    # memory access names no class, even below capture_model
+    ([*_V1_CAPTURE_FRAMES, *_vllm_worker(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.19 GiB of which 1.02 GiB is free.")], "cuda_oom"),
+    ([*_V1_CAPTURE_FRAMES, *_vllm_worker("RuntimeError: CUDA error: an illegal memory access was encountered")],
+     "unknown"),
+    # cut in a serving step (execute_model) or in SGLang's replay of captured graphs: no capture call on the way
+    (_vllm_worker(
+        "Traceback (most recent call last):",
+        '  File "/venv/lib/python3.12/site-packages/vllm/v1/worker/gpu_model_runner.py", line 2100, in execute_model',
+        "    model_output = self.model(input_ids=input_ids, positions=positions)",
+        '  File "/venv/lib/python3.12/site-packages/vllm/model_executor/models/mixtral.py", line 400, in forward',
+        "    hidden_states = self.model(input_ids, positions)"), "unknown"),
+    (["Traceback (most recent call last):",
+      '  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 1500, in forward',
+      "    return self.cuda_graph_runner.replay(forward_batch)",
+      '  File "/sgl/python/sglang/srt/model_executor/cuda_graph_runner.py", line 700, in replay',
+      "    self.graphs[self.bs].replay()",
+      '  File "/venv/lib/python3.11/site-packages/torch/cuda/graphs.py", line 88, in replay',
+      "    super().replay()"], "unknown"),
+    # a startup that captured its graphs and is serving
+    (["INFO 01-01 00:00:05 [gpu_model_runner.py:2900] Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): "
+      "If out-of-memory error occurs during cudagraph capture, consider decreasing `gpu_memory_utilization`.",
+      "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 67/67 [00:04<00:00, 15.2it/s]",
+      "INFO 01-01 00:00:09 [gpu_model_runner.py:3000] Graph capturing finished in 4 secs, took 0.42 GiB",
+      "INFO 01-01 00:00:12 [api_server.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000"], "healthy"),
+])
+def test_seventeenth_round_capture_calls_only_place_a_cut_traceback(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
+def test_seventeenth_round_a_failed_piecewise_cuda_graph_is_cuda_graph_capture_with_its_own_switch():
+    d = diagnose("[2026-01-01 00:00:09 TP2] Piecewise CUDA Graph failed with error: shape mismatch at layer 12\n"
+                 "[2026-01-01 00:00:09 TP2] Scheduler hit an exception: Traceback (most recent call last):\n")
+    assert (d.cls, d.remedy) == ("cuda_graph_capture", "add_flag:--disable-piecewise-cuda-graph")
+    # the whole-batch capture's failure keeps the class's remedy
+    d = diagnose("[2026-01-01 00:00:09 TP0] Exception: Capture cuda graph failed: shape mismatch at layer 12\n")
+    assert (d.cls, d.remedy) == ("cuda_graph_capture", "lower:cuda_graph_max_bs")
+
+
+def test_seventeenth_round_the_piecewise_notice_of_a_healthy_start_is_no_failure():
+    assert diagnose("\n".join(["[2026-01-01 00:00:03] Piecewise CUDA Graph is enabled by default as an experimental "
+                               "feature.", "[2026-01-01 00:00:04] Capture piecewise CUDA graph begin. avail mem=11.49 GB",
+                               "[2026-01-01 00:00:08] Capture piecewise CUDA graph end. Time elapsed: 4.02 s.",
+                               *_SGLANG_READY])).cls == "healthy"
+
+
+@pytest.mark.parametrize("lines, cls", [
+    (["2024-03-01T10:00:00.000000Z ERROR text_generation_router: Unable to load the tokenizer for /data/my-model"],
+     "tokenizer_error"),
+    (["RuntimeError: Could not load tokenizer for 'org/model': tokenizer.json is missing"], "tokenizer_error"),
+    # a warning that a tokenizer was not found, followed by a server that is ready: a fallback, no failure
+    (["WARNING 01-01 00:00:01 [tokenizer.py:90] Could not find tokenizer for model org/model in its directory, "
+      "using the base model's", "INFO 01-01 00:00:12 [api_server.py:1] Starting vLLM API server 0 on "
+      "http://0.0.0.0:8000"], "healthy"),
+])
+def test_seventeenth_round_a_launcher_that_found_no_tokenizer(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
+def test_seventeenth_round_a_binary_built_for_another_compute_capability_is_unsupported_gpu_arch():
+    d = diagnose("Error: Could not create backend\n\nCaused by:\n"
+                 "    Could not start backend: Runtime compute cap 89 is not compatible with compile time compute cap 90\n")
+    assert (d.cls, d.remedy) == ("unsupported_gpu_arch", None)  # no attention backend changes what it was built for
+    # the same words when they agree are no failure
+    assert diagnose("INFO backend: runtime compute cap 90, compile time compute cap 90\n"
+                    "INFO text_embeddings_router: Ready\n").cls == "healthy"
+
+
+def test_seventeenth_round_a_within_signature_speaks_only_for_cut_tracebacks(tmp_path):
+    body = ('version = 1\n[[class]]\nid = "a"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["xyz"]\n'
+            "exceptions = [{ type = 'RuntimeError', within = '^runner\\.capture$' }]\n")
+    path = tmp_path / "catalog.toml"
+    path.write_text(body)
+    sig = load_catalog(path).get("a").exceptions[0]
+    lines = normalize("\n".join(["Traceback (most recent call last):", '  File "/x/runner.py", line 3, in capture',
+                                 "    f()", '  File "/x/layers.py", line 9, in forward', "    g()"]))
+    cut = parse_tracebacks(lines)[0].final
+    assert sig.located_in(cut)
+    whole = parse_tracebacks(normalize("\n".join([*(ln.text for ln in lines), "RuntimeError: boom"])))[0].final
+    assert whole.exc_type == "RuntimeError" and not sig.matches(whole) and not sig.located_in(whole)

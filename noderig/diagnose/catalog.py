@@ -53,15 +53,22 @@ class ExceptionSignature:
     the module it could not import); `raised_in` only in the innermost frame's path (where it was
     raised: a module that every call passes through, as a caller, says nothing of the cause).
     `cut` false: a traceback cut before its exception line inside that module names nothing (the
-    module raises for this cause only with the type the signature asks, and for others too)."""
+    module raises for this cause only with the type the signature asks, and for others too).
+    `within`: a call (`module.function` of any frame) that only this cause's code makes, for a
+    traceback cut before its exception line only: it failed inside that call, whatever frame it was
+    cut at. With its exception line the message decides (an out-of-memory raised while capturing
+    CUDA graphs is cuda_oom), so such a signature never matches a whole traceback."""
 
     type: re.Pattern
     module: re.Pattern | None
     message: re.Pattern | None
     raised_in: re.Pattern | None = None
     cut: bool = True
+    within: re.Pattern | None = None
 
     def matches(self, section) -> bool:
+        if self.within is not None:
+            return False
         if section.exc_type is None or not self.type.fullmatch(section.exc_type.rsplit(".", 1)[-1]):
             return False
         if self.message is not None and not self.message.search(section.message):
@@ -75,10 +82,14 @@ class ExceptionSignature:
 
     def located_in(self, section) -> bool:
         """A traceback cut before its exception line: its innermost frame is in this signature's
-        module path (where it failed is known, what it raised is not)."""
+        module path, or any frame in its `within` call (where it failed is known, what it raised is
+        not)."""
+        if not (self.cut and section.exc_type is None and section.frames):
+            return False
+        if self.within is not None:
+            return any(self.within.search(f"{f.module}.{f.function}") for f in section.frames)
         where = self.raised_in or self.module
-        return (self.cut and section.exc_type is None and bool(section.frames) and where is not None
-                and bool(where.search(_path(section.frames[-1]))))
+        return where is not None and bool(where.search(_path(section.frames[-1])))
 
 
 def _path(frame) -> str:
@@ -150,12 +161,12 @@ def _exception_signatures(entries, cid: str) -> tuple[ExceptionSignature, ...]:
     for e in entries or ():
         if not e.get("type"):
             raise CatalogError(f"{cid}: an exception signature needs a type")
-        type_, module, message, raised_in = (compile_patterns([e[k]], cid)[0] if e.get(k) else None
-                                             for k in ("type", "module", "message", "raised_in"))
+        type_, module, message, raised_in, within = (compile_patterns([e[k]], cid)[0] if e.get(k) else None
+                                                     for k in ("type", "module", "message", "raised_in", "within"))
         cut = e.get("cut", True)
         if not isinstance(cut, bool):
             raise CatalogError(f"{cid}: an exception signature's cut must be true or false, got {cut!r}")
-        out.append(ExceptionSignature(type_, module, message, raised_in, cut))
+        out.append(ExceptionSignature(type_, module, message, raised_in, cut, within))
     return tuple(out)
 
 
