@@ -219,8 +219,6 @@ KNOWN_MISSES = {
         "unknown", "frames only, cut inside the model runner's initialize; only the title says capture failed"),
     "cuda_graph_capture/sglang-2460-qwen2-all-gather-cut": (
         "unknown", "frames only, cut inside an all-gather the model's forward calls; only the title says CUDA graph"),
-    "speculative_config/sglang-9074-eagle3-llama31-assertion-cut": (
-        "unknown", "frames only, cut inside SGLang's EAGLE worker constructor; no rule reads that frame yet"),
     "speculative_config/sglang-7139-eagle3-index-select-assert": (
         "unknown", "a device-side index assertion in the decode loop; only the title says EAGLE3 failed"),
     "unsupported_gpu_arch/qwen3-omni-83-blackwell-init-device-cut": (
@@ -2973,3 +2971,20 @@ def test_seventeenth_round_a_within_signature_speaks_only_for_cut_tracebacks(tmp
     assert sig.located_in(cut)
     whole = parse_tracebacks(normalize("\n".join([*(ln.text for ln in lines), "RuntimeError: boom"])))[0].final
     assert whole.exc_type == "RuntimeError" and not sig.matches(whole) and not sig.located_in(whole)
+
+
+@pytest.mark.parametrize("last, cls", [
+    # cut inside the path of its innermost frame: where it ran is still known (the speculative-decoding code)
+    ('  File "/opt/venv/lib/python3.12/site-packages/sglang/srt/speculative/multi_layer_eagle_wor', "speculative_config"),
+    # cut after the path, before the function
+    ('  File "/opt/venv/lib/python3.12/site-packages/vllm/v1/spec_decode/eagle.py", line 212', "speculative_config"),
+    # cut inside a module every call passes through: nothing known
+    ('  File "/opt/venv/lib/python3.12/site-packages/torch/nn/modules/mod', "unknown"),
+])
+def test_seventeenth_round_a_frame_line_cut_before_its_function_still_places_the_traceback(last, cls):
+    lines = ["[2025-01-01 00:00:09 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/opt/venv/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line 327, in __init__',
+             "    self.draft_worker = EAGLEWorker(", last]
+    tbs = parse_tracebacks(normalize("\n".join(lines)))
+    assert len(tbs[0].final.frames) == 2 and tbs[0].final.frames[-1].function == ""
+    assert diagnose("\n".join(lines)).cls == cls

@@ -18,6 +18,8 @@ __all__ = ["Frame", "Traceback", "TracebackSection", "assert_expression", "forma
            "traceback_chain"]
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
+# a frame line the paste cut before its function (inside the path, or after it): where it ran is still known
+_CUT_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)(?:"(?:, line (?P<line>\d+))?)?\s*$')
 _CONNECTOR = re.compile(r"^\s*(?P<kind>The above exception was the direct cause of the following exception:|"
                         r"During handling of the above exception, another exception occurred:)")
 _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
@@ -187,9 +189,10 @@ class _RankParser:
 
     def _in_frames(self, i: int, text: str) -> None:
         stripped = text.strip()
-        fm = _FRAME.match(text)
+        fm = _FRAME.match(text) or _CUT_FRAME.match(text)
         if fm:
-            self.sec.frames.append(Frame(fm["file"], int(fm["line"]), fm["func"]))
+            func = fm.groupdict().get("func") or ""  # cut: the function is not known
+            self.sec.frames.append(Frame(fm["file"], int(fm["line"] or 0), func))
             self.tb.end_index, self.prev_frame = i, True
             return
         em = _EXC.match(stripped)
