@@ -37,6 +37,9 @@ LEFT_TO_A_HUMAN = {
         "a larger static fraction leaves less memory for activations and CUDA graphs; the deploy does not make "
         "that trade by itself: set mem_fraction_static, or a shorter context_length, in the inventory"),
     "lower:cuda_graph_max_bs": "set cuda_graph_max_bs (e.g. 32) in the inventory; the deploy does not pick it",
+    "add_flag:--disable-piecewise-cuda-graph": (
+        "add --disable-piecewise-cuda-graph to extra_flags in the inventory; the deploy does not turn a server "
+        "feature off by itself (the whole-batch CUDA graphs stay, so the cost is the piecewise graphs' speed-up)"),
     "": "the catalog names no change the deploy could make for this failure",
 }
 
