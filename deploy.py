@@ -171,10 +171,13 @@ if "targets" in host.groups:
     # 2. Prerequisites the runtime needs (python3-dev: Triton's JIT includes Python.h; nftables
     # for the firewall).
     if "prerequisites" in steps:
-        if fanning_out:
+        # (nginx for any fleet that fans out, in this run or a later one: a run of the
+        # prerequisites alone prepares a later run of the checkpoint step alone)
+        fleet = fanning_out or (data.fanout and len(targets) > 1)
+        if fleet:
             peers.nginx_quiet(name="nginx's own site kept off (the fan-out runs its own server)")
         wanted = [*data.packages, *data.cuda_packages, *(["nftables"] if data.firewall else []),
-                  *([PEER_SERVER_PACKAGE] if fanning_out else [])]
+                  *([PEER_SERVER_PACKAGE] if fleet else [])]
         # (aria2 is there already when the download started first: this step leaves it alone,
         # so the dry run does not also list it here)
         packages.present(name="Prerequisites", packages=[p for p in wanted if not (early and p == "aria2")])

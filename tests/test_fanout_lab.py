@@ -184,3 +184,23 @@ def test_a_peer_killed_during_the_fan_out_leaves_the_others_to_finish(lab, conve
     # and the rerun converges to no change
     res, out = fleet(lab)
     assert res.returncode == 0 and changed_ops(out) == {}, out[-4000:]
+
+
+def test_the_prerequisites_alone_then_the_checkpoint_alone_fan_out(lab, converged):
+    """Steps run one at a time (a run per step): the prerequisites of a fleet install the peer
+    server's package although that run fetches nothing, so the checkpoint step's fan-out can
+    serve."""
+    for name in TARGETS:
+        lab.reset(name)
+    res, out = fleet(lab, "steps=prerequisites")
+    assert res.returncode == 0, out[-4000:]
+    for name in TARGETS:
+        assert lab.run(name, "test -x /usr/sbin/nginx", check=False).returncode == 0, name
+        assert lab.run(name, "systemctl is-enabled nginx.service", check=False).stdout.strip() == "masked", name
+    hub_call(lab, "/_lab/reset", {})
+    res, out = fleet(lab, "steps=checkpoint")
+    assert res.returncode == 0, out[-4000:]
+    for name in TARGETS:
+        assert_every_file_verified_on(lab, name)
+        assert_nothing_serves(lab, name)
+    assert "fan-out: b300-3 took " in out.split("--> noderig:")[-1]
