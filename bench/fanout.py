@@ -1,6 +1,6 @@
 """Benchmark: the fleet fan-out against today's behaviour (fan-out off), same lab, same uplink, one run.
 
-    .venv/bin/python bench/fanout.py [--mib 96] [--uplink-mib 24,6] [--critical-path]
+    .venv/bin/python bench/fanout.py [--mib 96] [--uplink-mib 24,6] [--critical-path] [--checkpoint-alone]
 
 Boots its own lab ("benchfan": one reference, three targets) with a generated checkpoint of
 ``--mib`` MiB and throttles the lab Hub's uplink to one rate shared by every client
@@ -18,6 +18,11 @@ checkpoint bytes (goal <= 1.05; off: 3.0) and fleet wall time / one node's wall 
 the first (16 s of about 20, against 4 s of about 8): a real node's 595 GB take 17 minutes, and
 the rest of its deploy a minute or two, so the slower uplink is the nearer proportion; the lab's
 fixed cost (three nodes' package installs on two shared cores) is the same at both.
+
+With ``--checkpoint-alone``, also each uplink's figures for the checkpoint step alone, on nodes
+whose prerequisites an untimed run installed first: what the fan-out itself costs, apart from
+three nodes' package installs sharing the lab's two cores (which make fan-out off 2.2x one node
+at 24 MiB/s with the same bytes per node from the Hub).
 
 With ``--critical-path``, also one node's whole deploy minus max(checkpoint step, prerequisites
 + venv), each measured alone on a fresh node (the time the download does not hide; goal <= 10
@@ -44,6 +49,7 @@ from noderig_lab.layout import LabLayout  # noqa: E402
 
 TARGETS = ("b300", "b300-2", "b300-3")
 STEPS = "steps=prerequisites,checkpoint"
+CHECKPOINT_ALONE = "steps=checkpoint"
 
 
 def hub(lab, path: str, data: dict | None = None) -> dict:
@@ -66,12 +72,16 @@ def deploy(inventory: Path, *data: str) -> float:
     return took
 
 
-def measure(lab, inventory: Path, uplink_bps: int, names, *data: str) -> dict:
+def measure(lab, inventory: Path, uplink_bps: int, names, *data: str, prepared: bool = False) -> dict:
+    """One timed deploy on freshly reset ``names``: the prerequisites and the checkpoint, or
+    (``prepared``) the checkpoint step alone after an untimed run of the prerequisites."""
     for name in names:
         lab.reset(name)
+    if prepared:
+        deploy(inventory, "steps=prerequisites", *data)
     hub(lab, "/_lab/reset", {})
     hub(lab, "/_lab/faults", {"uplink_bps": uplink_bps})
-    wall = deploy(inventory, STEPS, *data)
+    wall = deploy(inventory, CHECKPOINT_ALONE if prepared else STEPS, *data)
     served = hub(lab, "/_lab/stats")["bytes_served"]
     return {"wall_s": round(wall, 2), "hub_file_bytes": served.get("cdn", 0) + served.get("resolve", 0)}
 
@@ -105,11 +115,12 @@ def critical_path(lab, single: Path) -> dict:
             "goal_not_hidden_s": 10}
 
 
-def fleet_figures(lab, single: Path, fleet_inventory: Path, bps: int, size: int) -> dict:
-    """One node, then the fleet with the fan-out off and on, at one uplink of ``bps``."""
-    one = measure(lab, single, bps, ["b300"])
-    off = measure(lab, fleet_inventory, bps, TARGETS, "fanout=False")
-    on = measure(lab, fleet_inventory, bps, TARGETS, "fanout=True")
+def fleet_figures(lab, single: Path, fleet_inventory: Path, bps: int, size: int, prepared: bool = False) -> dict:
+    """One node, then the fleet with the fan-out off and on, at one uplink of ``bps``
+    (``prepared``: the checkpoint step alone, see ``measure``)."""
+    one = measure(lab, single, bps, ["b300"], prepared=prepared)
+    off = measure(lab, fleet_inventory, bps, TARGETS, "fanout=False", prepared=prepared)
+    on = measure(lab, fleet_inventory, bps, TARGETS, "fanout=True", prepared=prepared)
     return {
         "uplink_bytes_per_s": bps, "one_node": one, "fleet_fanout_off": off, "fleet_fanout_on": on,
         "upstream_ratio": {"fanout_on": round(on["hub_file_bytes"] / size, 3),
@@ -124,6 +135,8 @@ def main() -> int:
     ap.add_argument("--mib", type=int, default=96)
     ap.add_argument("--uplink-mib", default="24,6", help="the Hub's shared uplink, MiB/s; several: comma-separated")
     ap.add_argument("--critical-path", action="store_true")
+    ap.add_argument("--checkpoint-alone", action="store_true",
+                    help="also each uplink's figures for the checkpoint step alone (prerequisites installed first)")
     args = ap.parse_args()
     os.environ["NODERIG_LAB_MODEL_MIB"] = str(args.mib)
     lab = Lab(LabLayout.from_env(os.environ.get("NODERIG_LAB", "benchfan")))
@@ -136,6 +149,9 @@ def main() -> int:
         size = checkpoint_bytes(lab)
         result = {"checkpoint_bytes": size, "uplinks": [fleet_figures(lab, single, fleet_inventory, bps, size)
                                                        for bps in uplinks]}
+        if args.checkpoint_alone:
+            result["checkpoint_step_alone"] = [fleet_figures(lab, single, fleet_inventory, bps, size, prepared=True)
+                                               for bps in uplinks]
         if args.critical_path:
             hub(lab, "/_lab/faults", {"uplink_bps": uplinks[0]})
             result["critical_path_one_node"] = critical_path(lab, single)
