@@ -190,6 +190,10 @@ class Session:
             d = held.get(f"{self.dest}/{path}")
             if d is not None and d.status in LIVE:
                 self.gids[path] = d.gid
+                if not isinstance(url, str):
+                    # (a killed run's peer download: its sources were that run's servers, gone
+                    # now; when aria2 gives up on them, the Hub goes on with it, as for a peer's)
+                    self.from_peers.add(path)
                 if d.status == "paused":
                     self.api.resume([d])
             else:

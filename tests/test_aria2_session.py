@@ -439,3 +439,19 @@ def test_a_feed_adds_files_as_they_become_available_and_the_follow_waits_for_the
     assert "sub/config.json" in session.gids and "sub/config.json" in session.from_peers
     assert any(line.endswith("; 1 more awaited from peers") for line in calls.said), calls.said
     assert calls.said[-1].startswith("[b300] org/m: 2/2 files") and "awaited" not in calls.said[-1]
+
+
+def test_a_held_download_from_a_killed_runs_peers_goes_on_from_the_hub_when_they_are_gone(server, daemon, tmp_path):
+    """A run killed during the fan-out left aria2 fetching a file from a peer's server of that
+    run (its secret path gone since): the rerun takes the download over as a peer download, so
+    when aria2 gives up on the old source the file goes on from the Hub instead of failing."""
+    dest = tmp_path / "m"
+    api = aria2.connect(daemon, SECRET, wait=60)
+    options = {**aria2.download_options(str(dest), "a.safetensors", 1, "none"), "max-tries": "1"}
+    api.add_uris([f"{server.url}/gone/a.safetensors"], options={**options, "pause": "true"})
+    calls = Calls(dest, {"a.safetensors": [f"{server.url}/files/a.safetensors"]})  # the Hub, resolved
+    session = session_for(daemon, dest, calls, options=lambda path, url: options)
+    assert session.attach([([f"{server.url}/files/a.safetensors"], "a.safetensors")], jobs=1) == 1
+    session.follow({"a.safetensors": len(FILES["a.safetensors"])}, interval=0.02)
+    assert (dest / "a.safetensors").read_bytes() == FILES["a.safetensors"]
+    assert calls.resolved == ["a.safetensors"] and session.fell_back == ["a.safetensors"]
