@@ -2,10 +2,10 @@
 
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
-directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout17/ hold real logs set
+directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout18/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are
 diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures
-and of the seventeen held-out splits is printed in the terminal summary of every run.
+and of the eighteen held-out splits is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout10", "crashlogs_heldout11",
                                                                  "crashlogs_heldout12", "crashlogs_heldout13",
                                                                  "crashlogs_heldout14", "crashlogs_heldout15",
-                                                                 "crashlogs_heldout16", "crashlogs_heldout17")]
+                                                                 "crashlogs_heldout16", "crashlogs_heldout17",
+                                                                 "crashlogs_heldout18")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -224,6 +225,14 @@ KNOWN_MISSES = {
     "unsupported_gpu_arch/qwen3-omni-83-blackwell-init-device-cut": (
         "unknown", "frames only, cut at the worker's init_device after torch's DSA hint; only the title says "
                    "Blackwell"),
+    # the eighteenth round's tuning misses at its split commit's catalog
+    "cuda_oom/vllm-15598-ray-deepseek-forward-cut": (
+        "unknown", "frames only, cut inside the model's forward under a Ray worker; only the title says CUDA out of "
+                   "memory"),
+    "port_in_use/skyrl-284-ray-enginecore-c10d-store-cut": (
+        "unknown", "frames only, cut in torch's rendezvous creating its TCP store; only the title says EADDRINUSE"),
+    "too_many_open_files/qcg-pilotjob-41-zmq-1022-jobs": (
+        "unknown", "frames only, cut in a ZMQ socket call; only the report's description says Too many open files"),
 }
 
 
