@@ -233,12 +233,6 @@ KNOWN_MISSES = {
         "unknown", "frames only, cut in torch's rendezvous creating its TCP store; only the title says EADDRINUSE"),
     "too_many_open_files/qcg-pilotjob-41-zmq-1022-jobs": (
         "unknown", "frames only, cut in a ZMQ socket call; only the report's description says Too many open files"),
-    "checkpoint_corrupt/stable-diffusion-93-txt2img-ckpt-central-directory": (
-        "unknown", "torch.load's PytorchStreamReader on a truncated zip checkpoint; no signature names it yet"),
-    "checkpoint_corrupt/so-vits-svc-169-spawn-process-raised": (
-        "unknown", "torch.load's PytorchStreamReader on a truncated zip checkpoint; no signature names it yet"),
-    "checkpoint_corrupt/tortoise-local-2-clvp2-pth": (
-        "unknown", "torch.load's PytorchStreamReader on a truncated zip checkpoint; no signature names it yet"),
 }
 
 

@@ -4,6 +4,8 @@ out by hand from the rule the code states, never taken from the code's own outpu
 
 from __future__ import annotations
 
+import pytest
+
 from noderig.diagnose import diagnose, load_catalog, normalize, parse_tracebacks
 from noderig.diagnose.normalize import strip_prefixes
 
@@ -383,3 +385,85 @@ def test_pytest_short_summary_leaves_the_exception_line():
     # a summary without an exception, and a vLLM ERROR record, keep their words
     assert strip_prefixes("FAILED tests/x.py::test_a - assert 1 == 2") == ("FAILED tests/x.py::test_a - assert 1 == 2", {})
     assert strip_prefixes("ERROR 05-24 00:20:47 [core.py:1108] RuntimeError: x")[0] == "RuntimeError: x"
+
+
+# --------------------------------------------------------------------------------------------
+# the eighteenth round: breadth on the common failures (wordings, prefixes, line endings, noise)
+
+_TORCH_ZIP_TRACE = [
+    "Traceback (most recent call last):",
+    '  File "/opt/venv/lib/python3.12/site-packages/vllm/model_executor/model_loader/weight_utils.py", line 501, '
+    "in pt_weights_iterator",
+    "    state = torch.load(bin_file, map_location=\"cpu\", weights_only=True)",
+    '  File "/opt/venv/lib/python3.12/site-packages/torch/serialization.py", line 1470, in load',
+    "    with _open_zipfile_reader(opened_file) as opened_zipfile:",
+    "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
+]
+
+
+def test_eighteenth_round_a_torch_zip_checkpoint_cut_short_is_checkpoint_corrupt():
+    # torch.load of a .bin whose zip end is missing (the tuning logs: a .ckpt, .pth files), here under vLLM's
+    # loader of pytorch_model-*.bin shards and a worker's prefix, and once as a bare line
+    prefixed = "\n".join(f"(VllmWorker rank=1 pid=812) ERROR 12-04 08:00:01 [multiproc_executor.py:470] {ln}"
+                         for ln in _TORCH_ZIP_TRACE)
+    for text in (prefixed, _TORCH_ZIP_TRACE[-1]):
+        d = diagnose(text)
+        assert d.cls == "checkpoint_corrupt", d.cause
+        assert d.remedy == "reverify_checkpoint"
+
+
+def test_eighteenth_round_torch_loads_own_warning_on_a_healthy_start_is_no_failure():
+    # torch.load's weights_only FutureWarning names torch.load and zip-free loading; a server that goes
+    # on to serve is healthy
+    text = "\n".join([
+        "/opt/venv/lib/python3.12/site-packages/vllm/model_executor/model_loader/weight_utils.py:501: FutureWarning: "
+        "You are using `torch.load` with `weights_only=False` (the current default value), which uses the default "
+        "pickle module implicitly.",
+        "  state = torch.load(bin_file, map_location=\"cpu\")",
+        "INFO 12-04 08:00:09 [gpu_model_runner.py:1200] Model loading took 13.48 GiB and 21.3 seconds",
+        "INFO 12-04 08:00:31 [api_server.py:1024] Starting vLLM API server on http://0.0.0.0:8000",
+        "INFO:     Application startup complete.",
+    ])
+    assert diagnose(text).cls == "healthy"
+
+
+_OOM_TRACE = [
+    "Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 2034, in load_model',
+    "    self.model = model_loader.load_model(",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB "
+    "of which 1.06 GiB is free. Including non-PyTorch memory, this process has 78.12 GiB memory in use.",
+]
+_WORKER = "(VllmWorker rank=0 pid=123) ERROR 12-04 08:00:01 [multiproc_executor.py:470] "
+_SHUTDOWN_NOISE = [
+    "Exception ignored in: <function Worker.__del__ at 0x7f1c2c1e0>", "Traceback (most recent call last):",
+    '  File "/usr/lib/python3.12/weakref.py", line 666, in _exitfunc', "    f()", "KeyboardInterrupt",
+    "/usr/lib/python3.12/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: There appear to be "
+    "1 leaked shared_memory objects to clean up at shutdown",
+    "[rank0]:[W1204 08:00:02.1 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT been destroyed "
+    "before we destruct ProcessGroupNCCL.",
+    "ERROR 12-04 08:00:02 [core.py:700] EngineCore failed to start.",
+    "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+]
+
+
+def _wrapped(lines: list[str], width: int) -> list[str]:
+    return [ln[i:i + width] for ln in lines for i in range(0, max(len(ln), 1), width)]
+
+
+@pytest.mark.parametrize("form", [
+    "\r\n".join(_WORKER + ln for ln in _OOM_TRACE) + "\r\n",  # a log saved with Windows line endings
+    "\n".join("\x1b[1;36m(VllmWorker rank=0 pid=123)\x1b[0;0m ERROR 12-04 08:00:01 [multiproc_executor.py:470] " + ln
+              for ln in _OOM_TRACE),  # vLLM's coloured process prefix
+    "\n".join("[1;36m(VllmWorker rank=0 pid=123)[0;0m " + ln for ln in _OOM_TRACE),  # a paste that lost the ESC
+    "\n".join("Dec 04 08:00:01 host python3[1234]: " + _WORKER + ln for ln in _OOM_TRACE),  # the journal, then vLLM's
+    "\n".join(["Dec 04 08:00:01 host python3[1234]: [2025-01-01 00:00:00 TP0] Scheduler hit an exception: "
+               + _OOM_TRACE[0]] + ["Dec 04 08:00:01 host python3[1234]: " + ln for ln in _OOM_TRACE[1:]]),
+    "\n".join("vllm-1  | (EngineCore_DP0 pid=5) ERROR 12-04 08:00:01 [core.py:700] " + ln for ln in _OOM_TRACE),
+    "\n".join("2025-12-04T08:00:01.123456789Z " + ln for ln in _OOM_TRACE),  # kubectl logs --timestamps
+    "\n".join(_WORKER + ln for ln in _wrapped(_OOM_TRACE, 80)),  # a terminal that hard-wrapped at 80 columns
+    "\n".join([_WORKER + ln for ln in _OOM_TRACE] + _SHUTDOWN_NOISE * 20),  # the error, then the shutdown's noise
+], ids=["crlf", "ansi", "ansi-esc-lost", "journal-vllm", "journal-sglang", "compose-enginecore", "kubectl-timestamps",
+        "wrapped-80", "shutdown-noise"])
+def test_eighteenth_round_the_common_oom_reads_through_every_transport(form):
+    assert diagnose(form).cls == "cuda_oom"
