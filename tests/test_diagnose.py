@@ -233,13 +233,6 @@ KNOWN_MISSES = {
         "unknown", "frames only, cut in torch's rendezvous creating its TCP store; only the title says EADDRINUSE"),
     "too_many_open_files/qcg-pilotjob-41-zmq-1022-jobs": (
         "unknown", "frames only, cut in a ZMQ socket call; only the report's description says Too many open files"),
-    # the third collection's tuning misses at its split commit's catalog
-    "checkpoint_incomplete/h2ogpt-1642-phi3-gguf-repo-no-config": (
-        "unknown", "transformers' 'does not appear to have a file named config.json'; no signature names it yet"),
-    "checkpoint_incomplete/transformers-27954-codellama-jupyter": (
-        "unknown", "transformers' 'does not appear to have a file named config.json'; no signature names it yet"),
-    "checkpoint_incomplete/wuerstchen-11-clip-config-json-cache": (
-        "unknown", "transformers' 'does not appear to have a file named config.json'; no signature names it yet"),
 }
 
 

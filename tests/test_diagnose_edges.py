@@ -467,3 +467,36 @@ def _wrapped(lines: list[str], width: int) -> list[str]:
         "wrapped-80", "shutdown-noise"])
 def test_eighteenth_round_the_common_oom_reads_through_every_transport(form):
     assert diagnose(form).cls == "cuda_oom"
+
+
+def test_eighteenth_round_a_repository_without_the_file_from_pretrained_needs_is_checkpoint_incomplete():
+    # transformers' cached_file, in other words than the tuning logs: another file, under vLLM's API server,
+    # and cut inside the phrase as a paste cuts it
+    for text in (
+        "(APIServer pid=1) OSError: /models/qwen3-8b-lora does not appear to have a file named "
+        "preprocessor_config.json. Checkout 'https://huggingface.co//models/qwen3-8b-lora/tree/main' for available files.",
+        "OSError: my-org/model-gguf does not appear to have a fil",
+    ):
+        d = diagnose(text)
+        assert d.cls == "checkpoint_incomplete", d.cause
+        assert d.remedy == "reverify_checkpoint"
+
+
+def test_eighteenth_round_the_missing_file_quoted_at_warning_level_on_a_healthy_start_is_no_failure():
+    # a loader that looks for an optional file and says so at WARNING: the server went on to serve
+    text = "\n".join([
+        "WARNING 12-04 08:00:02 [config.py:400] my-org/model does not appear to have a file named "
+        "generation_config.json; using the model's defaults",
+        "INFO 12-04 08:00:31 [api_server.py:1024] Starting vLLM API server on http://0.0.0.0:8000",
+        "INFO:     Application startup complete.",
+    ])
+    assert diagnose(text).cls == "healthy"
+
+
+def test_eighteenth_round_a_rank_that_cannot_fetch_the_nccl_unique_id_is_nccl_failure():
+    # torch's store error in other words than the tuning log's Socket Timeout: a reset, a refused connection,
+    # under torchrun's rank prefix
+    for error in ("Connection reset by peer", "Connection refused", "Broken pipe"):
+        text = (f"[rank3]: RuntimeError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] "
+                f"via c10d key-value store by key '0', but store->get('0') got error: {error}")
+        assert diagnose(text).cls == "nccl_failure", error
