@@ -2,10 +2,10 @@
 
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
-directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout18/ hold real logs set
+directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout19/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are
 diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures
-and of the eighteen held-out splits is printed in the terminal summary of every run.
+and of the nineteen held-out splits is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout12", "crashlogs_heldout13",
                                                                  "crashlogs_heldout14", "crashlogs_heldout15",
                                                                  "crashlogs_heldout16", "crashlogs_heldout17",
-                                                                 "crashlogs_heldout18")]
+                                                                 "crashlogs_heldout18", "crashlogs_heldout19")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -233,6 +233,21 @@ KNOWN_MISSES = {
         "unknown", "frames only, cut in torch's rendezvous creating its TCP store; only the title says EADDRINUSE"),
     "too_many_open_files/qcg-pilotjob-41-zmq-1022-jobs": (
         "unknown", "frames only, cut in a ZMQ socket call; only the report's description says Too many open files"),
+    # the nineteenth round's tuning misses at its split commit's catalog, until a signature names them
+    "shm_too_small/production-stack-276-helm-pod-shm": (
+        "nccl_failure", "the NCCL exception wins over its own Last error naming a shared-memory segment"),
+    "speculative_config/angelslim-15-eagle-method-with-eagle3-draft": (
+        "unknown", "an EAGLE-3 draft class under method eagle named only as an unregistered Transformers model"),
+    "speculative_config/vllm-25993-glm46-deepseek-mtp-shared-head": (
+        "unknown", "an MTP head's weights missing from the checkpoint, worded as weights not initialized"),
+    "speculative_config/vllm-52111-deepseek-v4-mtp-keyerror": (
+        "unknown", "a KeyError on an MTP block's weight name, nothing else in the paste"),
+    "speculative_config/vllm-pr-35548-mtp-layer-weights-missing": (
+        "unknown", "vLLM's own 'MTP speculative decoding layer N weights missing from checkpoint'"),
+    "tokenizer_error/vllm-16292-mistral-tokenizer-init-kwargs": (
+        "unknown", "MistralTokenizer lacking an attribute the HF processor asks for, then the processor failing"),
+    "unsupported_gpu_arch/flash-attention-2307-fa4-paged-kv-sm120": (
+        "unknown", "FA4's assertion that a feature is not supported on SM 12.0"),
 }
 
 
