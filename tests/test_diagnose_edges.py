@@ -500,3 +500,93 @@ def test_eighteenth_round_a_rank_that_cannot_fetch_the_nccl_unique_id_is_nccl_fa
         text = (f"[rank3]: RuntimeError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] "
                 f"via c10d key-value store by key '0', but store->get('0') got error: {error}")
         assert diagnose(text).cls == "nccl_failure", error
+
+
+# --------------------------------------------------------------------------------------------
+# the nineteenth round: the classes that generalise worst, in recent SGLang and vLLM
+
+def test_nineteenth_round_an_nccl_error_whose_last_error_is_a_full_dev_shm_is_shm_too_small():
+    # torch's NCCL error names only "unhandled system error"; NCCL's own "Last error:" below it names the
+    # cause. Here under SGLang's TP prefix, in newer NCCL's words for it (the segment it could not extend)
+    for text in (
+        "\n".join(f"[2026-05-07 05:56:32 TP1] {ln}" for ln in (
+            "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3",
+            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.",
+            "Last error:",
+            "Error: failed to extend /dev/shm/nccl-iIkAlL to 9637892 bytes")),
+    ):
+        d = diagnose(text)
+        assert d.cls == "shm_too_small", d.cause
+        assert d.remedy == "enlarge_shm"
+
+
+def test_nineteenth_round_an_nccl_error_with_another_last_error_stays_nccl_failure():
+    # the detail names a socket, not shared memory; and a full /dev/shm on another rank, or far below,
+    # is not this error's detail
+    socket = "\n".join([
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
+        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.",
+        "Last error:",
+        "socketStartConnect: Connect to 10.0.0.2<43521> failed : Software caused connection abort",
+    ])
+    assert diagnose(socket).cls == "nccl_failure"
+    other_rank = "\n".join([
+        "[rank0]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
+        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+        "[rank1]: Error while creating shared memory segment /dev/shm/nccl-Qx81ab (size 9637888)",
+    ])
+    assert diagnose(other_rank).cls == "nccl_failure"
+
+
+def test_nineteenth_round_an_mtp_head_missing_from_the_checkpoint_is_speculative_config():
+    # the loader's words, vLLM's own check and a KeyError, each on another model's MTP / NextN head
+    for text in (
+        "(Worker_TP0 pid=311) ERROR 09-02 10:11:12 [multiproc_executor.py:790] ValueError: Following weights were "
+        "not initialized from checkpoint: {'model.layers.61.eh_proj.weight', 'model.layers.61.enorm.weight'}",
+        "ERROR 09-02 10:11:12 [core.py:843] ValueError: NextN speculative decoding layer 46 weights missing from "
+        "checkpoint. Use a checkpoint that includes them, or disable speculative decoding.",
+        "KeyError: 'model.layers.78.mtp_block.self_attn.o_proj.weight'",
+    ):
+        assert diagnose(text).cls == "speculative_config", text
+
+
+def test_nineteenth_round_a_missing_ordinary_layer_is_not_speculative_config():
+    # weights of the target's own layers missing: no draft head is named
+    text = ("ValueError: Following weights were not initialized from checkpoint: "
+            "{'model.layers.3.self_attn.qkv_proj.weight', 'model.layers.3.mlp.down_proj.weight'}")
+    assert diagnose(text).cls != "speculative_config"
+
+
+def test_nineteenth_round_an_unregistered_draft_class_is_speculative_config():
+    text = ("(EngineCore_DP0 pid=88) ValueError: Cannot find model module. 'Eagle3Qwen3MoeForCausalLM' is not a "
+            "registered model in the Transformers library (only relevant if the model is meant to be in Transformers)")
+    assert diagnose(text).cls == "speculative_config"
+
+
+def test_nineteenth_round_a_tokenizer_lacking_an_attribute_is_tokenizer_error():
+    for text in (
+        "(APIServer pid=1) AttributeError: 'Qwen2TokenizerFast' object has no attribute 'all_special_tokens_extended'",
+        "AttributeError: 'ChatGLMTokenizer' object has no attribute 'sp_tokenizer'",
+    ):
+        assert diagnose(text).cls == "tokenizer_error", text
+
+
+def test_nineteenth_round_a_feature_refused_on_this_sm_is_unsupported_gpu_arch():
+    for text in (
+        "[2026-06-01 10:00:00 TP0] AssertionError: Block-sparse attention not supported on SM 8.6",
+        "RuntimeError: fp4 gemm not supported on sm_89",
+    ):
+        assert diagnose(text).cls == "unsupported_gpu_arch", text
+
+
+def test_nineteenth_round_a_backend_falling_back_on_this_sm_at_warning_is_no_failure():
+    # the same words in a warning a server logs before it goes on to serve
+    text = "\n".join([
+        "(EngineCore_DP0 pid=88) WARNING 09-02 10:11:12 [cuda.py:300] FlashAttention 4 is not supported on SM 12.0; "
+        "falling back to FLASHINFER.",
+        "(APIServer pid=1) INFO 09-02 10:11:40 [api_server.py:1024] Starting vLLM API server 0 on http://0.0.0.0:8000",
+        "(APIServer pid=1) INFO:     Application startup complete.",
+    ])
+    assert diagnose(text).cls == "healthy"

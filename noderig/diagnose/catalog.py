@@ -43,6 +43,11 @@ class CatalogClass:
     # words of its evidence that fail the launch even in a record its logger marked WARNING (a CUDA runtime
     # the driver cannot serve fails every later GPU call, whatever level the program that noticed it chose)
     fatal_when_warned: tuple[re.Pattern, ...] = ()
+    # classes whose decisive evidence, printed within `detail_lines` lines after this class's evidence on
+    # the same rank, is the detail this error reports about itself (NCCL's "Last error:" naming a full
+    # /dev/shm): that detail is the root cause, this error only how it surfaced
+    explained_by: tuple[str, ...] = ()
+    detail_lines: int = 0
 
 
 @dataclass(frozen=True)
@@ -189,6 +194,7 @@ def _catalog_class(entry: dict, path: Path, seen: set) -> CatalogClass:
         alternatives=tuple(entry.get("alternatives", [])),
         exceptions=_exception_signatures(entry.get("exceptions"), cid),
         fatal_when_warned=compile_patterns(entry.get("fatal_when_warned"), cid),
+        explained_by=tuple(entry.get("explained_by", [])), detail_lines=int(entry.get("detail_lines", 0)),
     )
 
 

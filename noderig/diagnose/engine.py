@@ -37,7 +37,7 @@ def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnos
         if not any(m.strong for m in matches):
             died = first_failure(lines, cat, code, ready + 1, DEATH)
             return healthy(lines, cat, ready) if died is None else _unrecognised(lines, tbs, died, cat)
-    root = pick_root(matches)
+    root = pick_root(matches, lines)
     first = _first_failure(lines, cat, code, tbs) if root is None or not root.strong else None
     if root is None or (not root.strong and first is None):
         # nothing failed: a symptom alone (a timeout setting, a warning's words) is no failure

@@ -86,17 +86,29 @@ def _lone_exceptions(lines: list[Line], tbs: list[Traceback], skip: set[int]) ->
     return out
 
 
-def pick_root(matches: list[Match]) -> Match | None:
-    """First decisive evidence in line order (ties on one line: highest priority); else the
-    strongest symptom, earliest first."""
+def pick_root(matches: list[Match], lines: list[Line] | None = None) -> Match | None:
+    """First decisive evidence in line order (ties on one line: highest priority), or the cause its
+    own detail lines name (`explained_by`); else the strongest symptom, earliest first."""
     decisive = [m for m in matches if m.strong and m.cls.decisive]
     if decisive:
         first = min(m.index for m in decisive)
-        return max((m for m in decisive if m.index == first), key=lambda m: m.cls.priority)
+        root = max((m for m in decisive if m.index == first), key=lambda m: m.cls.priority)
+        return _explained(root, decisive, lines) or root
     others = [m for m in matches if m.strong] or matches
     if not others:
         return None
     return min(others, key=lambda m: (-m.cls.priority, m.index))
+
+
+def _explained(root: Match, decisive: list[Match], lines: list[Line] | None) -> Match | None:
+    """The decisive match of a class the root's class is `explained_by`, printed within its
+    `detail_lines` after it on the same rank (the detail an error reports about itself), if any."""
+    cls = root.cls
+    if not cls.explained_by or lines is None:
+        return None
+    rank = lines[root.index].rank
+    return next((m for m in decisive if m.cls.id in cls.explained_by
+                 and root.index < m.index <= root.index + cls.detail_lines and lines[m.index].rank == rank), None)
 
 
 def related_traceback(tbs: list[Traceback], lines: list[Line],
