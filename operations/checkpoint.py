@@ -671,7 +671,7 @@ def _download_from_peers(state, host, manifest: dict, dest: str, entries: list, 
                          lambda p: urls[p] or _hub_url(manifest, dest, p, token)) if round_ == 0 else None
         try:
             todo = [(urls[p], p) for p in paths if p not in from_peers] if feed else \
-                _peer_round(host, manifest, dest, token, key, paths, connections, sourced, urls)
+                _peer_round(host, manifest, dest, token, key, paths, entry_of, connections, sourced, urls)
             ok = _download(state, host, manifest, dest, todo, token, connections, jobs, allocation, peers.scrub,
                            fell_back, feed)
         except aria2.DownloadError as e:
@@ -694,15 +694,15 @@ def _download_from_peers(state, host, manifest: dict, dest: str, entries: list, 
     return False
 
 
-def _peer_round(host, manifest: dict, dest: str, token, key: str, paths: list[str], connections: int, sourced: dict,
-                urls: dict) -> list:
+def _peer_round(host, manifest: dict, dest: str, token, key: str, paths: list[str], entry_of: dict, connections: int,
+                sourced: dict, urls: dict) -> list:
     """Another round's sources for ``paths`` (files that failed their hash): the peers serving
     them now (an excluded one no longer is), else the Hub; ``sourced`` told which."""
     from . import peers
 
     out = []
     for path in paths:
-        digest = checkpoint_plan.expected_digest(next(f for f in manifest["files"] if f["path"] == path))
+        digest = checkpoint_plan.expected_digest(entry_of[path])
         sourced[path] = peers.sources(host.name, key, digest)
         out.append((fanout.uris(sourced[path], None, connections) if sourced[path]
                     else urls[path] or _hub_url(manifest, dest, path, token), path))

@@ -145,9 +145,11 @@ def settle(name: str, key: str) -> None:
 
 def publish(h, key: str, dest: str) -> None:
     """Serve the files of ``dest`` verified since the server started (or last published), when
-    ``h`` serves: its links made again, the registry told. A failure leaves the old set served."""
+    ``h`` serves that checkpoint: its links made again, the registry told. A failure leaves the
+    old set served. (A checkpoint the server was started without has no path on it: nothing it
+    receives of that one is offered, or peers would be sent to a 404.)"""
     served = SERVING.get(h.name)
-    if served is None:
+    if served is None or key not in served.digests:
         return
     try:
         served.digests[key] = linked(h, dest)
@@ -158,9 +160,12 @@ def publish(h, key: str, dest: str) -> None:
 def linked(h, dest: str) -> set[str]:
     """The digests of ``dest``'s files ``h`` serves after its links are made again (the ones the
     verified record vouches for now: ``node/peer_links.py``)."""
-    lines = _run(h, StringCommand("python3", peer_server.LINKS_SCRIPT, QuoteString(dest)),
-                 f"linking the verified files of {dest}")
-    return set(json.loads(lines[-1])["served"])
+    what = f"linking the verified files of {dest}"
+    lines = _run(h, StringCommand("python3", peer_server.LINKS_SCRIPT, QuoteString(dest)), what)
+    try:
+        return set(json.loads(lines[-1])["served"])
+    except (IndexError, ValueError, KeyError, TypeError):
+        raise ServeError(f"{what} on {h.name} gave no report: {(lines or ['nothing'])[-1][:200]!r}")
 
 
 def exclude(name: str, why: str) -> None:

@@ -154,3 +154,35 @@ def test_a_fan_out_fetch_with_nothing_to_do_is_a_no_op_and_no_peer_waits_on_it(r
     assert ("b300", FANOUT_KEY) in registry.SETTLED
     assert run_op(checkpoint.fetch, node_with(STATS, RECORD), PIN, DEST) == []  # (no fan-out: nothing told)
     assert registry.SETTLED == {("b300", FANOUT_KEY)}
+
+
+# --------------------------------------------------------------------------------------------
+# peers.publish: what a node offers as it verifies files
+
+
+def publishing_host(answer: list[str]) -> FakeHost:
+    return FakeHost(executing=True, shell=lambda text: (True, answer))
+
+
+def test_a_node_publishes_what_it_verified_of_a_checkpoint_its_server_offers(registry):
+    host = publishing_host(['{"served": {"' + "a" * 64 + '": 10}}'])
+    host.name = "b300-2"
+    registry.publish(host, KEY, "/m")
+    assert host.ran == ["python3 /usr/local/lib/noderig/peer_links.py /m"]
+    assert registry.SERVING["b300-2"].digests[KEY] == {"a" * 64}
+
+
+def test_a_checkpoint_the_server_was_started_without_is_not_offered(registry):
+    # (its path was never made on the server: peers sent there would meet a 404)
+    host = publishing_host(['{"served": {"' + "a" * 64 + '": 10}}'])
+    host.name = "b300-2"
+    registry.publish(host, "other-key", "/other")
+    assert host.ran == [] and "other-key" not in registry.SERVING["b300-2"].digests
+
+
+def test_links_that_give_no_report_leave_what_was_offered_and_say_why(registry):
+    registry.SERVING["b300-2"].digests[KEY] = {"b" * 64}
+    host = publishing_host(["Traceback (most recent call last):"])
+    host.name = "b300-2"
+    registry.publish(host, KEY, "/m")  # no exception: a warning, the old set kept
+    assert registry.SERVING["b300-2"].digests[KEY] == {"b" * 64}
