@@ -2,10 +2,10 @@
 
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
-directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout19/ hold real logs set
+directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout20/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are
 diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures
-and of the nineteen held-out splits is printed in the terminal summary of every run.
+and of the twenty held-out splits is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout12", "crashlogs_heldout13",
                                                                  "crashlogs_heldout14", "crashlogs_heldout15",
                                                                  "crashlogs_heldout16", "crashlogs_heldout17",
-                                                                 "crashlogs_heldout18", "crashlogs_heldout19")]
+                                                                 "crashlogs_heldout18", "crashlogs_heldout19",
+                                                                 "crashlogs_heldout20")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -233,6 +234,10 @@ KNOWN_MISSES = {
         "unknown", "frames only, cut in torch's rendezvous creating its TCP store; only the title says EADDRINUSE"),
     "too_many_open_files/qcg-pilotjob-41-zmq-1022-jobs": (
         "unknown", "frames only, cut in a ZMQ socket call; only the report's description says Too many open files"),
+    # the twentieth round's tuning miss at its split commit's catalog
+    "unknown/vllm-19577-cpu-image-nvml-not-found-exits": (
+        "healthy", "platform-detection DEBUG lines only; the container exits after them without an error line, so "
+                   "the paste shows no failure (NVML missing is normal on a CPU image)"),
 }
 
 
