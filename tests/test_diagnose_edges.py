@@ -590,3 +590,35 @@ def test_nineteenth_round_a_backend_falling_back_on_this_sm_at_warning_is_no_fai
         "(APIServer pid=1) INFO:     Application startup complete.",
     ])
     assert diagnose(text).cls == "healthy"
+
+
+# twentieth round: a colour escape written out as text
+
+def test_twentieth_round_a_colour_escape_written_as_text_is_removed_before_the_prefix():
+    for raw, rank in (
+        ("?[36m(EngineCore_DP1 pid=4410)?[0m ERROR 03-02 08:00:01 [core.py:700] EngineCore failed to start.", "DP1"),
+        ("^[[1;33m(APIServer pid=12)^[[0m ERROR 03-02 08:00:01 [core.py:700] EngineCore failed to start.", "APIServer"),
+        ("ESC[32m(Worker_TP3 pid=7)ESC[0;0m ERROR 03-02 08:00:01 [core.py:700] EngineCore failed to start.", "TP3"),
+    ):
+        text, info = strip_prefixes(raw)
+        assert text == "EngineCore failed to start." and info["rank"] == rank, raw
+
+
+def test_twentieth_round_a_failure_behind_a_text_escape_is_still_named():
+    text = ("ESC[0;36m(EngineCore_DP0 pid=31)ESC[0;0m ERROR 10-02 11:00:00 [core.py:710] torch.OutOfMemoryError: CUDA "
+            "out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.55 GiB of which 1.02 GiB is "
+            "free.")
+    assert diagnose(text).cls == "cuda_oom"
+
+
+def test_twentieth_round_text_escapes_on_a_healthy_start_keep_it_healthy():
+    # only colour codes (ending in m) go; a caret erase-line code and a question mark in prose stay
+    text = "\n".join([
+        "^[[0;36m(APIServer pid=5)^[[0;0m INFO 10-02 11:00:00 [api_server.py:1900] Starting vLLM API server 0 on "
+        "http://0.0.0.0:8000",
+        "^[[0;36m(APIServer pid=5)^[[0;0m INFO 10-02 11:00:00 [launcher.py:46] Route: /v1/chat/completions, Methods: POST",
+        "^[[2K?[0;36m(APIServer pid=5)?[0;0m INFO:     Application startup complete.",
+    ])
+    assert diagnose(text).cls == "healthy"
+    assert strip_prefixes("^[[2Kloading?[x] done")[0] == "^[[2Kloading?[x] done"
+

@@ -42,6 +42,7 @@ class Line:
 QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING"})
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
+_TEXT_SGR = re.compile(r"(?:\^\[|ESC|\?)\[[0-9;]*m")  # only colour/style (SGR) codes: they end in m
 # journalctl -o short / short-precise / short-full-ish:  "Dec 02 13:31:17[.123456] host ident[pid]: "
 # (the month is localised: "Dec", "авг", "déc.")
 _JOURNAL_SHORT = re.compile(
@@ -133,7 +134,12 @@ _FRAME_OPEN = re.compile(r'^\s*File "[^"]*$')  # a frame line cut inside its pat
 
 
 def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text) if "\x1b" in text else text
+    text = _ANSI.sub("", text) if "\x1b" in text else text
+    # a colour escape a viewer or a copy wrote out as text (`cat -v`'s ^[, less's ESC, a lost
+    # byte's ?): without this the process prefix after it is not read and the line keeps it
+    if "[" in text and ("^[[" in text or "ESC[" in text or "?[" in text):
+        text = _TEXT_SGR.sub("", text)
+    return text
 
 
 def _proc_rank(who: str) -> str:
