@@ -1143,7 +1143,8 @@ def _catalog_patterns():
         for p, _ in c.remedies:
             yield f"{c.id}.remedies", p
     for where, pats in (("ignore", cat.ignore), ("healthy", cat.healthy_strong + cat.healthy_weak),
-                        ("sglang", cat.sglang_markers + cat.sglang_ready), ("benign", cat.benign)):
+                        ("sglang", cat.sglang_markers + cat.sglang_ready), ("benign", cat.benign),
+                        ("relay", cat.relay)):
         for p in pats:
             yield where, p
     for name, pats in cat.stages:

@@ -592,7 +592,7 @@ def test_nineteenth_round_a_backend_falling_back_on_this_sm_at_warning_is_no_fai
     assert diagnose(text).cls == "healthy"
 
 
-# twentieth round: a colour escape written out as text
+# twentieth round: a colour escape written out as text; the unknown verdict saying what the paste lacks
 
 def test_twentieth_round_a_colour_escape_written_as_text_is_removed_before_the_prefix():
     for raw, rank in (
@@ -622,3 +622,61 @@ def test_twentieth_round_text_escapes_on_a_healthy_start_keep_it_healthy():
     assert diagnose(text).cls == "healthy"
     assert strip_prefixes("^[[2Kloading?[x] done")[0] == "^[[2Kloading?[x] done"
 
+
+def test_twentieth_round_an_engine_core_death_reported_alone_says_where_its_error_is():
+    for text in (
+        "(APIServer pid=77) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): "
+        "{'EngineCore_DP0': 1}",
+        "[2026-02-11 09:15:02] Rank 2 scheduler is dead. Please check if there are relevant logs.",
+        "(EngineCore_DP0 pid=78) Exception: WorkerProc initialization failed due to an exception in a background "
+        "process. See stack trace for root cause.",
+    ):
+        d = diagnose(text)
+        assert d.cls == "unknown" and "another process" in d.fix and "not in the log" in d.fix, text
+
+
+def test_twentieth_round_an_engine_core_death_after_its_own_error_gives_no_relay_note():
+    # the engine core's own error is in the paste: unknown (no signature knows it), with the usual advice
+    text = "\n".join([
+        "(EngineCore_DP0 pid=78) Traceback (most recent call last):",
+        '(EngineCore_DP0 pid=78)   File "/opt/venv/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 90, in '
+        "__init__",
+        "(EngineCore_DP0 pid=78) ZeroDivisionError: division by zero",
+        "(APIServer pid=77) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ])
+    d = diagnose(text)
+    assert d.cls == "unknown" and not d.fix.startswith("The log does not show")
+
+
+def test_twentieth_round_an_engine_core_death_after_a_known_error_is_that_class():
+    text = "\n".join([
+        "(EngineCore_DP0 pid=78) " + KV_MESSAGE,
+        "(APIServer pid=77) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ])
+    assert diagnose(text).cls == "kv_cache_insufficient"
+
+
+def test_twentieth_round_a_traceback_cut_at_a_frame_says_the_exception_line_is_missing():
+    text = "\n".join([
+        "Mar 02 08:00:01 gpu1 vllm[811]: Traceback (most recent call last):",
+        'Mar 02 08:00:01 gpu1 vllm[811]:   File "/opt/vllm/lib/python3.12/site-packages/vllm/v1/worker/gpu_worker.py", '
+        "line 240, in load_model",
+        "Mar 02 08:00:01 gpu1 vllm[811]:     self.model_runner.load_model()",
+    ])
+    d = diagnose(text)
+    assert d.cls == "unknown" and "stops inside a traceback" in d.fix
+
+
+def test_twentieth_round_a_whole_traceback_or_a_native_backtrace_gives_no_cut_note():
+    whole = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/opt/sglang/python/sglang/srt/managers/scheduler.py", line 300, in __init__',
+        "ZeroDivisionError: division by zero",
+    ])
+    native = "\n".join([
+        "!!!!!!! Segfault encountered !!!!!!!",
+        '  File "<unknown>", line 0, in ncclGroupEnd',
+        '  File "<unknown>", line 0, in c10d::ProcessGroupNCCL::allreduce',
+    ])
+    for text in (whole, native):
+        assert not diagnose(text).fix.startswith("The log does not show"), text

@@ -113,6 +113,7 @@ class Catalog:
     index: AnchorIndex  # which patterns a line's words can possibly match: a cheap first pass
     benign: tuple[re.Pattern, ...] = ()  # known harmless lines (benign.toml): never evidence, never a failure
     stages: tuple[tuple[str, tuple[re.Pattern, ...]], ...] = ()  # startup milestones, in order
+    relay: tuple[re.Pattern, ...] = ()  # one process reporting another's death: never a cause itself
 
     def get(self, class_id: str) -> CatalogClass:
         for c in self.classes:
@@ -218,6 +219,7 @@ def load_catalog(path: Path | str | None = None, benign: Path | str | None = Non
         benign=compile_patterns([b["pattern"] for b in benign_data.get("benign", [])], "benign"),
         stages=tuple((st["name"], compile_patterns(st["patterns"], f"stage {st['name']}"))
                      for st in data.get("stage", [])),
+        relay=compile_patterns(data.get("relay", {}).get("patterns"), "relay"),
     )
 
 

@@ -50,7 +50,7 @@ def _unrecognised(lines: list[Line], tbs: list[Traceback], first: int, cat: Cata
     decisive lines' key tokens point at when one clearly wins; else `unknown`."""
     verdict = name_by_tokens(lines, tbs, first, cat)
     if verdict is None:
-        return unknown(lines, tbs, first)
+        return unknown(lines, tbs, first, cat.relay)
     return by_tokens(lines, tbs, first, cat.get(verdict.cls), verdict.index, verdict.hits)
 
 

@@ -85,8 +85,9 @@ def _collapse(evidence: list[Evidence]) -> list[Evidence]:
     return [by_text[k] for k in order]
 
 
-def unknown(lines: list[Line], tbs: list[Traceback], first: int) -> Diagnosis:
-    """A failure no signature knows: show the lines a human would read first."""
+def unknown(lines: list[Line], tbs: list[Traceback], first: int, relay: tuple[re.Pattern, ...] = ()) -> Diagnosis:
+    """A failure no signature knows: show the lines a human would read first, and say so when the
+    paste itself lacks the cause (``_missing_cause``)."""
     ev: list[Evidence] = []
     tb = next((t for t in reversed(tbs) if t.start_index >= first or t.end_index >= first), None)
     if tb is not None and tb.final.exc_index is not None:
@@ -101,13 +102,37 @@ def unknown(lines: list[Line], tbs: list[Traceback], first: int) -> Diagnosis:
         cause = _clip(f"unrecognised failure: {s.exc_type}: {s.message.splitlines()[0] if s.message else ''}")
     else:
         cause = _clip(f"unrecognised failure: {lines[first].text.strip()}")
+    missing = _missing_cause(lines, tbs, tb, first, relay)
+    fix = ("No known signature matched. Read the evidence lines and the traceback; if this is a recurring "
+           "failure, add its signature to noderig/diagnose/catalog.toml.")
     return Diagnosis(
         cls="unknown", title="Unrecognised failure", cause=cause, evidence=_collapse(ev), chain=chain,
-        fix="No known signature matched. Read the evidence lines and the traceback; if this is a recurring "
-            "failure, add its signature to noderig/diagnose/catalog.toml.",
+        fix=f"The log does not show the cause: {missing} Diagnose again with those lines." if missing else fix,
         remedy=None, confidence=0.3, meaning="The launch failed with no signature in the catalog.",
         component=_component(None, chain, lines),
     )
+
+
+def _missing_cause(lines: list[Line], tbs: list[Traceback], tb: Traceback | None, first: int,
+                   relay: tuple[re.Pattern, ...]) -> str | None:
+    """Why an unknown failure's cause is not in the log, when its shape says so (most pastes that
+    reach `unknown` are cut): the failure shown only relays another process's death and no
+    traceback in the log ends in an error of its own; or the traceback stops before its exception."""
+    def relays(text: str) -> bool:
+        return any(p.search(text) for p in relay)
+
+    reported = [ln for ln in lines[first:first + 400] if ln.text and relays(ln.text)]
+    own = [s for t in tbs for s in t.sections if s.exc_index is not None and not relays(lines[s.exc_index].text)]
+    if reported and not own:
+        return (f"'{_clip(reported[0].text.strip(), 120)}' only reports that another process of the server "
+                "(its engine core, a worker, a scheduler) died; that process printed its own error earlier, under "
+                "its own prefix, and those lines are not in the log.")
+    # a native backtrace (a segfault handler's "<unknown>" frames) has no exception line to lose
+    native = tb is not None and all(f.file == "<unknown>" for f in tb.final.frames)
+    if tb is not None and tb.final.exc_index is None and not own and not native:
+        return ("the log stops inside a traceback, at a frame, before the exception line that names the error; "
+                "the lines below the last frame are missing.")
+    return None
 
 
 def by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cls: CatalogClass, index: int,
