@@ -648,6 +648,16 @@ def test_twentieth_round_an_engine_core_death_after_its_own_error_gives_no_relay
     assert d.cls == "unknown" and not d.fix.startswith("The log does not show")
 
 
+def test_twentieth_round_an_engine_core_death_after_an_error_line_of_its_own_gives_no_relay_note():
+    # no traceback, but the engine core logged an error line before the API server's report
+    text = "\n".join([
+        "(EngineCore_DP0 pid=78) ERROR 10-02 11:00:00 [core.py:700] Fatal: the frobnicator refused device 0",
+        "(APIServer pid=77) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ])
+    d = diagnose(text)
+    assert d.cls == "unknown" and not d.fix.startswith("The log does not show")
+
+
 def test_twentieth_round_an_engine_core_death_after_a_known_error_is_that_class():
     text = "\n".join([
         "(EngineCore_DP0 pid=78) " + KV_MESSAGE,

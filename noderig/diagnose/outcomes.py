@@ -123,7 +123,10 @@ def _missing_cause(lines: list[Line], tbs: list[Traceback], tb: Traceback | None
 
     reported = [ln for ln in lines[first:first + 400] if ln.text and relays(ln.text)]
     own = [s for t in tbs for s in t.sections if s.exc_index is not None and not relays(lines[s.exc_index].text)]
-    if reported and not own:
+    # the first failure a line of its own (an ERROR record, a CUDA error) outside any traceback: the
+    # other process's error may be that line, so the log is not said to lack it
+    alone = not relays(lines[first].text) and not any(t.start_index <= first <= t.end_index for t in tbs)
+    if reported and not own and not alone:
         return (f"'{_clip(reported[0].text.strip(), 120)}' only reports that another process of the server "
                 "(its engine core, a worker, a scheduler) died; that process printed its own error earlier, under "
                 "its own prefix, and those lines are not in the log.")
