@@ -595,13 +595,7 @@ PASTE_FORMS = {
 
 
 # Fixtures one paste form turns into another class, and why (like KNOWN_MISSES, each asserted exactly).
-KNOWN_FORM_MISSES = {
-    ("SGLang rank prefix", "healthy/anton-vllm-server-context-length-requests"): (
-        "unknown", "a vLLM start under SGLang's prefix is read as SGLang's, whose only ready line is its own; "
-                   "the request errors after vLLM's ready lines then count as the failure"),
-    ("SGLang rank prefix", "healthy/deepseek-qwen-deployment-vllm-server"): (
-        "unknown", "the same: vLLM's ready lines are not read under SGLang's prefix"),
-}
+KNOWN_FORM_MISSES: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 @pytest.mark.parametrize("form", PASTE_FORMS)
@@ -1153,7 +1147,7 @@ def _catalog_patterns():
                 yield f"{c.id}.{kind}", p
         for p, _ in c.remedies:
             yield f"{c.id}.remedies", p
-    for where, pats in (("ignore", cat.ignore), ("healthy", cat.healthy_strong + cat.healthy_weak),
+    for where, pats in (("ignore", cat.ignore), ("healthy", cat.healthy_strong + cat.healthy_weak + cat.healthy_own),
                         ("sglang", cat.sglang_markers + cat.sglang_ready), ("benign", cat.benign),
                         ("relay", cat.relay)):
         for p in pats:

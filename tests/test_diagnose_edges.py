@@ -690,3 +690,71 @@ def test_twentieth_round_a_whole_traceback_or_a_native_backtrace_gives_no_cut_no
     ])
     for text in (whole, native):
         assert not diagnose(text).fix.startswith("The log does not show"), text
+
+
+# --------------------------------------------------------------------------------------------
+# twenty-third round: vLLM's own ready lines are final in a log that also looks like SGLang's
+
+def _vllm_start_then_request_error(prefix: str, middle: list[str]) -> str:
+    lines = [
+        "INFO 03-02 10:00:00 [api_server.py:912] vLLM API server version 0.8.4",
+        *middle,
+        "INFO 03-02 10:01:30 [api_server.py:1024] Starting vLLM API server on http://0.0.0.0:9000",
+        "INFO 03-02 10:01:30 [launcher.py:26] Available routes are:",
+        "INFO 03-02 10:01:30 [launcher.py:34] Route: /v1/completions, Methods: POST",
+        "INFO:     Application startup complete.",
+        "ERROR 03-02 10:02:00 [serving_completion.py:120] Error in preprocessing prompt inputs",
+        "ERROR 03-02 10:02:00 [serving_completion.py:120] Traceback (most recent call last):",
+        'ERROR 03-02 10:02:00 [serving_completion.py:120]   File "/opt/venv/lib/python3.11/site-packages/vllm/'
+        'entrypoints/openai/serving_engine.py", line 400, in _validate_input',
+        "ERROR 03-02 10:02:00 [serving_completion.py:120] ValueError: This model's maximum context length is 4096 "
+        "tokens. However, you requested 5000 tokens.",
+    ]
+    return "\n".join(f"{prefix}{x}" for x in lines)
+
+
+def test_twenty_third_round_vllm_ready_lines_count_under_an_sglang_style_prefix():
+    d = diagnose(_vllm_start_then_request_error("[2026-03-02 10:00:00 TP1] ", []))
+    assert (d.cls, d.ready) == ("healthy", True)
+
+
+def test_twenty_third_round_vllm_ready_lines_count_in_a_log_that_names_sglang():
+    # a vLLM server run from a directory named after the other server: the marker word is in a path
+    middle = ["INFO 03-02 10:00:05 [config.py:600] Loading model from /srv/sglang-bench/models/qwen2.5-7b"]
+    d = diagnose(_vllm_start_then_request_error("", middle))
+    assert (d.cls, d.ready) == ("healthy", True)
+
+
+def test_twenty_third_round_a_route_list_cut_before_the_completions_route_is_ready_too():
+    text = "\n".join([
+        "(APIServer pid=7) INFO 05-01 08:00:00 [launcher.py:37] Route: /v1/chat/completions, Methods: POST",
+        "(APIServer pid=7) INFO:     127.0.0.1:40000 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK",
+    ])
+    assert diagnose(text).ready
+
+
+def test_twenty_third_round_trap_sglang_uvicorn_lines_before_its_warmup_are_still_not_ready():
+    # SGLang starts uvicorn before its warmup request: its failure after those lines is the launch's failure
+    text = "\n".join([
+        "[2026-03-02 10:00:00] server_args=ServerArgs(model_path='Qwen/Qwen3-8B', tp_size=1)",
+        "[2026-03-02 10:01:00] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)",
+        "[2026-03-02 10:01:00] INFO:     Application startup complete.",
+        "[2026-03-02 10:01:05 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/opt/sglang/python/sglang/srt/managers/scheduler.py", line 2100, in run_scheduler_process',
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "23.6 GiB of which 1.1 GiB is free.",
+    ])
+    d = diagnose(text)
+    assert (d.cls, d.ready) == ("cuda_oom", False)
+
+
+def test_twenty_third_round_trap_an_error_after_vllm_ready_that_kills_the_server_is_still_a_failure():
+    text = _vllm_start_then_request_error("[2026-03-02 10:00:00 TP1] ", []) + "\n" + "\n".join([
+        "[2026-03-02 10:03:00 TP1] ERROR 03-02 10:03:00 [core.py:400] EngineCore encountered a fatal error.",
+        "[2026-03-02 10:03:00 TP1] Segmentation fault (core dumped)",
+    ])
+    assert diagnose(text).cls != "healthy"
+
+
+def test_twenty_third_round_trap_a_route_line_for_another_path_is_not_ready():
+    assert not diagnose("INFO 05-01 08:00:00 [launcher.py:37] Route: /health, Methods: GET").ready

@@ -114,6 +114,7 @@ class Catalog:
     benign: tuple[re.Pattern, ...] = ()  # known harmless lines (benign.toml): never evidence, never a failure
     stages: tuple[tuple[str, tuple[re.Pattern, ...]], ...] = ()  # startup milestones, in order
     relay: tuple[re.Pattern, ...] = ()  # one process reporting another's death: never a cause itself
+    healthy_own: tuple[re.Pattern, ...] = ()  # ready lines only one server prints: final in any log
 
     def get(self, class_id: str) -> CatalogClass:
         for c in self.classes:
@@ -215,6 +216,7 @@ def load_catalog(path: Path | str | None = None, benign: Path | str | None = Non
         healthy_weak=compile_patterns(healthy.get("weak"), "healthy"),
         sglang_markers=compile_patterns(healthy.get("sglang_markers"), "healthy"),
         sglang_ready=compile_patterns(healthy.get("sglang_ready"), "healthy"),
+        healthy_own=compile_patterns(healthy.get("own"), "healthy"),
         index=AnchorIndex(classes),
         benign=compile_patterns([b["pattern"] for b in benign_data.get("benign", [])], "benign"),
         stages=tuple((st["name"], compile_patterns(st["patterns"], f"stage {st['name']}"))

@@ -132,7 +132,8 @@ def _is_sglang(lines: list[Line], cat: Catalog) -> bool:
 def ready_index(lines: list[Line], cat: Catalog) -> int | None:
     """Index of the last line saying the server reached ready, if any."""
     sglang = _is_sglang(lines, cat)
-    strong = cat.sglang_ready if sglang else cat.healthy_strong
+    # a server's own ready lines stay final whichever server the log otherwise looks like
+    strong = (cat.sglang_ready if sglang else cat.healthy_strong) + cat.healthy_own
     weak = () if sglang else cat.healthy_weak
     found = None
     for i, ln in enumerate(lines):
