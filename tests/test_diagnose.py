@@ -37,7 +37,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout14", "crashlogs_heldout15",
                                                                  "crashlogs_heldout16", "crashlogs_heldout17",
                                                                  "crashlogs_heldout18", "crashlogs_heldout19",
-                                                                 "crashlogs_heldout20", "crashlogs_heldout23")]
+                                                                 "crashlogs_heldout20", "crashlogs_heldout21",
+                                                                 "crashlogs_heldout23")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -238,6 +239,13 @@ KNOWN_MISSES = {
     "unknown/vllm-19577-cpu-image-nvml-not-found-exits": (
         "healthy", "platform-detection DEBUG lines only; the container exits after them without an error line, so "
                    "the paste shows no failure (NVML missing is normal on a CPU image)"),
+    # the twenty-first round's tuning misses at its split commit's catalog
+    "deepgemm_jit_failure/miaai-119-dgx-spark-deepgemm-cut": (
+        "unknown", "frames only, cut inside vLLM's DeepGEMM fp8 op call; only the title names DeepGEMM's assertion"),
+    "deepgemm_jit_failure/sglang-24017-precompile-incompatible-args": (
+        "unknown", "a pybind TypeError on a DeepGEMM entry point during SGLang's DeepGEMM JIT compile step"),
+    "tokenizer_error/minimax-m1-16-llm-engine-init-tokenizer-cut": (
+        "unknown", "frames only, cut inside LLMEngine's tokenizer initialisation before the exception line"),
 }
 
 
