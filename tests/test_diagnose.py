@@ -240,10 +240,6 @@ KNOWN_MISSES = {
         "healthy", "platform-detection DEBUG lines only; the container exits after them without an error line, so "
                    "the paste shows no failure (NVML missing is normal on a CPU image)"),
     # the twenty-first round's tuning misses at its split commit's catalog
-    "deepgemm_jit_failure/miaai-119-dgx-spark-deepgemm-cut": (
-        "unknown", "frames only, cut inside vLLM's DeepGEMM fp8 op call; only the title names DeepGEMM's assertion"),
-    "deepgemm_jit_failure/sglang-24017-precompile-incompatible-args": (
-        "unknown", "a pybind TypeError on a DeepGEMM entry point during SGLang's DeepGEMM JIT compile step"),
     "tokenizer_error/minimax-m1-16-llm-engine-init-tokenizer-cut": (
         "unknown", "frames only, cut inside LLMEngine's tokenizer initialisation before the exception line"),
 }
@@ -2104,11 +2100,12 @@ def test_traceback_state_machine_edges():
      "toolkit_misconfigured"),
     # a word only one cause uses (`strong`) names it alone when no other class's word is there
     (["ValueError: this combination of speculative settings is refused by the scheduler"], "speculative_config"),
-    # the module path of the frames counts as one token: a refusal raised in speculative code
+    # the module path of the frames counts as one token: a refusal raised in speculative code (a ValueError
+    # raised there is a signature since the twenty-first round; a KeyError is still the tier's)
     (['Traceback (most recent call last):',
       '  File "/v/vllm/v1/spec_decode/eagle.py", line 12, in propose',
-      '    raise ValueError("draft length 9 exceeds the budget")',
-      'ValueError: draft length 9 exceeds the budget'], "speculative_config"),
+      '    raise KeyError("draft length 9 exceeds the budget")',
+      'KeyError: draft length 9 exceeds the budget'], "speculative_config"),
 ])
 def test_ninth_round_key_tokens_name_a_failure_no_signature_knows(lines, cls):
     d = diagnose("\n".join(lines))

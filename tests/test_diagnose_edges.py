@@ -758,3 +758,131 @@ def test_twenty_third_round_trap_an_error_after_vllm_ready_that_kills_the_server
 
 def test_twenty_third_round_trap_a_route_line_for_another_path_is_not_ready():
     assert not diagnose("INFO 05-01 08:00:00 [launcher.py:37] Route: /health, Methods: GET").ready
+# --------------------------------------------------------------------------------------------
+# twenty-first round: the refusals the libraries' own code raises, in other words and prefixes
+
+
+def _tb(path, func, exc, prefix=""):
+    return "\n".join(prefix + ln for ln in (
+        "Traceback (most recent call last):",
+        f'  File "{path}", line 40, in {func}',
+        "    raise",
+        exc))
+
+
+def test_twenty_first_round_a_refusal_raised_in_speculative_code_is_speculative_config():
+    # any ValueError / AssertionError / NotImplementedError raised in the speculative-decoding code itself,
+    # whatever it says: vLLM's config and v1 proposers, SGLang's speculative workers
+    for path, exc in (
+        ("/opt/venv/lib/python3.11/site-packages/vllm/config/speculative.py",
+         "ValueError: the drafter's rope_theta (10000) differs from the target's (1000000)"),
+        ("/usr/local/lib/python3.12/dist-packages/vllm/v1/spec_decode/eagle.py",
+         "AssertionError: tree attention needs the draft's block_size to be 16, got 32"),
+        ("/sgl-workspace/sglang/python/sglang/srt/speculative/eagle_worker.py",
+         "NotImplementedError: topk > 1 is not implemented for this attention backend"),
+    ):
+        assert diagnose(_tb(path, "verify", exc, "[2026-08-01 10:00:00 TP0] ")).cls == "speculative_config", exc
+
+
+def test_twenty_first_round_other_errors_in_speculative_code_are_not_speculative_config():
+    # an OOM or a CUDA error raised while the draft runs is its own cause; a traceback cut inside the
+    # speculative code says nothing of what it raised
+    oom = _tb("/usr/local/lib/python3.12/dist-packages/vllm/v1/spec_decode/eagle.py", "propose",
+              "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+              "of 79.19 GiB of which 1.02 GiB is free.")
+    assert diagnose(oom).cls == "cuda_oom"
+    cuda = _tb("/sgl-workspace/sglang/python/sglang/srt/speculative/eagle_worker.py", "draft",
+               "RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert diagnose(cuda).cls != "speculative_config"
+    # the same ValueError raised outside speculative code is not this class
+    other = _tb("/usr/local/lib/python3.12/dist-packages/vllm/config/model.py", "verify",
+                "ValueError: max_model_len 40000 is larger than the derived 32768")
+    assert diagnose(other).cls != "speculative_config"
+
+
+def test_twenty_first_round_a_package_a_speculative_method_needs_is_speculative_config():
+    assert diagnose("ImportError: Arctic Inference is required for speculative decoding with method 'suffix'"
+                    ).cls == "speculative_config"
+    assert diagnose("(APIServer pid=7) ImportError: SuffixTree is required for suffix decoding. pip install "
+                    "arctic-inference").cls == "speculative_config"
+    # a notice that the package is missing, at INFO, from a server that starts anyway
+    healthy = "\n".join([
+        "INFO 08-01 10:00:00 [speculative.py:88] arctic-inference is required for suffix decoding; suffix is off",
+        "INFO 08-01 10:00:09 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000"])
+    assert diagnose(healthy).cls == "healthy"
+
+
+def test_twenty_first_round_minimum_sm_refusals_are_unsupported_gpu_arch():
+    for text in (
+        "RuntimeError: MyKernels requires GPUs with sm80 or higher",
+        "[rank0]: RuntimeError: this op requires SM 90 or newer",
+        "ValueError: FP4 GEMM requires SM100/SM103/SM110, got SM120",
+        "RuntimeError: the NVL fabric kernels require a Hopper GPU",
+        "RuntimeError: No supported GPU architectures detected for this kernel family",
+        "BackendSupportedError: bmm_mxfp8 does not support compute capability 86",
+        "ValueError: Unsupported compute capability: 75",
+        "RuntimeError: Assertion error (csrc/apis/gemm.hpp:210): arch_major == 9 or arch_major == 10",
+        "flashinfer.utils.GPUArchitectureError: this kernel was not built for the current device",
+    ):
+        assert diagnose(text).cls == "unsupported_gpu_arch", text
+
+
+def test_twenty_first_round_arch_words_that_are_no_refusal_stay_out():
+    # a fallback at WARNING on a server that comes up, and a toolkit too old for the SM (its own class)
+    healthy = "\n".join([
+        "[2026-08-01 10:00:00] WARNING: the fused kernel requires SM 90 or newer; falling back to the triton kernel",
+        "[2026-08-01 10:00:09] The server is fired up and ready to roll!"])
+    assert diagnose(healthy).cls == "healthy"
+    toolkit = "WARNING flashinfer: Failed to get device capability: SM 12.x requires CUDA >= 12.9."
+    assert diagnose(toolkit).cls != "unsupported_gpu_arch"
+    # a requirement on something else than the GPU, and an assertion on another number
+    assert diagnose("RuntimeError: this kernel requires 4 warps or more").cls != "unsupported_gpu_arch"
+    assert diagnose("RuntimeError: Assertion error (csrc/apis/gemm.hpp:88): n % 64 == 0").cls != "unsupported_gpu_arch"
+
+
+def test_twenty_first_round_deepgemm_release_mismatch_and_cut_calls_are_deepgemm_jit_failure():
+    assert diagnose("TypeError: fp8_gemm_nt(): incompatible function arguments. The following argument types "
+                    "are supported:").cls == "deepgemm_jit_failure"
+    assert diagnose("[2026-08-01 10:00:00 DP0 TP0] TypeError: m_grouped_bf16_gemm_nn_masked(): incompatible "
+                    "function arguments.").cls == "deepgemm_jit_failure"
+    # an assertion in DeepGEMM's JIT machinery, whichever of its files (loading what it built, its cache)
+    assert diagnose('[2026-08-01 10:00:00 TP3] RuntimeError: Assertion error (csrc/apis/../jit/handle.hpp:171): '
+                    'error == CUDA_SUCCESS or error == CUDA_ERROR_DEINITIALIZED').cls == "deepgemm_jit_failure"
+    assert diagnose('RuntimeError: Assertion error (csrc/jit/cache.hpp:52): std::filesystem::exists(dir_path)'
+                    ).cls == "deepgemm_jit_failure"
+    # not a caller asking for more SMs than the GPU has (device_runtime)
+    assert diagnose('RuntimeError: Assertion error (csrc/jit/device_runtime.hpp:104): 0 <= new_num_sms and '
+                    'new_num_sms <= get_prop()->multiProcessorCount').cls != "deepgemm_jit_failure"
+    cut = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/utils/deep_gemm.py", line 180, in fp8_m_grouped_gemm_nt_masked',
+        "    return _grouped_masked_impl(*args, **kwargs)",
+        '  File "/usr/local/lib/python3.12/dist-packages/torch/_ops.py", line 1158, in __call__'])
+    assert diagnose(cut).cls == "deepgemm_jit_failure"
+
+
+def test_twenty_first_round_not_deepgemm_other_gemms_and_oom_in_its_wrapper():
+    # another library's GEMM with incompatible arguments, and an OOM raised inside the wrapper (the message
+    # decides when the exception line is there)
+    assert diagnose("TypeError: bmm_fp8(): incompatible function arguments.").cls != "deepgemm_jit_failure"
+    oom = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/utils/deep_gemm.py", line 180, in fp8_gemm_nt',
+        "    out = torch.empty(m, n)",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB."])
+    assert diagnose(oom).cls == "cuda_oom"
+
+
+def test_twenty_first_round_a_kernel_naming_the_dsl_release_it_needs_is_cute_dsl_version_skew():
+    for text in (
+        "RuntimeError: the sparse MLA kernel requires nvidia-cutlass-dsl>=4.7.0 (found 4.5.2)",
+        "(Worker_TP1 pid=99) ERROR 08-01 [core.py:1] ImportError: this backend requires nvidia-cutlass-dsl == 4.6.1",
+    ):
+        assert diagnose(text).cls == "cute_dsl_version_skew", text
+    # pip's resolver notice at install time, from a server that then starts
+    healthy = "\n".join([
+        "ERROR: pip's dependency resolver does not currently take into account all the packages that are installed.",
+        "flashinfer-python 0.6.1 requires nvidia-cutlass-dsl>=4.6.0, but you have nvidia-cutlass-dsl 4.5.2 which "
+        "is incompatible.",
+        "INFO 08-01 10:00:09 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000"])
+    assert diagnose(healthy).cls == "healthy"
