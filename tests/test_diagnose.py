@@ -38,7 +38,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout16", "crashlogs_heldout17",
                                                                  "crashlogs_heldout18", "crashlogs_heldout19",
                                                                  "crashlogs_heldout20", "crashlogs_heldout21",
-                                                                 "crashlogs_heldout23")]
+                                                                 "crashlogs_heldout22", "crashlogs_heldout23")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -124,6 +124,9 @@ def accuracy_report(request):
 # paste alone. Each is asserted to come out exactly as stated, so one that starts coming out right
 # (or wrong in another way) fails the test and this list must change with it.
 KNOWN_MISSES = {
+    "healthy/sglang-issue-4208-router-health-check-pending-autotune": (
+        "unknown", "the twenty-second round's split: the router's INFO note that a worker's health check is still "
+                   "pending \"with error: error sending request\" reads as a failure"),
     "flash_attn_cute_missing/megatron-lm-pr-6545-thrmma-annotation": (
         "cute_dsl_version_skew", "one line naming only the DSL module; the flash_attn.cute import that raised it "
                                  "is not in the paste"),
