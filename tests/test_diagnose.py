@@ -124,9 +124,6 @@ def accuracy_report(request):
 # paste alone. Each is asserted to come out exactly as stated, so one that starts coming out right
 # (or wrong in another way) fails the test and this list must change with it.
 KNOWN_MISSES = {
-    "healthy/sglang-issue-4208-router-health-check-pending-autotune": (
-        "unknown", "the twenty-second round's split: the router's INFO note that a worker's health check is still "
-                   "pending \"with error: error sending request\" reads as a failure"),
     "flash_attn_cute_missing/megatron-lm-pr-6545-thrmma-annotation": (
         "cute_dsl_version_skew", "one line naming only the DSL module; the flash_attn.cute import that raised it "
                                  "is not in the paste"),
@@ -1235,6 +1232,17 @@ def test_cli_exit_status_follows_the_three_outcomes():
     assert unrecognised.returncode == 1 and "unknown" in unrecognised.stdout
     known = run_cli("-", stdin="ImportError: /v/sgl_kernel/common_ops.abi3.so: undefined symbol: _ZN3c10x")
     assert known.returncode == 1 and "sgl_kernel_mismatch" in known.stdout
+
+
+def test_cli_on_a_log_file_exits_0_for_a_healthy_start_and_1_for_a_failure():
+    # the twenty-second round's tuning logs, by path as a deploy would pass them (the fixture header included):
+    # a start cut before ready among NCCL INFO lines, and a vLLM worker's OOM logged at ERROR
+    r = run_cli(str(FIXTURES / "healthy" / "sglang-issue-30609-pd-decode-node-init-distributed-nccl-info.log"), "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert (data["class"], data["ready"], data["stage"]) == ("healthy", False, "initialising distributed, not yet ready")
+    r = run_cli(str(FIXTURES / "cuda_oom" / "nccl-issue-1790-vllm-sampler-warmup-oom.log"))
+    assert r.returncode == 1 and "cuda_oom" in r.stdout, r.stderr
 
 
 def test_cli_usage_errors_exit_2(tmp_path):

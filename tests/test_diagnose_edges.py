@@ -886,3 +886,112 @@ def test_twenty_first_round_a_kernel_naming_the_dsl_release_it_needs_is_cute_dsl
         "is incompatible.",
         "INFO 08-01 10:00:09 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000"])
     assert diagnose(healthy).cls == "healthy"
+# --------------------------------------------------------------------------------------------
+# the twenty-second round: healthy starts and benign lines that look alarming; the stage reached
+
+
+def test_twenty_second_round_the_routers_own_info_and_debug_records_are_not_failures():
+    # SGLang's router logs its records with their level; a note that a worker's health check is still
+    # pending "with error: ..." is INFO while the worker starts. Other wordings, both of its formats
+    for text in (
+        "[Router (Python)] 2025-02-11 09:14:02 - INFO - Worker http://10.0.0.5:30001 health check is pending "
+        "with error: error sending request for url (http://10.0.0.5:30001/health)",
+        "2026-01-20 18:02:11  INFO sglang_router_rs::core::worker_manager: src/core/worker_manager.rs:512: "
+        "Worker http://gpu-3:8000 is not ready yet, error: connection refused (os error 111)",
+        "2026-01-20 18:02:11 DEBUG sglang_router_rs::core::job_queue: src/core/job_queue.rs:250: "
+        "job failed once, will retry: error: worker not healthy",
+    ):
+        d = diagnose(text)
+        assert d.cls == "healthy", d.cause
+
+
+def test_twenty_second_round_the_routers_error_records_stay_failures():
+    # traps: the router's own ERROR records (both formats), and a Python traceback after its INFO notes
+    for text in (
+        "[Router (Python)] 2025-01-09 00:28:10 - ERROR - Error starting router: argument 'worker_urls': "
+        "'NoneType' object cannot be converted to 'Sequence'",
+        "2025-11-04 10:05:37 ERROR sglang_router_rs::server: src/server.rs:900: Failed to create router: "
+        "Timeout 300s waiting for workers to become healthy",
+        "[Router (Rust)] 2025-03-08 02:33:09 - INFO - Worker http://0.0.0.0:31000 health check is pending\n"
+        "Traceback (most recent call last):\n  File \"/x/launch_router.py\", line 9, in <module>\n"
+        "RuntimeError: Failed to start router: Timeout 600s waiting for workers",
+    ):
+        d = diagnose(text)
+        assert d.cls != "healthy", text
+    # a level word inside the message is not the record's level
+    d = diagnose("2025-11-04 10:05:37 some_tool: INFO - ok\nRuntimeError: CUDA error: out of memory")
+    assert d.cls == "cuda_oom"
+
+
+def test_twenty_second_round_a_begin_line_is_not_the_steps_end():
+    # "Init torch distributed begin" alone is distributed init under way, not done (another prefix and ranks)
+    begin = [f"[2026-02-01 10:00:0{i} DP{i} TP{i}] Init torch distributed begin." for i in range(4)]
+    d = diagnose("\n".join(begin))
+    assert (d.cls, d.stage) == ("healthy", "initialising distributed, not yet ready")
+    # NCCL's own INFO output and the NCCL version vLLM names are the same step
+    d = diagnose("INFO 03-02 11:00:01 [pynccl.py:70] vLLM is using nccl==2.26.2\n"
+                 "gpu-7:2211:2211 [3] NCCL INFO Bootstrap : Using eth0:10.1.1.7<0>")
+    assert d.stage == "initialising distributed, not yet ready"
+    # once a later milestone is seen, the step under way is not named beside it
+    d = diagnose("\n".join(begin + ["[2026-02-01 10:00:09 TP0] Init torch distributed ends. mem usage=0.5 GB",
+                                    "[2026-02-01 10:00:10 TP0] Load weight begin. avail mem=78.1 GB"]))
+    assert d.stage == "distributed initialised, loading weights, not yet ready"
+
+
+def test_twenty_second_round_steps_under_way_are_named():
+    cases = {
+        "capturing CUDA graphs": "[2026-03-01 08:00:00 TP0] Capture cuda graph begin. This can take up to several minutes.",
+        "DeepGEMM JIT warmup": "[2026-03-01 08:00:00 TP0] Entering DeepGEMM JIT Pre-Compile session. It may take a long time",
+        "compiling the model": "(EngineCore_DP0 pid=9) INFO 03-01 08:00:00 [backends.py:1155] Dynamo bytecode transform time: 9.1 s",
+        "router started": "2026-03-01 08:00:00  INFO sglang_router_rs::server: src/server.rs:700: Starting router on 0.0.0.0:8080 | mode: Regular",
+        "engine initialised": "(APIServer pid=1) INFO 03-01 08:00:00 [api_server.py:600] Supported tasks: ['generate']",
+    }
+    for stage, line in cases.items():
+        d = diagnose(line)
+        assert (d.cls, d.stage, d.ready) == ("healthy", f"{stage}, not yet ready", False), line
+    # a capture that began after the KV cache: both named, the capture last
+    d = diagnose("[2026-03-01 08:00:00 TP0] Memory pool end. avail mem=20.1 GB\n"
+                 "[2026-03-01 08:00:01 TP0] Capture cuda graph begin. This can take up to several minutes.")
+    assert d.stage == "KV cache allocated, capturing CUDA graphs, not yet ready"
+
+
+@pytest.mark.parametrize("name, stage", [
+    ("sglang-issue-30609-pd-decode-node-init-distributed-nccl-info", "initialising distributed, not yet ready"),
+    ("vllm-issue-28910-gloo-symmmem-not-supported", "initialising distributed, not yet ready"),
+    ("sglang-pr-11453-router-openai-backend", "router started, not yet ready"),
+    ("club-3090-issue-922-use-fast-deprecated-multimodal-warmup", "engine initialised, not yet ready"),
+    ("club-3090-issue-127-host-redacted-multimodal-warmup", "engine initialised, not yet ready"),
+    ("sglang-issue-4208-router-health-check-pending-autotune", "compiling the model, not yet ready"),
+    # older tuning logs whose stage was wrong or missing before the round
+    ("sglang-pr-3792-config-already-used-warnings-load", "process started, loading weights, not yet ready"),
+    ("sglang-pr-15891-deepgemm-precompile-session", "DeepGEMM JIT warmup, not yet ready"),
+    ("sglang-pr-15909-tp4-capture-begin-cut", "KV cache allocated, capturing CUDA graphs, not yet ready"),
+])
+def test_twenty_second_round_healthy_tuning_logs_report_their_stage(name, stage):
+    from pathlib import Path
+    path = Path(__file__).parent / "fixtures" / "crashlogs" / "healthy" / f"{name}.log"
+    text = "".join(ln for ln in path.read_text().splitlines(keepends=True) if not ln.startswith("# "))
+    d = diagnose(text)
+    assert (d.cls, d.ready, d.stage) == ("healthy", False, stage), d.cause
+
+
+def test_twenty_second_round_alarming_benign_lines_of_the_new_logs_and_their_traps():
+    # WARNINGs and notes that say "not supported" / "deprecated" / "error" in the new healthy logs' shapes
+    healthy = [
+        "(Worker_TP1 pid=77) WARNING 01-05 09:00:00 [symm_mem.py:58] SymmMemCommunicator: Device capability 7.5 "
+        "not supported, communicator is not available.",
+        "[W105 09:00:00.123456789 ProcessGroupNCCL.cpp:990] Warning: TORCH_NCCL_AVOID_RECORD_STREAMS is the default "
+        "now, this environment variable is thus deprecated. (function operator())",
+        "(VllmWorker rank=3 pid=12) WARNING 01-05 09:00:00 [config.py:3800] `torch.compile` is turned on, but the "
+        "model my-org/custom-moe does not support it. Please open an issue on GitHub if you want it to be supported.",
+        "[Gloo] Rank 7 is connected to 7 peer ranks. Expected number of connected peer ranks is : 7",
+    ]
+    for line in healthy:
+        assert diagnose(line).cls == "healthy", line
+    # traps: the same words in a real error line, and a traceback logged at ERROR
+    assert diagnose("RuntimeError: SymmMemCommunicator: Device capability 7.5 not supported").cls != "healthy"
+    trace = "\n".join(f"(Worker_TP1 pid=77) ERROR 01-05 09:00:01 [multiproc_executor.py:600] {ln}" for ln in (
+        "Traceback (most recent call last):",
+        '  File "/v/vllm/v1/worker/gpu_worker.py", line 300, in init_device',
+        "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error"))
+    assert diagnose("[Gloo] Rank 0 is connected to 3 peer ranks.\n" + trace).cls != "healthy"

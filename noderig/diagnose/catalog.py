@@ -115,6 +115,7 @@ class Catalog:
     stages: tuple[tuple[str, tuple[re.Pattern, ...]], ...] = ()  # startup milestones, in order
     relay: tuple[re.Pattern, ...] = ()  # one process reporting another's death: never a cause itself
     healthy_own: tuple[re.Pattern, ...] = ()  # ready lines only one server prints: final in any log
+    progress_stages: frozenset[str] = frozenset()  # milestones that are steps under way (named only when last)
 
     def get(self, class_id: str) -> CatalogClass:
         for c in self.classes:
@@ -222,6 +223,7 @@ def load_catalog(path: Path | str | None = None, benign: Path | str | None = Non
         stages=tuple((st["name"], compile_patterns(st["patterns"], f"stage {st['name']}"))
                      for st in data.get("stage", [])),
         relay=compile_patterns(data.get("relay", {}).get("patterns"), "relay"),
+        progress_stages=frozenset(st["name"] for st in data.get("stage", []) if st.get("progress")),
     )
 
 

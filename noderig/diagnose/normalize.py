@@ -71,6 +71,16 @@ _CONTAINER = re.compile(r"^(?P<name>[A-Za-z0-9][\w.-]*-\d+|[A-Za-z0-9][\w.-]*_\d
 # "2025-02-25 08:37:29,910 - WARNING - flashinfer.jit: ..."): its level is the record's
 _PYLOG = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
                     r"(?=[\w.]+: )")
+# SGLang's router logs its own records with their level: the Rust router through `tracing`
+# ("2025-11-04 10:05:37  INFO sglang_router_rs::server: src/server.rs:830: ", the target a Rust module path)
+# and its older Python wrapper ("[Router (Rust)] 2025-03-08 02:33:09 - INFO - "). Their level is the record's:
+# an INFO note that a worker's health check is still pending "with error: ..." while the worker starts is no
+# failure; the router's own ERROR records stay loud.
+_RUST_TRACING = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?\s+(?P<level>TRACE|DEBUG|INFO|WARN|ERROR) "
+                           r"(?=[a-z_]\w*(?:::\w+)+: )")
+_ROUTER_PY = re.compile(r"^\[Router \((?:Rust|Python)\)\] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d - "
+                        r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) - ")
+_ROUTER_LEVEL = {"TRACE": "DEBUG", "WARN": "WARNING"}
 # a program's own Python logging record that names where it was logged, "<time> - name - LEVEL - file.py:N - "
 # (lmdeploy's "2025-03-19 20:54:50,520 - lmdeploy - WARNING - archs.py:55 - "): its level is the record's.
 # A relay (below) logs another process's output and has no source location of its own.
@@ -196,9 +206,9 @@ def _peel(text: str, info: dict) -> re.Match | None:
         if m:
             info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
         else:
-            m = _PYLOG.match(text) or _PYLOG_OWN.match(text)
+            m = _PYLOG.match(text) or _PYLOG_OWN.match(text) or _RUST_TRACING.match(text)
             if m:
-                info.setdefault("level", m["level"])
+                info.setdefault("level", _ROUTER_LEVEL.get(m["level"], m["level"]))
             else:
                 m = _RELAY.match(text) or _PIPE_RELAY.match(text) or _SHIP_TS.match(text)
     if m is None and c == "(":
@@ -229,7 +239,11 @@ def _peel(text: str, info: dict) -> re.Match | None:
 
 
 def _logger_bracket(text: str, info: dict) -> re.Match | None:
-    """A prefix in brackets: SGLang's logger (time and ranks), torch elastic's rank, a shipper's time."""
+    """A prefix in brackets: SGLang's logger (time and ranks), its router's, torch elastic's rank, a shipper's time."""
+    m = _ROUTER_PY.match(text)
+    if m:
+        info.setdefault("level", _ROUTER_LEVEL.get(m["level"], m["level"]))
+        return m
     m = _SGLANG.match(text)
     if m:
         rank = m["rank"].strip()

@@ -113,6 +113,9 @@ def stage(lines: list[Line], cat: Catalog, ready: bool) -> tuple[str, int | None
                 reached.append(name)
                 last = i if last is None else max(last, i)
                 break
+    # a step under way is the stage only while nothing later was seen (its begin line is not its end)
+    reached = [name for k, name in enumerate(reached)
+               if name not in cat.progress_stages or k == len(reached) - 1]
     if not reached:
         reached.append("no startup milestone logged")
     reached.append("ready" if ready else "not yet ready")
