@@ -939,14 +939,15 @@ def test_twenty_second_round_a_begin_line_is_not_the_steps_end():
 
 
 def test_twenty_second_round_steps_under_way_are_named():
-    cases = {
-        "capturing CUDA graphs": "[2026-03-01 08:00:00 TP0] Capture cuda graph begin. This can take up to several minutes.",
-        "DeepGEMM JIT warmup": "[2026-03-01 08:00:00 TP0] Entering DeepGEMM JIT Pre-Compile session. It may take a long time",
-        "compiling the model": "(EngineCore_DP0 pid=9) INFO 03-01 08:00:00 [backends.py:1155] Dynamo bytecode transform time: 9.1 s",
-        "router started": "2026-03-01 08:00:00  INFO sglang_router_rs::server: src/server.rs:700: Starting router on 0.0.0.0:8080 | mode: Regular",
-        "engine initialised": "(APIServer pid=1) INFO 03-01 08:00:00 [api_server.py:600] Supported tasks: ['generate']",
-    }
-    for stage, line in cases.items():
+    cases = [
+        ("capturing CUDA graphs", "[2026-03-01 08:00:00 TP0] Capture cuda graph begin. This can take up to several minutes."),
+        ("DeepGEMM JIT warmup", "[2026-03-01 08:00:00 TP0] Entering DeepGEMM JIT Pre-Compile session. It may take a long time"),
+        ("compiling the model", "(EngineCore_DP0 pid=9) INFO 03-01 08:00:00 [backends.py:1155] Dynamo bytecode transform time: 9.1 s"),
+        ("capturing CUDA graphs", "(EngineCore_DP0 pid=3) INFO 03-01 08:00:00 [gpu_model_runner.py:2700] Graph capturing for 512 input tokens"),
+        ("router started", "2026-03-01 08:00:00  INFO sglang_router_rs::server: src/server.rs:700: Starting router on 0.0.0.0:8080 | mode: Regular"),
+        ("engine initialised", "(APIServer pid=1) INFO 03-01 08:00:00 [api_server.py:600] Supported tasks: ['generate']"),
+    ]
+    for stage, line in cases:
         d = diagnose(line)
         assert (d.cls, d.stage, d.ready) == ("healthy", f"{stage}, not yet ready", False), line
     # a capture that began after the KV cache: both named, the capture last
@@ -966,6 +967,12 @@ def test_twenty_second_round_steps_under_way_are_named():
     ("sglang-pr-3792-config-already-used-warnings-load", "process started, loading weights, not yet ready"),
     ("sglang-pr-15891-deepgemm-precompile-session", "DeepGEMM JIT warmup, not yet ready"),
     ("sglang-pr-15909-tp4-capture-begin-cut", "KV cache allocated, capturing CUDA graphs, not yet ready"),
+    # the second batch
+    ("vllm-pr-23184-graph-capturing-per-size", "capturing CUDA graphs, not yet ready"),
+    ("vllm-pr-46389-tp-capture-progress-bars", "capturing CUDA graphs, not yet ready"),
+    ("vllm-issue-17813-gloo-flashinfer-not-available-fallback", "loading weights, not yet ready"),
+    ("sglang-pr-21296-musa-awq-warning-ignore-import-capture",
+     "distributed initialised, loading weights, weights loaded, KV cache allocated, capturing CUDA graphs, not yet ready"),
 ])
 def test_twenty_second_round_healthy_tuning_logs_report_their_stage(name, stage):
     from pathlib import Path
