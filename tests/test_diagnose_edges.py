@@ -1002,3 +1002,13 @@ def test_twenty_second_round_alarming_benign_lines_of_the_new_logs_and_their_tra
         '  File "/v/vllm/v1/worker/gpu_worker.py", line 300, in init_device',
         "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error"))
     assert diagnose("[Gloo] Rank 0 is connected to 3 peer ranks.\n" + trace).cls != "healthy"
+
+
+def test_twenty_second_round_the_stage_scan_finds_milestones_after_text_whose_lowercase_is_longer():
+    # the stage is searched in the lowercased log (str.find for each pattern's words): a line whose
+    # lowercase has more characters ("İ" lowers to two) must not shift the lines after it
+    text = "\n".join(["İİİİ İstanbul node İ" * 3, "[2026-03-01 08:00:00 TP0] Load weight begin. avail mem=70 GB",
+                      "[2026-03-01 08:00:09 TP0] Load weight end. type=X, dtype=torch.bfloat16"])
+    d = diagnose(text)
+    assert (d.cls, d.stage) == ("healthy", "loading weights, weights loaded, not yet ready")
+    assert d.evidence and "Load weight end" in d.evidence[0].line

@@ -4,6 +4,9 @@ server reach ready, and how far the startup got (the catalog's [[stage]] milesto
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from functools import lru_cache
+from itertools import accumulate
 
 from .catalog import Catalog
 from .normalize import QUIET_LEVELS, Line, with_continuation
@@ -103,16 +106,47 @@ def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 
     return None
 
 
+# a run of plain characters in a pattern, outside any group or class, none of them made optional
+_PLAIN = re.compile(r"(?<![\\(|\[])(?:[A-Za-z0-9 _:=,'#-](?![?*{]))+")
+
+
+@lru_cache(maxsize=256)
+def _literal(pattern: re.Pattern) -> str | None:
+    """Lowercased words every match of the pattern contains (its longest plain run outside groups), or
+    None: a long log is searched for them with str.find, and the pattern tried only on those lines."""
+    src = re.sub(r"\((?:[^()]|\([^()]*\))*\)|\[[^\]]*\]|\\.", "\x00", pattern.pattern)
+    if "|" in src:
+        return None
+    runs = sorted(_PLAIN.findall(src), key=len)
+    return runs[-1].lower() if runs and len(runs[-1].strip()) >= 4 else None
+
+
+def _first_line(pattern: re.Pattern, lines: list[Line], low: str, starts: list[int]) -> int | None:
+    """Index of the first line the pattern matches (the lines holding its literal words, if it has any)."""
+    lit = _literal(pattern)
+    if lit is None:
+        return next((i for i, ln in enumerate(lines) if pattern.search(ln.text)), None)
+    at = low.find(lit)
+    while at != -1:
+        i = bisect_right(starts, at) - 1
+        if pattern.search(lines[i].text):
+            return i
+        at = low.find(lit, starts[i + 1]) if i + 1 < len(starts) else -1
+    return None
+
+
 def stage(lines: list[Line], cat: Catalog, ready: bool) -> tuple[str, int | None]:
     """How far the startup got, from the milestones in the catalog's [[stage]] list, and the
     index of the last milestone line."""
     reached, last = [], None
+    lows = [ln.text.lower() for ln in lines]  # per line: lowering can change a string's length
+    low = "\n".join(lows)
+    starts = list(accumulate((len(t) + 1 for t in lows[:-1]), initial=0))
     for name, patterns in cat.stages:
-        for i, ln in enumerate(lines):
-            if any(p.search(ln.text) for p in patterns):
-                reached.append(name)
-                last = i if last is None else max(last, i)
-                break
+        found = [i for p in patterns if (i := _first_line(p, lines, low, starts)) is not None]
+        if found:
+            reached.append(name)
+            last = min(found) if last is None else max(last, min(found))
     # a step under way is the stage only while nothing later was seen (its begin line is not its end)
     reached = [name for k, name in enumerate(reached)
                if name not in cat.progress_stages or k == len(reached) - 1]
