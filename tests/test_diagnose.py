@@ -5,7 +5,7 @@ its source issue) plus real runs of the lab's stand-in server; each must be diag
 directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout23/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are
 diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures
-and of the twenty-two held-out splits is printed in the terminal summary of every run.
+and of the twenty-three held-out splits is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
