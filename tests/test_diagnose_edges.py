@@ -1012,3 +1012,62 @@ def test_twenty_second_round_the_stage_scan_finds_milestones_after_text_whose_lo
     d = diagnose(text)
     assert (d.cls, d.stage) == ("healthy", "loading weights, weights loaded, not yet ready")
     assert d.evidence and "Load weight end" in d.evidence[0].line
+
+
+# --------------------------------------------------------------------------------------------
+# Warnings a server went on from ([outlived]): NCCL prints harmless and fatal conditions alike at WARN
+
+
+NCCL_SETUP = [
+    "[2026-05-02 10:00:01 TP1] Init torch distributed begin.",
+    "gpu-07:4411:4411 [1] NCCL INFO Bootstrap : Using enp5s0:10.1.2.7<0>",
+    "gpu-07:4411:4411 [1] misc/ibvwrap.cc:106 NCCL WARN Failed to open libibverbs.so[.1]",
+    "gpu-07:4411:4411 [1] NCCL INFO NET/Socket : Using [0]enp5s0:10.1.2.7<0>",
+    "gpu-07:4411:4411 [1] NCCL INFO Using network Socket",
+]
+
+
+def test_an_nccl_warning_the_server_got_past_is_no_failure():
+    # a host without InfiniBand: NCCL falls back to sockets and the server ends its distributed init
+    d = diagnose("\n".join(NCCL_SETUP + ["[2026-05-02 10:00:04 TP1] Init torch distributed ends. mem usage=0.31 GB"]))
+    assert (d.cls, d.ready) == ("healthy", False), d.cause
+    assert d.stage == "distributed initialised, not yet ready"
+    # vLLM's worker prefix, another harmless WARN (NCCL 2.18+ looking for libcuda), weights loading after it
+    vllm = ["(VllmWorker rank=2 pid=913) gpu-07:913:913 [2] misc/cudawrap.cc:188 NCCL WARN Failed to find CUDA "
+            "library libcuda.so (NCCL_CUDA_PATH='') : libcuda.so: cannot open shared object file",
+            "(VllmWorker rank=2 pid=913) INFO 05-02 10:00:09 [default_loader.py:262] Loading weights took 41.20 seconds"]
+    assert diagnose("\n".join(vllm)).cls == "healthy"
+
+
+def test_an_nccl_warning_is_still_a_failure_when_nothing_got_past_it():
+    # cut after the warning, or followed only by NCCL's own set-up output (a step under way): no milestone says
+    # the server went on, so the warning stays the failure it may be
+    assert diagnose("\n".join(NCCL_SETUP)).cls == "nccl_failure"
+    # a warning after the last milestone: the server did not go on from that one
+    late = ["[2026-05-02 10:00:04 TP1] Init torch distributed ends. mem usage=0.31 GB",
+            "[2026-05-02 10:00:05 TP1] Load weight begin. avail mem=70.10 GB",
+            "gpu-07:4411:4490 [1] transport/net_ib.cc:1270 NCCL WARN NET/IB : Got completion from peer 10.1.2.8<5521> "
+            "with error 12, opcode 0, len 0, vendor err 129"]
+    assert diagnose("\n".join(late)).cls == "nccl_failure"
+
+
+def test_an_nccl_warning_before_the_error_it_caused_leaves_that_error_the_root():
+    # the server did not get past it: the caller's NCCL error names the class, as before
+    log = NCCL_SETUP[:2] + [
+        "gpu-07:4411:4490 [1] misc/ibvwrap.cc:262 NCCL WARN Call to ibv_create_qp failed: Cannot allocate memory",
+        "[2026-05-02 10:00:06 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.12/site-packages/sglang/srt/distributed/parallel_state.py", line 1201, in init',
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3356, unhandled system error "
+        "(run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3"]
+    assert diagnose("\n".join(log)).cls == "nccl_failure"
+
+
+def test_outlived_names_only_the_warnings_a_settled_milestone_follows():
+    from noderig.diagnose.startup import outlived
+    cat = load_catalog()
+    log = [NCCL_SETUP[2], "[2026-05-02 10:00:02 TP1] Init torch distributed begin.", NCCL_SETUP[2],
+           "[2026-05-02 10:00:04 TP1] Load weight begin. avail mem=70.10 GB", NCCL_SETUP[2]]
+    # the begin line is a step under way, not a settled milestone: both warnings before "Load weight begin" go,
+    # the last one stays
+    assert outlived(normalize("\n".join(log)), cat) == {0, 2}
+    assert outlived(normalize("\n".join(NCCL_SETUP)), cat) == set()

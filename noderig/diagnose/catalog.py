@@ -114,6 +114,7 @@ class Catalog:
     benign: tuple[re.Pattern, ...] = ()  # known harmless lines (benign.toml): never evidence, never a failure
     stages: tuple[tuple[str, tuple[re.Pattern, ...]], ...] = ()  # startup milestones, in order
     relay: tuple[re.Pattern, ...] = ()  # one process reporting another's death: never a cause itself
+    outlived: tuple[re.Pattern, ...] = ()  # warnings that are a failure only when no later milestone follows
     healthy_own: tuple[re.Pattern, ...] = ()  # ready lines only one server prints: final in any log
     progress_stages: frozenset[str] = frozenset()  # milestones that are steps under way (named only when last)
 
@@ -223,6 +224,7 @@ def load_catalog(path: Path | str | None = None, benign: Path | str | None = Non
         stages=tuple((st["name"], compile_patterns(st["patterns"], f"stage {st['name']}"))
                      for st in data.get("stage", [])),
         relay=compile_patterns(data.get("relay", {}).get("patterns"), "relay"),
+        outlived=compile_patterns(data.get("outlived", {}).get("patterns"), "outlived"),
         progress_stages=frozenset(st["name"] for st in data.get("stage", []) if st.get("progress")),
     )
 

@@ -16,7 +16,7 @@ from .matching import find_matches, pick_root
 from .normalize import QUIET_LEVELS, Line, normalize
 from .outcomes import by_tokens, healthy, known, unknown
 from .result import Diagnosis
-from .startup import DEATH, first_failure, ready_index
+from .startup import DEATH, first_failure, outlived, ready_index
 from .tokens import name_by_tokens
 from .tracebacks import Traceback, parse_tracebacks
 
@@ -30,6 +30,7 @@ def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnos
     cat = catalog or default_catalog()
     tbs = parse_tracebacks(lines)
     code = set().union(*(tb.code_lines for tb in tbs)) if tbs else set()
+    code |= outlived(lines, cat)  # a warning the server went on from is neither evidence nor a failure
     matches = find_matches(lines, cat, tbs, code)
     ready = ready_index(lines, cat)
     if ready is not None:

@@ -156,6 +156,31 @@ def stage(lines: list[Line], cat: Catalog, ready: bool) -> tuple[str, int | None
     return ", ".join(reached), last
 
 
+def outlived(lines: list[Line], cat: Catalog) -> set[int]:
+    """Indices of warnings the server went on from: lines matching the catalog's [outlived] patterns
+    (NCCL's own WARN records) that a later settled milestone follows (one that is not a step under
+    way: "Init torch distributed ends", "Load weight begin", ...). Those are no failure and no evidence."""
+    if not cat.outlived:
+        return set()
+    warned = [i for i, ln in enumerate(lines) if "WARN" in ln.text and any(p.search(ln.text) for p in cat.outlived)]
+    if not warned:
+        return set()
+    settled = [p for name, pats in cat.stages if name not in cat.progress_stages for p in pats]
+    text = "\n".join(ln.text for ln in lines)
+    starts = list(accumulate((len(ln.text) + 1 for ln in lines[:-1]), initial=0))
+    gone, k = set(), 0
+    while k < len(warned):  # the first settled milestone after each still-unexplained warning
+        after = [m.start() for p in settled if (m := p.search(text, starts[warned[k]]))]
+        if not after:
+            break
+        milestone = bisect_right(starts, min(after)) - 1
+        while k < len(warned) and warned[k] < milestone:
+            gone.add(warned[k])
+            k += 1
+        k += k < len(warned) and warned[k] == milestone
+    return gone
+
+
 def _is_sglang(lines: list[Line], cat: Catalog) -> bool:
     """An SGLang log (its rank-and-time prefix, or a marker line): its own ready lines apply."""
     for ln in lines[:4000]:
