@@ -38,7 +38,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout16", "crashlogs_heldout17",
                                                                  "crashlogs_heldout18", "crashlogs_heldout19",
                                                                  "crashlogs_heldout20", "crashlogs_heldout21",
-                                                                 "crashlogs_heldout22", "crashlogs_heldout23")]
+                                                                 "crashlogs_heldout22", "crashlogs_heldout23",
+                                                                 "crashlogs_heldout24")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
