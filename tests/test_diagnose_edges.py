@@ -1071,3 +1071,81 @@ def test_outlived_names_only_the_warnings_a_settled_milestone_follows():
     # the last one stays
     assert outlived(normalize("\n".join(log)), cat) == {0, 2}
     assert outlived(normalize("\n".join(NCCL_SETUP)), cat) == set()
+
+
+# Twenty-fourth round: vLLM's periodic engine statistics are a ready line of its own (logged only while
+# the API server serves), so a log's tail cut after the route list, with a request refused for its length,
+# reads as a served server and not as an unrecognised failure.
+
+def _served_tail(prefix: str, stats: str, refusal: list[str]) -> str:
+    return "\n".join(prefix + line for line in [
+        'INFO:     10.0.0.5:51234 - "POST /v1/completions HTTP/1.1" 200 OK',
+        stats,
+        *refusal,
+        'INFO:     10.0.0.5:51240 - "POST /v1/completions HTTP/1.1" 400 Bad Request',
+    ])
+
+
+def test_twenty_fourth_round_a_v0_metrics_line_makes_a_served_tail_ready():
+    stats = ("INFO 05-02 10:00:00 metrics.py:345] Avg prompt throughput: 812.4 tokens/s, Avg generation "
+             "throughput: 95.0 tokens/s, Running: 3 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 4.1%")
+    refusal = [
+        "ERROR 05-02 10:00:03 serving_completion.py:118] Error in preprocessing prompt inputs",
+        "Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.10/site-packages/vllm/entrypoints/openai/serving_engine.py", line 181, in _validate_input',
+        "    raise ValueError(",
+        "ValueError: This model's maximum context length is 4096 tokens. However, you requested 5120 tokens "
+        "(4096 in the messages, 1024 in the completion). Please reduce the length of the messages or completion.",
+    ]
+    d = diagnose(_served_tail("", stats, refusal))
+    assert (d.cls, d.ready) == ("healthy", True)
+
+
+def test_twenty_fourth_round_a_v1_engine_stats_line_under_a_compose_prefix_is_ready():
+    stats = ("(APIServer pid=1) INFO 07-03 09:15:20 [loggers.py:118] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+             "Avg generation throughput: 21.4 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.3%")
+    refusal = [
+        "(APIServer pid=1) ERROR:    Exception in ASGI application",
+        "(APIServer pid=1) Traceback (most recent call last):",
+        '(APIServer pid=1)   File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/utils.py", line 99, in wrapper',
+        "(APIServer pid=1) vllm.exceptions.VLLMValidationError: This model's maximum context length is 8192 tokens. "
+        "However, you requested 1024 output tokens and your prompt contains at least 7300 input tokens.",
+    ]
+    d = diagnose(_served_tail("vllm-server-1  | ", stats, refusal))
+    assert (d.cls, d.ready) == ("healthy", True)
+
+
+def test_twenty_fourth_round_trap_an_oom_while_serving_is_still_cuda_oom():
+    stats = ("INFO 07-03 09:15:20 [loggers.py:118] Engine 000: Avg prompt throughput: 1200.0 tokens/s, "
+             "Avg generation throughput: 80.2 tokens/s, Running: 64 reqs, Waiting: 12 reqs")
+    oom = [
+        "ERROR 07-03 09:15:31 [core.py:588] EngineCore encountered a fatal error.",
+        "ERROR 07-03 09:15:31 [core.py:588] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+        "GPU 0 has a total capacity of 23.64 GiB of which 1.02 GiB is free.",
+    ]
+    assert diagnose(_served_tail("", stats, oom)).cls == "cuda_oom"
+
+
+def test_twenty_fourth_round_trap_sglang_decode_throughput_is_not_a_vllm_ready_line():
+    # SGLang's own batch statistics carry "throughput" too; its scheduler's exception after them stays a failure
+    text = "\n".join([
+        "[2026-03-02 10:00:00 TP0] Decode batch, #running-req: 4, #token: 5120, token usage: 0.02, "
+        "gen throughput (token/s): 310.55, #queue-req: 0",
+        "[2026-03-02 10:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2800, in run_scheduler_process',
+        "    scheduler.event_loop_overlap()",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ])
+    d = diagnose(text)
+    assert d.cls != "healthy" and not d.ready
+
+
+def test_twenty_fourth_round_trap_a_throughput_summary_without_both_rates_is_not_ready():
+    # a benchmark client's summary names throughput in other words; only the engine's own line counts
+    text = "\n".join([
+        "Avg prompt throughput: 812.4 tokens/s",
+        "Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.10/site-packages/vllm/worker/worker.py", line 240, in determine_num_available_blocks',
+        "    raise ValueError('No available memory for the cache blocks.')",
+    ])
+    assert not diagnose(text).ready
