@@ -1149,3 +1149,66 @@ def test_twenty_fourth_round_trap_a_throughput_summary_without_both_rates_is_not
         "    raise ValueError('No available memory for the cache blocks.')",
     ])
     assert not diagnose(text).ready
+
+
+# Twenty-fourth round: a frame line a paste wrapped at the space before its function's name is joined back,
+# so the name alone on a line ("load_weights_and_postprocess") is neither the failure nor a class's key token.
+
+def _word_wrapped_frames(exception: str) -> str:
+    return "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.11/site-packages/vllm/model_executor/model_loader/default_loader.py", line 266, in',
+        "load_weights",
+        "    loaded_weights = model.load_weights(self.get_all_weights(model_config, model))",
+        '  File "/opt/conda/lib/python3.11/site-packages/vllm/model_executor/models/llama.py", line 591, in',
+        "weights_iterator_postprocess",
+        "    param.copy_(loaded_weight)",
+        exception,
+    ])
+
+
+def test_twenty_fourth_round_a_frame_wrapped_before_its_function_keeps_the_exception_as_the_failure():
+    d = diagnose(_word_wrapped_frames("IndexError: index 7 is out of bounds for dimension 0 with size 4"))
+    assert d.cls == "unknown"
+    assert "IndexError" in d.evidence[0].line
+
+
+def test_twenty_fourth_round_a_frame_wrapped_before_its_function_still_names_a_known_class():
+    d = diagnose(_word_wrapped_frames("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB."))
+    assert d.cls == "cuda_oom"
+    assert any("llama" in step for step in d.chain)
+
+
+def test_twenty_fourth_round_trap_a_code_line_under_a_whole_frame_is_not_joined():
+    lines = normalize("\n".join([
+        "Traceback (most recent call last):",
+        '  File "/srv/app/main.py", line 12, in main',
+        "    raise",
+        "RuntimeError: No active exception to reraise",
+    ]))
+    assert [ln.text.strip() for ln in lines][1:3] == ['File "/srv/app/main.py", line 12, in main', "raise"]
+
+
+# Twenty-fourth round: an exception message a paste wrapped at a word is matched with its lines joined,
+# so a signature whose words span the break ("is not" / "supported") still names the class.
+
+def _spec_refusal(second_line: str) -> str:
+    return "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py", line 1488, in',
+        "_handle_speculative_decoding",
+        "    raise ValueError(",
+        "ValueError: Speculative decoding for LlamaForCausalLM is not",
+        second_line,
+    ])
+
+
+def test_twenty_fourth_round_a_word_wrapped_exception_message_still_matches_its_signature():
+    assert diagnose(_spec_refusal("compatible with the hybrid KV cache; drop --speculative-algorithm.")).cls == \
+        "speculative_config"
+
+
+def test_twenty_fourth_round_trap_a_logger_record_after_the_exception_is_not_its_message():
+    # the next line is a record of its own (a prefix and a level): it ends the message, nothing is joined
+    text = _spec_refusal("[2026-03-23 14:01:40] INFO engine.py:120: compatible backends: triton, fa3")
+    assert diagnose(text).cls != "speculative_config"

@@ -76,7 +76,7 @@ class ExceptionSignature:
             return False
         if section.exc_type is None or not self.type.fullmatch(section.exc_type.rsplit(".", 1)[-1]):
             return False
-        if self.message is not None and not self.message.search(section.message):
+        if self.message is not None and not self._message_matches(section.message):
             return False
         if self.raised_in is not None and not (section.frames and self.raised_in.search(_path(section.frames[-1]))):
             return False
@@ -84,6 +84,11 @@ class ExceptionSignature:
             return True
         paths = [_path(f) for f in section.frames]
         return any(self.module.search(p) for p in paths) or bool(self.module.search(section.message))
+
+    def _message_matches(self, message: str) -> bool:
+        """The message as printed, or with its lines joined by spaces: a paste wrapped at a word
+        ("... is not" / "compatible with radix cache") keeps the words a signature spans apart."""
+        return bool(self.message.search(message)) or ("\n" in message and bool(self.message.search(message.replace("\n", " "))))
 
     def located_in(self, section) -> bool:
         """A traceback cut before its exception line: its innermost frame is in this signature's

@@ -141,6 +141,10 @@ _CONNECTOR = re.compile(r"^(The above exception was the direct cause of the foll
                         r"During handling of the above exception, another exception occurred:)")
 _EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Fault|Requested|Timeout)\b")
 _FRAME_OPEN = re.compile(r'^\s*File "[^"]*$')  # a frame line cut inside its path
+# a frame line a paste wrapped at the space before its function's name ('File "x.py", line 713, in' and
+# then 'load_weights_and_postprocess' on a line of its own): the name alone would read as the failure
+_FRAME_NO_FUNC = re.compile(r'^\s*File "[^"]+", line \d+, in$')
+_FUNC_NAME = re.compile(r"^\s*[\w.<>]+\s*$")
 
 
 def strip_ansi(text: str) -> str:
@@ -316,9 +320,10 @@ def _rejoin(raw_lines: list[str]) -> list[tuple[int, str]]:
             wrapped = width is not None and len(clean[i]) == width and nxt and not _looks_like_line_start(nxt)
             cut_frame = ('File "' in text and bool(_FRAME_OPEN.match(strip_prefixes(text)[0])) and bool(nxt)
                          and not _looks_like_line_start(nxt))
-            if not (wrapped or cut_frame):
+            cut_func = 'File "' in text and bool(_FRAME_NO_FUNC.match(strip_prefixes(text)[0])) and bool(_FUNC_NAME.match(nxt))
+            if not (wrapped or cut_frame or cut_func):
                 break
-            text += nxt
+            text += (" " + nxt.strip()) if cut_func and not (wrapped or cut_frame) else nxt
             i += 1
         out.append((start + 1, text))
         i += 1
