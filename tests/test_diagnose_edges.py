@@ -1212,3 +1212,19 @@ def test_twenty_fourth_round_trap_a_logger_record_after_the_exception_is_not_its
     # the next line is a record of its own (a prefix and a level): it ends the message, nothing is joined
     text = _spec_refusal("[2026-03-23 14:01:40] INFO engine.py:120: compatible backends: triton, fa3")
     assert diagnose(text).cls != "speculative_config"
+
+
+def test_nccl_records_of_one_length_are_lines_of_their_own():
+    # NCCL_DEBUG output from one process: many records of exactly one length and none longer, the shape of a
+    # terminal's wrapping; each opens a record of its own, so none is joined to the line before it
+    records = [f"gpu-07:4411:4411 [{k % 8}] NCCL INFO Channel {k % 32:02d}/0 : {k % 8}[{k % 8}] -> "
+               f"{(k + 1) % 8}[{(k + 1) % 8}] via P2P/IPC" for k in range(40)]
+    assert len({len(r) for r in records}) == 1
+    assert texts(records) == records
+    # a wrapped message is still joined with its continuation; an NCCL record after it is not one
+    log = ["RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error (run with",
+           "NCCL_DEBUG=INFO for details)", records[0]]
+    lines = normalize("\n".join(log))
+    from noderig.diagnose.normalize import with_continuation
+    assert with_continuation(lines, 0)[1] == "NCCL_DEBUG=INFO for details)"
+    assert with_continuation(lines, 1)[1] is None

@@ -303,7 +303,7 @@ def _looks_like_line_start(text: str) -> bool:
         return True
     s = text.lstrip()
     return (s.startswith(("File \"", "Traceback", "During handling", "The above exception", "Loading "))
-            or bool(_EXC_LINE.match(text)))
+            or bool(_EXC_LINE.match(text)) or bool(_NEW_RECORD.match(s)))
 
 
 def _rejoin(raw_lines: list[str]) -> list[tuple[int, str]]:
@@ -416,7 +416,11 @@ def normalize(text: str) -> list[Line]:
     return out
 
 
-_NEW_RECORD = re.compile(r'^\s*(File "|Traceback \(most recent call last\)|During handling of|The above exception)')
+# A line that opens a record of its own: a traceback's parts, and NCCL's own record prefix
+# "<host>:<pid>:<tid> [<device>] " (NCCL_DEBUG output: its lines from one process are often all of one
+# length, which is no sign of a terminal's wrapping, and none continues the line before it)
+_NEW_RECORD = re.compile(r'^\s*(File "|Traceback \(most recent call last\)|During handling of|The above exception|'
+                         r'\S+:\d+:\d+ \[\d+\] )')
 
 
 def with_continuation(lines: list[Line], i: int) -> tuple[str, str | None]:
