@@ -39,7 +39,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout18", "crashlogs_heldout19",
                                                                  "crashlogs_heldout20", "crashlogs_heldout21",
                                                                  "crashlogs_heldout22", "crashlogs_heldout23",
-                                                                 "crashlogs_heldout24")]
+                                                                 "crashlogs_heldout24", "crashlogs_heldout25")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -243,6 +243,23 @@ KNOWN_MISSES = {
     # the twenty-first round's tuning misses at its split commit's catalog
     "tokenizer_error/minimax-m1-16-llm-engine-init-tokenizer-cut": (
         "unknown", "frames only, cut inside LLMEngine's tokenizer initialisation before the exception line"),
+    # the twenty-fifth round's tuning misses at its split commit's catalog
+    "checkpoint_corrupt/vllm-13899-qwen25vl-awq-load-weights-cut": (
+        "unknown", "vLLM loader frames only, cut inside load_weights before the safetensors error the title names"),
+    "cuda_graph_capture/sglang-6218-deepep-normal-capture-hints": (
+        "healthy", "only the last lines of SGLang's capture-failure hints survive; no exception line"),
+    "cuda_oom/vllm-10034-mllama-two-a10-worker-cut": (
+        "unknown", "a vLLM worker's frames cut inside the vision encoder's forward, before the OOM line"),
+    "kv_cache_insufficient/openrlhf-336-ray-actor-initialize-cache-cut": (
+        "unknown", "cut inside vLLM's initialize_cache before the max-seq-len/KV-cache ValueError"),
+    "kv_cache_insufficient/sglang-322-router-init-not-enough-memory-cut": (
+        "unknown", "SGLang's router-init traceback cut at its first frame, before 'Not enough memory'"),
+}
+
+# Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
+KNOWN_LOW_CONFIDENCE = {
+    "cuda_graph_capture/sglang-9706-custom-all-reduce-register-graph-buffers": (
+        "the report's sentence and one custom all-reduce frame; no signature names a capture that failed in prose"),
 }
 
 
@@ -259,7 +276,7 @@ def test_fixture_is_diagnosed_as_its_class(path, accuracy_report):
     assert d.cls == expected_class(path), f"{path.name}: {d.cls}: {d.cause}"
     if d.cls not in ("healthy", "unknown"):
         assert d.evidence and d.fix and d.cause
-        assert d.confidence >= 0.5
+        assert (d.confidence >= 0.5) != (fixture_id(path) in KNOWN_LOW_CONFIDENCE), d.confidence
 
 
 def test_accuracy_is_total_but_for_the_known_misses():
