@@ -246,27 +246,18 @@ KNOWN_MISSES = {
     # the twenty-fifth round's tuning misses at its split commit's catalog
     "checkpoint_corrupt/vllm-13899-qwen25vl-awq-load-weights-cut": (
         "unknown", "vLLM loader frames only, cut inside load_weights before the safetensors error the title names"),
-    "cuda_graph_capture/sglang-6218-deepep-normal-capture-hints": (
-        "healthy", "only the last lines of SGLang's capture-failure hints survive; no exception line"),
     "cuda_oom/vllm-10034-mllama-two-a10-worker-cut": (
         "unknown", "a vLLM worker's frames cut inside the vision encoder's forward, before the OOM line"),
     "kv_cache_insufficient/openrlhf-336-ray-actor-initialize-cache-cut": (
         "unknown", "cut inside vLLM's initialize_cache before the max-seq-len/KV-cache ValueError"),
     "kv_cache_insufficient/sglang-322-router-init-not-enough-memory-cut": (
         "unknown", "SGLang's router-init traceback cut at its first frame, before 'Not enough memory'"),
-    # part B's probes the split commit's catalog misses
-    "cuda_graph_capture/src-sglang-capture-four-hints-tail": (
-        "healthy", "only SGLang's capture-failure hints, cut below the exception; no rule reads the hints"),
-    "cuda_oom/src-nccl-cuda-failure-out-of-memory": (
-        "nccl_failure", "NCCL's CUDA check naming out of memory reads as any NCCL WARN failure"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
 KNOWN_LOW_CONFIDENCE = {
     "cuda_graph_capture/sglang-9706-custom-all-reduce-register-graph-buffers": (
         "the report's sentence and one custom all-reduce frame; no signature names a capture that failed in prose"),
-    "cuda_graph_capture/src-sglang-capture-hint-disable-decode-graph": (
-        "SGLang's newer capture-failure hint alone; only its words cuda graph / capture failed count as tokens"),
 }
 
 
@@ -624,10 +615,7 @@ PASTE_FORMS = {
 
 
 # Fixtures one paste form turns into another class, and why (like KNOWN_MISSES, each asserted exactly).
-KNOWN_FORM_MISSES: dict[tuple[str, str], tuple[str, str]] = {
-    ("SGLang rank prefix", "cuda_graph_capture/src-sglang-capture-hint-disable-decode-graph"): (
-        "unknown", "a second rank prefix hides the scheduler line; the hint alone is below the token tier's bar"),
-}
+KNOWN_FORM_MISSES: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 @pytest.mark.parametrize("form", PASTE_FORMS)

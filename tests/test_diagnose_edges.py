@@ -1228,3 +1228,70 @@ def test_nccl_records_of_one_length_are_lines_of_their_own():
     from noderig.diagnose.normalize import with_continuation
     assert with_continuation(lines, 0)[1] == "NCCL_DEBUG=INFO for details)"
     assert with_continuation(lines, 1)[1] is None
+# the twenty-fifth round: SGLang's capture-failure hints without the exception above them, and NCCL's
+# CUDA check naming an out-of-memory (each case in other words and prefixes than the fixtures')
+
+def test_twenty_fifth_round_capture_failure_hints_alone_are_cuda_graph_capture():
+    cut = [
+        # the three-hint form of early releases, under a TP/DP prefix, with the hint number the other wording has
+        ["[2024-10-02 08:00:01 DP1 TP3] Possible solutions:",
+         "[2024-10-02 08:00:01 DP1 TP3] 1. disable cuda graph by --disable-cuda-graph",
+         "[2024-10-02 08:00:01 DP1 TP3] 2. set --mem-fraction-static to a smaller value"],
+        # the decode-backend form of newer releases, behind a Kubernetes CRI prefix
+        ["2026-05-01T08:00:01.123456789Z stderr F 3. disable decode CUDA graph by --cuda-graph-backend-decode="
+         "disabled. (Not recommended. Huge performance loss)"],
+        # the work-around sentence, for the whole-batch graphs and for the piecewise ones
+        ["To work around this error, add --disable-cuda-graph to your launch command"],
+    ]
+    for lines in cut:
+        d = diagnose("\n".join(lines))
+        assert d.cls == "cuda_graph_capture" and d.confidence >= 0.5, lines
+    piecewise = diagnose("To work around this error, add --disable-piecewise-cuda-graph to your launch command.")
+    assert (piecewise.cls, piecewise.remedy) == ("cuda_graph_capture", "add_flag:--disable-piecewise-cuda-graph")
+
+
+def test_twenty_fifth_round_cuda_graph_words_on_a_healthy_start_are_not_a_failed_capture():
+    healthy = [
+        "[2026-05-01 08:00:00 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=20.1 GB",
+        "[2026-05-01 08:00:09 TP0] Capture cuda graph end. Time elapsed: 9.02 s. mem usage=1.21 GB. avail mem=18.9 GB.",
+        # vLLM's notice before it captures, which names eager mode and OOM as advice
+        "INFO 05-01 08:00:10 model_runner.py:1456] Capturing cudagraphs for decoding. This may lead to unexpected "
+        "consequences if the model is not static. To run the model in eager mode, set 'enforce_eager=True' or use "
+        "'--enforce-eager' in the CLI. If out-of-memory error occurs during cudagraph capture, consider decreasing "
+        "`gpu_memory_utilization` or switching to eager mode.",
+        # a start that disables the graphs itself, and the flag's help text
+        "[2026-05-01 08:00:00] Disable cuda graph because --enable-return-hidden-states is set.",
+        "  --disable-cuda-graph  Disable cuda graph.",
+    ]
+    for line in healthy:
+        assert diagnose(line).cls == "healthy", line
+
+
+def test_twenty_fifth_round_nccls_cuda_check_naming_out_of_memory_is_cuda_oom():
+    lines = [
+        "node-3:901:955 [5] NCCL INFO Channel 00/0 : 5[5] -> 6[6] via P2P/CUMEM",
+        "node-3:901:955 [5] transport/p2p.cc:275 NCCL WARN Cuda failure out of memory",
+        "[rank5]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error",
+    ]
+    assert diagnose("\n".join(lines)).cls == "cuda_oom"
+    # traps: NCCL's CUDA check naming another CUDA error stays an NCCL failure, and an allocator INFO line is none
+    other = "node-3:901:955 [5] include/alloc.h:120 NCCL WARN Cuda failure 'invalid device ordinal'"
+    assert diagnose(other).cls == "nccl_failure"
+    assert diagnose("node-3:901:955 [5] NCCL INFO Allocated 8388608 bytes of shareable memory for the buffers").cls \
+        == "healthy"
+
+
+def test_twenty_fifth_round_memory_profiling_and_safetensors_lines_of_a_healthy_start_stay_healthy():
+    healthy = [
+        "INFO 05-01 08:00:05 [gpu_worker.py:276] Memory profiling takes 3.21 seconds. Total non-torch memory: 0.6GiB; "
+        "torch peak memory increase: 1.4GiB; the rest of the memory reserved for KV Cache is 50.2GiB.",
+        "INFO 05-01 08:00:06 [kv_cache_utils.py:849] GPU KV cache size: 411,232 tokens",
+        "[2026-05-01 08:00:03 TP0] KV Cache is allocated. #tokens: 401408, K size: 24.50 GB, V size: 24.50 GB",
+        "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:03<00:03,  1.55s/it]",
+        "INFO 05-01 08:00:02 [weight_utils.py:349] No model.safetensors.index.json found in remote.",
+        # a tokenizer deprecation notice at start
+        "/usr/lib/python3/site-packages/transformers/tokenization_utils_base.py:1601: FutureWarning: "
+        "`clean_up_tokenization_spaces` was not set. It will be set to `True` by default.",
+    ]
+    for line in healthy:
+        assert diagnose(line).cls == "healthy", line
