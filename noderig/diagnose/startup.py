@@ -121,6 +121,13 @@ def _literal(pattern: re.Pattern) -> str | None:
     return runs[-1].lower() if runs and len(runs[-1].strip()) >= 4 else None
 
 
+def _joined(lines: list[Line]) -> tuple[str, list[int]]:
+    """The log lowercased as one string, and where each line starts in it (lowering can change a
+    line's length, so the offsets are those of the lowered lines)."""
+    lows = [ln.text.lower() for ln in lines]
+    return "\n".join(lows), list(accumulate((len(t) + 1 for t in lows[:-1]), initial=0))
+
+
 def _first_line(pattern: re.Pattern, lines: list[Line], low: str, starts: list[int]) -> int | None:
     """Index of the first line the pattern matches (the lines holding its literal words, if it has any)."""
     lit = _literal(pattern)
@@ -135,13 +142,25 @@ def _first_line(pattern: re.Pattern, lines: list[Line], low: str, starts: list[i
     return None
 
 
+def _last_line(pattern: re.Pattern, lines: list[Line], low: str, starts: list[int]) -> int | None:
+    """Index of the last line the pattern matches, searched from the end as `_first_line` does from the start."""
+    lit = _literal(pattern)
+    if lit is None:
+        return next((i for i in range(len(lines) - 1, -1, -1) if pattern.search(lines[i].text)), None)
+    at = low.rfind(lit)
+    while at != -1:
+        i = bisect_right(starts, at) - 1
+        if pattern.search(lines[i].text):
+            return i
+        at = low.rfind(lit, 0, starts[i]) if i > 0 else -1
+    return None
+
+
 def stage(lines: list[Line], cat: Catalog, ready: bool) -> tuple[str, int | None]:
     """How far the startup got, from the milestones in the catalog's [[stage]] list, and the
     index of the last milestone line."""
     reached, last = [], None
-    lows = [ln.text.lower() for ln in lines]  # per line: lowering can change a string's length
-    low = "\n".join(lows)
-    starts = list(accumulate((len(t) + 1 for t in lows[:-1]), initial=0))
+    low, starts = _joined(lines)
     for name, patterns in cat.stages:
         found = [i for p in patterns if (i := _first_line(p, lines, low, starts)) is not None]
         if found:
@@ -158,27 +177,15 @@ def stage(lines: list[Line], cat: Catalog, ready: bool) -> tuple[str, int | None
 
 def outlived(lines: list[Line], cat: Catalog) -> set[int]:
     """Indices of warnings the server went on from: lines matching the catalog's [outlived] patterns
-    (NCCL's own WARN records) that a later settled milestone follows (one that is not a step under
-    way: "Init torch distributed ends", "Load weight begin", ...). Those are no failure and no evidence."""
-    if not cat.outlived:
-        return set()
-    warned = [i for i, ln in enumerate(lines) if "WARN" in ln.text and any(p.search(ln.text) for p in cat.outlived)]
+    (NCCL's own WARN records) before the last settled milestone (one that is not a step under way:
+    "Init torch distributed ends", "Load weight begin", ...). Those are no failure and no evidence."""
+    warned = [i for i, ln in enumerate(lines) if any(p.search(ln.text) for p in cat.outlived)]
     if not warned:
         return set()
+    low, starts = _joined(lines)
     settled = [p for name, pats in cat.stages if name not in cat.progress_stages for p in pats]
-    text = "\n".join(ln.text for ln in lines)
-    starts = list(accumulate((len(ln.text) + 1 for ln in lines[:-1]), initial=0))
-    gone, k = set(), 0
-    while k < len(warned):  # the first settled milestone after each still-unexplained warning
-        after = [m.start() for p in settled if (m := p.search(text, starts[warned[k]]))]
-        if not after:
-            break
-        milestone = bisect_right(starts, min(after)) - 1
-        while k < len(warned) and warned[k] < milestone:
-            gone.add(warned[k])
-            k += 1
-        k += k < len(warned) and warned[k] == milestone
-    return gone
+    last = max((i for p in settled if (i := _last_line(p, lines, low, starts)) is not None), default=-1)
+    return {i for i in warned if i < last}
 
 
 def _is_sglang(lines: list[Line], cat: Catalog) -> bool:
