@@ -1086,32 +1086,33 @@ def _served_tail(prefix: str, stats: str, refusal: list[str]) -> str:
     ])
 
 
-def test_twenty_fourth_round_a_v0_metrics_line_makes_a_served_tail_ready():
-    stats = ("INFO 05-02 10:00:00 metrics.py:345] Avg prompt throughput: 812.4 tokens/s, Avg generation "
-             "throughput: 95.0 tokens/s, Running: 3 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 4.1%")
-    refusal = [
-        "ERROR 05-02 10:00:03 serving_completion.py:118] Error in preprocessing prompt inputs",
-        "Traceback (most recent call last):",
-        '  File "/opt/venv/lib/python3.10/site-packages/vllm/entrypoints/openai/serving_engine.py", line 181, in _validate_input',
-        "    raise ValueError(",
-        "ValueError: This model's maximum context length is 4096 tokens. However, you requested 5120 tokens "
-        "(4096 in the messages, 1024 in the completion). Please reduce the length of the messages or completion.",
-    ]
-    d = diagnose(_served_tail("", stats, refusal))
-    assert (d.cls, d.ready) == ("healthy", True)
-
-
-def test_twenty_fourth_round_a_v1_engine_stats_line_under_a_compose_prefix_is_ready():
-    stats = ("(APIServer pid=1) INFO 07-03 09:15:20 [loggers.py:118] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+_V0_METRICS = ("INFO 05-02 10:00:00 metrics.py:345] Avg prompt throughput: 812.4 tokens/s, Avg generation "
+               "throughput: 95.0 tokens/s, Running: 3 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 4.1%")
+_V0_REFUSAL = [
+    "ERROR 05-02 10:00:03 serving_completion.py:118] Error in preprocessing prompt inputs",
+    "Traceback (most recent call last):",
+    '  File "/opt/venv/lib/python3.10/site-packages/vllm/entrypoints/openai/serving_engine.py", line 181, in _validate_input',
+    "    raise ValueError(",
+    "ValueError: This model's maximum context length is 4096 tokens. However, you requested 5120 tokens "
+    "(4096 in the messages, 1024 in the completion). Please reduce the length of the messages or completion.",
+]
+_V1_STATS = ("(APIServer pid=1) INFO 07-03 09:15:20 [loggers.py:118] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
              "Avg generation throughput: 21.4 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.3%")
-    refusal = [
-        "(APIServer pid=1) ERROR:    Exception in ASGI application",
-        "(APIServer pid=1) Traceback (most recent call last):",
-        '(APIServer pid=1)   File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/utils.py", line 99, in wrapper',
-        "(APIServer pid=1) vllm.exceptions.VLLMValidationError: This model's maximum context length is 8192 tokens. "
-        "However, you requested 1024 output tokens and your prompt contains at least 7300 input tokens.",
-    ]
-    d = diagnose(_served_tail("vllm-server-1  | ", stats, refusal))
+_V1_REFUSAL = [
+    "(APIServer pid=1) ERROR:    Exception in ASGI application",
+    "(APIServer pid=1) Traceback (most recent call last):",
+    '(APIServer pid=1)   File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/utils.py", line 99, in wrapper',
+    "(APIServer pid=1) vllm.exceptions.VLLMValidationError: This model's maximum context length is 8192 tokens. "
+    "However, you requested 1024 output tokens and your prompt contains at least 7300 input tokens.",
+]
+
+
+@pytest.mark.parametrize("prefix, stats, refusal", [
+    ("", _V0_METRICS, _V0_REFUSAL),  # v0's metrics line
+    ("vllm-server-1  | ", _V1_STATS, _V1_REFUSAL),  # v1's engine statistics under a compose prefix
+], ids=["v0-metrics", "v1-engine-stats-compose"])
+def test_twenty_fourth_round_an_engine_stats_line_makes_a_served_tail_ready(prefix, stats, refusal):
+    d = diagnose(_served_tail(prefix, stats, refusal))
     assert (d.cls, d.ready) == ("healthy", True)
 
 
