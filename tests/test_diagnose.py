@@ -87,13 +87,38 @@ class _AccuracyReport:
         tr = terminalreporter
         tr.section("crash diagnosis accuracy (tests/fixtures/crashlogs)")
         _write_table(tr, _RESULTS)
+        names = not os.environ.get("NODERIG_DIAGNOSE_HELDOUT_COUNTS_ONLY")
+        together: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        by_shape: dict[str, list[tuple[str, str]]] = defaultdict(list)
         for split in HELDOUT_SPLITS:  # measured, never asserted: nothing is tuned to these splits
             heldout: dict[str, list[tuple[str, str]]] = defaultdict(list)
             for path in sorted(split.glob("*/*.log")):
-                heldout[path.parent.name].append((path.stem, diagnose(fixture_text(path)).cls))
+                text = fixture_text(path)
+                row = (f"{split.name}/{path.stem}", diagnose(text).cls)
+                heldout[path.parent.name].append(row)
+                together[path.parent.name].append(row)
+                if path.parent.name != "healthy":
+                    by_shape[paste_shape(text)].append((row[0], "right" if row[1] == path.parent.name else "wrong"))
             tr.section(f"crash diagnosis accuracy, held-out split (tests/fixtures/{split.name}; not a gate)")
             # counts only while tuning, so a held-out log's outcome is not read beside the tuning logs'
-            _write_table(tr, heldout, names=not os.environ.get("NODERIG_DIAGNOSE_HELDOUT_COUNTS_ONLY"))
+            _write_table(tr, heldout, names=names)
+        tr.section("crash diagnosis accuracy, all held-out splits together (not a gate)")
+        _write_table(tr, together, names=names)
+        tr.section("held-out failures by what the paste holds (not a gate)")
+        for shape in sorted(by_shape):
+            rows = by_shape[shape]
+            ok = sum(1 for _, got in rows if got == "right")
+            tr.write_line(f"{shape:<30} {ok:>3}/{len(rows):<3} ({100.0 * ok / len(rows):.1f}%)")
+
+
+def paste_shape(text: str) -> str:
+    """What a pasted failure holds: an exception line, a traceback's frames cut before it, or no
+    traceback at all. Most held-out misses are frames cut before the exception line, whose cause
+    only the report's title names; the table by shape says so in numbers."""
+    tbs = parse_tracebacks(normalize(text))
+    if any(s.exc_type for tb in tbs for s in tb.sections):
+        return "an exception line"
+    return "frames, no exception line" if tbs else "no traceback"
 
 
 def _write_table(tr, results: dict[str, list[tuple[str, str]]], names: bool = True) -> None:
@@ -308,6 +333,17 @@ def test_fixture_set_covers_every_class():
         assert counts[cid] >= 4, f"{cid} needs more real fixtures"
     healthy = [p.read_text() for p in FIXTURES.glob("healthy/*.log")]
     assert any("sglang" in t.lower() for t in healthy) and any("vLLM" in t for t in healthy)
+
+
+@pytest.mark.parametrize("text, shape", [
+    ('Traceback (most recent call last):\n  File "/x/sglang/srt/server.py", line 3, in main\n'
+     'RuntimeError: CUDA error: out of memory\n', "an exception line"),
+    ('Traceback (most recent call last):\n  File "/x/sglang/srt/server.py", line 3, in main\n'
+     '  File "/x/sglang/srt/model_runner.py", line 9, in load\n', "frames, no exception line"),
+    ("[2026-12-02 13:31:17] Scheduler hit an exception: out of memory\n", "no traceback"),
+])
+def test_paste_shape_says_what_a_failure_paste_holds(text, shape):
+    assert paste_shape(text) == shape
 
 
 @pytest.mark.parametrize("path", ALL_FIXTURES + HELDOUT_FIXTURES, ids=fixture_id)
