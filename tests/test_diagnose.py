@@ -2,10 +2,10 @@
 
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
-directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout25/ hold real logs set
+directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are
 diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures
-and of the twenty-five held-out splits is printed in the terminal summary of every run.
+and of the twenty-six held-out splits is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout18", "crashlogs_heldout19",
                                                                  "crashlogs_heldout20", "crashlogs_heldout21",
                                                                  "crashlogs_heldout22", "crashlogs_heldout23",
-                                                                 "crashlogs_heldout24", "crashlogs_heldout25")]
+                                                                 "crashlogs_heldout24", "crashlogs_heldout25",
+                                                                 "crashlogs_heldout26")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -277,6 +278,24 @@ KNOWN_MISSES = {
         "unknown", "cut inside vLLM's initialize_cache before the max-seq-len/KV-cache ValueError"),
     "kv_cache_insufficient/sglang-322-router-init-not-enough-memory-cut": (
         "unknown", "SGLang's router-init traceback cut at its first frame, before 'Not enough memory'"),
+    # the twenty-sixth round's tuning misses at its split commit's catalog
+    "speculative_config/sglang-pr-15373-eagle-grammar-matcher-terminated": (
+        "unknown", "xgrammar's 'Check failed: !terminated_' alone; that EAGLE's verify step filled the mask is only in "
+                   "the PR's prose"),
+    "speculative_config/vllm-pr-29036-cudagraph-shapes-spec-decode-sequence-parallel": (
+        "unknown", "vLLM's cudagraph-shape check naming num_speculative_tokens + 1 and sequence parallelism; no "
+                   "signature reads a spec-decode / TP shape conflict"),
+    "tokenizer_error/llama-cpp-4120-convert-could-not-find-tokenizer-model": (
+        "unknown", "llama.cpp convert.py's FileNotFoundError for tokenizer.model; no signature names a missing "
+                   "tokenizer file in a converter's wording"),
+    "tokenizer_error/tgi-238-router-panic-hub-doesnt-have-tokenizer": (
+        "unknown", "a Rust panic from TGI's router quoting \"doesn't have a tokenizer\"; no signature reads it"),
+    "unknown/vllm-12233-illegal-memory-access-watchdog-engine-died": (
+        "nccl_failure", "the illegal memory access surfaces only through NCCL's watchdog frames here, so the catalog "
+                        "names the watchdog; the thread traces no NCCL cause"),
+    "unsupported_gpu_arch/gpustack-3326-sglang-diffusion-fa3-sm90-consequence": (
+        "unknown", "only the image API's TypeError after generation failed; the FA3 'only supported on sm90' line is "
+                   "in the title, not the excerpt"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -651,7 +670,13 @@ PASTE_FORMS = {
 
 
 # Fixtures one paste form turns into another class, and why (like KNOWN_MISSES, each asserted exactly).
-KNOWN_FORM_MISSES: dict[tuple[str, str], tuple[str, str]] = {}
+KNOWN_FORM_MISSES: dict[tuple[str, str], tuple[str, str]] = {
+    # the twenty-sixth round (its split commit's catalog): a tuning miss that one paste form turns back into its class
+    ("SGLang rank prefix", "unknown/vllm-12233-illegal-memory-access-watchdog-engine-died"): (
+        "unknown", "observed: under a [time TP0] prefix the log comes out unknown, its true class, while the bare "
+                   "paste comes out nccl_failure (KNOWN_MISSES); the watchdog frames are read differently under the "
+                   "prefix (why not investigated in this round)"),
+}
 
 
 @pytest.mark.parametrize("form", PASTE_FORMS)
