@@ -290,9 +290,6 @@ KNOWN_MISSES = {
                    "tokenizer file in a converter's wording"),
     "tokenizer_error/tgi-238-router-panic-hub-doesnt-have-tokenizer": (
         "unknown", "a Rust panic from TGI's router quoting \"doesn't have a tokenizer\"; no signature reads it"),
-    "unknown/vllm-12233-illegal-memory-access-watchdog-engine-died": (
-        "nccl_failure", "the illegal memory access surfaces only through NCCL's watchdog frames here, so the catalog "
-                        "names the watchdog; the thread traces no NCCL cause"),
     "unsupported_gpu_arch/gpustack-3326-sglang-diffusion-fa3-sm90-consequence": (
         "unknown", "only the image API's TypeError after generation failed; the FA3 'only supported on sm90' line is "
                    "in the title, not the excerpt"),
@@ -670,13 +667,7 @@ PASTE_FORMS = {
 
 
 # Fixtures one paste form turns into another class, and why (like KNOWN_MISSES, each asserted exactly).
-KNOWN_FORM_MISSES: dict[tuple[str, str], tuple[str, str]] = {
-    # the twenty-sixth round (its split commit's catalog): a tuning miss that one paste form turns back into its class
-    ("SGLang rank prefix", "unknown/vllm-12233-illegal-memory-access-watchdog-engine-died"): (
-        "unknown", "observed: under a [time TP0] prefix the log comes out unknown, its true class, while the bare "
-                   "paste comes out nccl_failure (KNOWN_MISSES); the watchdog frames are read differently under the "
-                   "prefix (why not investigated in this round)"),
-}
+KNOWN_FORM_MISSES: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 @pytest.mark.parametrize("form", PASTE_FORMS)

@@ -1229,6 +1229,35 @@ def test_nccl_records_of_one_length_are_lines_of_their_own():
     from noderig.diagnose.normalize import with_continuation
     assert with_continuation(lines, 0)[1] == "NCCL_DEBUG=INFO for details)"
     assert with_continuation(lines, 1)[1] is None
+
+# torch's c10 prints a C++ stack under an error: where it was raised, in ProcessGroupNCCL.cpp for anything
+# the NCCL watchdog caught (a CUDA error of a kernel included), never the error itself
+_C10_STACK = ["Exception raised from ncclCommWatchdog at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1903 "
+              "(most recent call first):",
+              "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f01c2a5e9a8 in "
+              "/opt/venv/lib/python3.11/site-packages/torch/lib/libc10.so)",
+              "frame #1: <unknown function> + 0x11fb3 (0x7f01c2b19fb3 in /lib/x86_64-linux-gnu/libc.so.6)"]
+
+
+def test_a_c10_stack_is_where_an_error_was_raised_not_an_nccl_failure():
+    # the paste kept the stack and the engine's death, not the watchdog's message: nothing names a cause
+    log = _C10_STACK + ["ERROR 03-02 10:11:12 [core_client.py:560] Engine core proc EngineCore_DP0 died unexpectedly"]
+    d = diagnose("\n".join(log))
+    assert d.cls == "unknown"
+    assert "c10::Error" not in d.cause  # the death is the first failure, not a C++ frame named Error::Error
+    from noderig.diagnose.normalize import with_continuation
+    assert with_continuation(normalize("\n".join(_C10_STACK)), 0)[1] is None
+
+
+def test_a_c10_stack_under_the_watchdog_message_leaves_the_message_the_cause():
+    nccl = ["terminate called after throwing an instance of 'c10::DistBackendError'",
+            "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception: "
+            "NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"]
+    assert diagnose("\n".join(nccl + _C10_STACK)).cls == "nccl_failure"
+    cuda = ["terminate called after throwing an instance of 'c10::Error'",
+            "  what():  CUDA error: out of memory"]
+    assert diagnose("\n".join(cuda + _C10_STACK)).cls == "cuda_oom"
+
 # the twenty-fifth round: SGLang's capture-failure hints without the exception above them, and NCCL's
 # CUDA check naming an out-of-memory (each case in other words and prefixes than the fixtures')
 

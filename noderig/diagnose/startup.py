@@ -9,7 +9,7 @@ from functools import lru_cache
 from itertools import accumulate
 
 from .catalog import Catalog
-from .normalize import QUIET_LEVELS, Line, with_continuation
+from .normalize import CXX_STACK, QUIET_LEVELS, Line, with_continuation
 
 __all__ = ["DEATH", "FAILURE", "first_failure", "ready_index", "stage"]
 
@@ -97,7 +97,8 @@ def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 
     """Index of the first line (from `start`) that says something failed, or None."""
     for i in range(start, len(lines)):
         ln = lines[i]
-        if i in code or ln.level in QUIET_LEVELS or not ln.text.strip() or _WARNING_LINE.match(ln.text):
+        if (i in code or ln.level in QUIET_LEVELS or not ln.text.strip() or _WARNING_LINE.match(ln.text)
+                or CXX_STACK.match(ln.text)):
             continue
         loud = pattern is FAILURE and ln.level in ("ERROR", "CRITICAL")  # the logger said so
         if ((loud or (_FAILURE_HINT.search(ln.text.lower()) and pattern.search(ln.text)))
