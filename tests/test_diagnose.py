@@ -282,9 +282,6 @@ KNOWN_MISSES = {
     "speculative_config/sglang-pr-15373-eagle-grammar-matcher-terminated": (
         "unknown", "xgrammar's 'Check failed: !terminated_' alone; that EAGLE's verify step filled the mask is only in "
                    "the PR's prose"),
-    "speculative_config/vllm-pr-29036-cudagraph-shapes-spec-decode-sequence-parallel": (
-        "unknown", "vLLM's cudagraph-shape check naming num_speculative_tokens + 1 and sequence parallelism; no "
-                   "signature reads a spec-decode / TP shape conflict"),
     "tokenizer_error/llama-cpp-4120-convert-could-not-find-tokenizer-model": (
         "unknown", "llama.cpp convert.py's FileNotFoundError for tokenizer.model; no signature names a missing "
                    "tokenizer file in a converter's wording"),

@@ -1325,3 +1325,27 @@ def test_twenty_fifth_round_memory_profiling_and_safetensors_lines_of_a_healthy_
     ]
     for line in healthy:
         assert diagnose(line).cls == "healthy", line
+
+
+# round 26's tuning logs: a refusal that asks for another speculative setting, or names speculative
+# decoding as what needs the value it cannot meet, in other words and prefixes than the fixture's
+@pytest.mark.parametrize("line", [
+    "(EngineCore_DP0 pid=812) ValueError: cudagraph capture sizes must be multiples of 5 (required by speculative "
+    "decoding); got 4",
+    "[2026-02-11 09:12:44 TP0] Scheduler hit an exception: AssertionError: page size 64 is not a multiple of the "
+    "draft window; please reduce --speculative-num-draft-tokens",
+    "RuntimeError: Worker failed with error 'no batch size fits both; change speculative_num_steps or the max "
+    "running requests'",
+])
+def test_twenty_sixth_round_a_refusal_asking_for_another_speculative_setting(line):
+    assert diagnose(line).cls == "speculative_config"
+
+
+@pytest.mark.parametrize("line", [
+    # a warning that suggests a setting: the server went on
+    "WARNING 02-11 09:12:44 [speculative.py:310] You may reduce num_speculative_tokens for a higher acceptance rate",
+    # SGLang adjusting a setting itself
+    "[2026-02-11 09:12:44] Adjusting speculative_num_draft_tokens to 4 for the EAGLE topk of 1",
+])
+def test_twenty_sixth_round_trap_a_setting_suggested_or_adjusted_is_no_failure(line):
+    assert diagnose(line).cls == "healthy"
