@@ -290,56 +290,12 @@ KNOWN_MISSES = {
     "unsupported_gpu_arch/gpustack-3326-sglang-diffusion-fa3-sm90-consequence": (
         "unknown", "only the image API's TypeError after generation failed; the FA3 'only supported on sm90' line is "
                    "in the title, not the excerpt"),
-    # the twenty-seventh round's part B probes the split commit's catalog missed (the rules commit removes them)
-    "cuda_oom/src-cuda-python-cuda-error-memory-allocation": (
-        "unknown", "round 27 probe: cuda-python's checkCudaErrors naming cudaErrorMemoryAllocation; no signature "
-                   "reads the enum name"),
-    "cuda_oom/src-torch-cuda-driver-error-out-of-memory": (
-        "unknown", "round 27 probe: torch's 'CUDA driver error: out of memory'; the OOM signature reads 'CUDA error' "
-                   "and 'CUDA runtime error' only"),
-    "driver_mismatch/src-cuda-python-compat-not-supported-on-device": (
-        "unknown", "round 27 probe: the runtime enum cudaErrorCompatNotSupportedOnDevice (804) is not a signature"),
-    "driver_mismatch/src-cuda-python-system-driver-mismatch": (
-        "unknown", "round 27 probe: the driver-API enum CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803) is not a signature"),
-    "driver_mismatch/src-pynvml-driver-not-loaded": (
-        "unknown", "round 27 probe: pynvml's NVMLError_DriverNotLoaded; no signature names NVML's own error classes"),
-    "driver_mismatch/src-pynvml-rm-version-mismatch": (
-        "unknown", "round 27 probe: NVML's 'RM has detected an NVML/RM version mismatch' is not a signature"),
-    "kernel_abi_mismatch/src-cython-numpy-dtype-size-changed": (
-        "unknown", "round 27 probe: Cython's 'size changed, may indicate binary incompatibility' is not a signature"),
-    "kernel_abi_mismatch/src-torchvision-custom-ops-alone": (
-        "unknown", "round 27 probe: torchvision's 'Couldn't load custom C++ ops' is not a signature"),
-    "kernel_abi_mismatch/src-torchvision-custom-ops-not-loaded": (
-        "unknown", "round 27 probe: torchvision's 'Couldn't load custom C++ ops' is not a signature"),
-    "sgl_kernel_mismatch/src-sgl-kernel-load-utils-no-module-only": (
-        "unknown", "round 27 probe: the tail of sgl_kernel's load error without its CRITICAL line; nothing else is a "
-                   "signature"),
-    "speculative_config/src-sglang-hook-dspark-dp-lm-head": (
-        "unknown", "round 27 probe: a ValueError raised in SGLang's arg_groups/speculative_hook.py, a module no "
-                   "speculative signature names"),
-    "speculative_config/src-sglang-server-args-ngram-cuda-only": (
-        "invalid_server_args", "round 27 probe: a speculative check raised in server_args.py in words no speculative "
-                               "signature reads, so server_args.py's own signature names it"),
-    "tokenizer_error/src-tiktoken-hash-mismatch-alone": (
-        "unknown", "round 27 probe: tiktoken's vocabulary hash mismatch pasted without its frames"),
-    "tokenizer_error/src-vllm-chat-template-required": (
-        "unknown", "round 27 probe: vLLM's missing-chat-template error is not a signature"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
 KNOWN_LOW_CONFIDENCE = {
     "cuda_graph_capture/sglang-9706-custom-all-reduce-register-graph-buffers": (
         "the report's sentence and one custom all-reduce frame; no signature names a capture that failed in prose"),
-    # the twenty-seventh round's part B probes named only by the token tier (the rules commit removes them)
-    "cuda_oom/src-flashinfer-cudart-error-out-of-memory": "round 27 probe: 'CUDART error: out of memory'",
-    "cuda_oom/src-triton-error-cuda-out-of-memory": "round 27 probe: 'Triton Error [CUDA]: out of memory'",
-    "sgl_kernel_mismatch/src-sglang-assert-pkg-version-not-installed-alone": "round 27 probe: SGLang's version check",
-    "sgl_kernel_mismatch/src-sglang-assert-pkg-version-too-old": "round 27 probe: SGLang's version check",
-    "speculative_config/src-sglang-hook-dflash-device": "round 27 probe: raised in arg_groups/speculative_hook.py",
-    "speculative_config/src-sglang-hook-dflash-dp-attention-alone": "round 27 probe: DFLASH refusal pasted alone",
-    "speculative_config/src-sglang-hook-dflash-needs-draft-path": "round 27 probe: raised in speculative_hook.py",
-    "tokenizer_error/src-sentencepiece-parse-model-proto-alone": "round 27 probe: sentencepiece's status text alone",
-    "tokenizer_error/src-tokenizers-untagged-enum-decoder-wrapper-alone": "round 27 probe: DecoderWrapper's enum",
 }
 
 
@@ -2612,7 +2568,9 @@ def test_eleventh_round_capability_and_missing_driver(lines, cls, remedy):
 @pytest.mark.parametrize("lines, cls", [
     # the tier's tokenizer and toolkit words of the eleventh round, in words no signature matches
     (["OSError: could not load the tokenizer at /models/x: bad file"], "tokenizer_error"),
-    (["RuntimeError: tokenizer.json: data did not match any variant of untagged enum DecoderWrapper at line 9"],
+    # (a tokenizers wrapper enum, "... untagged enum DecoderWrapper", is a signature since the twenty-seventh
+    # round; the tier's "untagged enum" word still names an enum that is not one of them)
+    (["RuntimeError: tokenizer.json: data did not match any variant of untagged enum AddedVocabulary at line 9"],
      "tokenizer_error"),
     (["ImportError: this model needs the sentencepiece package; pip install it"], "tokenizer_error"),
     (["OSError: libcufft.so.11: version libcufft.so.11 not defined in file libcufft.so.11 with link time reference"],

@@ -1193,10 +1193,10 @@ def test_twenty_fourth_round_trap_a_code_line_under_a_whole_frame_is_not_joined(
 # Twenty-fourth round: an exception message a paste wrapped at a word is matched with its lines joined,
 # so a signature whose words span the break ("is not" / "supported") still names the class.
 
-def _spec_refusal(second_line: str) -> str:
+def _spec_refusal(second_line: str, module: str = "server_args") -> str:
     return "\n".join([
         "Traceback (most recent call last):",
-        '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py", line 1488, in',
+        f'  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/{module}.py", line 1488, in',
         "_handle_speculative_decoding",
         "    raise ValueError(",
         "ValueError: Speculative decoding for LlamaForCausalLM is not",
@@ -1211,8 +1211,11 @@ def test_twenty_fourth_round_a_word_wrapped_exception_message_still_matches_its_
 
 def test_twenty_fourth_round_trap_a_logger_record_after_the_exception_is_not_its_message():
     # the next line is a record of its own (a prefix and a level): it ends the message, nothing is joined
-    text = _spec_refusal("[2026-03-23 14:01:40] INFO engine.py:120: compatible backends: triton, fa3")
-    assert diagnose(text).cls != "speculative_config"
+    # (raised in a module no speculative signature names: since the twenty-seventh round a ValueError raised in
+    # server_args.py that names speculative decoding is speculative_config by its exception signature, joined or not)
+    record = "[2026-03-23 14:01:40] INFO engine.py:120: compatible backends: triton, fa3"
+    assert diagnose(_spec_refusal(record, "managers/scheduler")).cls != "speculative_config"
+    assert diagnose(_spec_refusal(record)).cls == "speculative_config"
 
 
 def test_nccl_records_of_one_length_are_lines_of_their_own():
@@ -1349,3 +1352,156 @@ def test_twenty_sixth_round_a_refusal_asking_for_another_speculative_setting(lin
 ])
 def test_twenty_sixth_round_trap_a_setting_suggested_or_adjusted_is_no_failure(line):
     assert diagnose(line).cls == "healthy"
+
+
+# the twenty-seventh round: the messages the libraries' own code raises for six classes, by cause (each case in
+# other words and prefixes than the part-B probes'), and the lines that look like them on a start that goes on
+
+def test_twenty_seventh_round_an_extensions_compiled_ops_built_for_another_library_are_an_abi_mismatch():
+    named = [
+        # torchvision's refusal under a compose prefix, without the sentence after it
+        "vllm-1  | RuntimeError: Couldn't load custom C++ ops. This can happen if your PyTorch and torchvision "
+        "versions are incompatible",
+        # Cython's size check for another NumPy type, pasted alone
+        "ValueError: numpy.ndarray size changed, may indicate binary incompatibility. Expected 16 from C header, "
+        "got 80 from PyObject",
+    ]
+    for line in named:
+        d = diagnose(line)
+        assert (d.cls, d.confidence >= 0.5) == ("kernel_abi_mismatch", True), line
+    # traps: the same words as Cython's RuntimeWarning (a size it accepts), which a program prints and goes on from
+    for line in ["<frozen importlib._bootstrap>:241: RuntimeWarning: numpy.ufunc size changed, may indicate binary "
+                 "incompatibility. Expected 192 from C header, got 216 from PyObject",
+                 "RuntimeWarning: numpy.dtype size changed, may indicate binary incompatibility. Expected 96, got 88"]:
+        assert diagnose(line).cls == "healthy", line
+
+
+def test_twenty_seventh_round_an_allocation_failing_through_any_cuda_wrapper_is_cuda_oom():
+    named = [
+        # torch's driver-API check under a vLLM worker prefix, FlashInfer's ctypes runtime binding pasted alone
+        "(Worker_TP1 pid=90) ERROR 11-05 10:00:00 [multiproc_executor.py:671] RuntimeError: CUDA driver error: "
+        "out of memory",
+        "RuntimeError: CUDART error: out of memory",
+        # Triton's driver check under SGLang's DP/TP prefix, and the runtime's enum name from another printer
+        "[2026-11-05 10:00:00 DP1 TP5] RuntimeError: Triton Error [CUDA]: out of memory",
+        "cudaMalloc(&buf, bytes) returned cudaErrorMemoryAllocation",
+        # a ROCm torch's allocator in an older release's words
+        "RuntimeError: HIP out of memory. Tried to allocate 2.00 GiB",
+    ]
+    for line in named:
+        d = diagnose(line)
+        assert (d.cls, d.confidence >= 0.5) == ("cuda_oom", True), line
+    # traps: the same wrappers naming another CUDA error are not an OOM
+    for line in ["RuntimeError: Triton Error [CUDA]: invalid argument", "RuntimeError: CUDART error: invalid device "
+                 "ordinal", "RuntimeError: CUDA error code=1(b'cudaErrorInvalidValue')"]:
+        assert diagnose(line).cls not in ("cuda_oom", "healthy"), line
+
+
+def test_twenty_seventh_round_nvml_and_cuda_enum_names_for_a_driver_that_does_not_fit_are_driver_mismatch():
+    named = [
+        "cuInit failed: CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+        "RuntimeError: CUDA error code=35(b'cudaErrorInsufficientDriver')",
+        # NVML's errors without pynvml's module prefix, and its message alone under SGLang's prefix
+        "NVMLError_LibRmVersionMismatch: RM has detected an NVML/RM version mismatch.",
+        "[2026-11-05 10:00:00] RM has detected an NVML/RM version mismatch.",
+        "NVMLError_DriverNotLoaded: Driver Not Loaded",
+    ]
+    for line in named:
+        d = diagnose(line)
+        assert (d.cls, d.confidence >= 0.5) == ("driver_mismatch", True), line
+    # traps: a WARNING record of a server that checked NVML and went on, and nvidia-smi's header
+    for line in ["WARNING 11-05 10:00:00 [__init__.py:49] Exception happens when checking CUDA platform: "
+                 "pynvml.NVMLError_DriverNotLoaded: Driver Not Loaded",
+                 "| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |"]:
+        assert diagnose(line).cls == "healthy", line
+
+
+def _hook_raise(message: str, module: str = "arg_groups/speculative_hook", exc: str = "ValueError") -> str:
+    return "\n".join([
+        "[2026-11-05 10:00:00] Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/server_args.py", line 698, in __post_init__',
+        "    handle_speculative_decoding(self)",
+        f'  File "/sgl-workspace/sglang/python/sglang/srt/{module}.py", line 120, in handle_speculative_decoding',
+        f"    raise {exc}(",
+        f"{exc}: {message}",
+    ])
+
+
+def test_twenty_seventh_round_sglangs_speculative_checks_are_speculative_config_wherever_they_moved():
+    named = [
+        # the argument hook, whatever its words
+        _hook_raise("--speculative-draft-window-size must be positive, got 0."),
+        _hook_raise("DSpark speculative_num_draft_tokens must equal gamma + 1 (= 8), got 4.", exc="AssertionError"),
+        # server_args.py before the hook, a check that names speculative decoding
+        _hook_raise("trtllm_mha backend only supports topk = 1 for speculative decoding.", module="server_args"),
+        # a method's refusal pasted alone, under a TP prefix
+        "[2026-11-05 10:00:00 TP0] ValueError: NGRAM speculative decoding only supports CUDA or CPU devices.",
+    ]
+    for text in named:
+        d = diagnose(text)
+        assert (d.cls, d.confidence >= 0.5) == ("speculative_config", True), text
+    # traps: a server_args.py check that names no speculative setting stays the refused command line; an OOM raised
+    # in the hook (it loads the draft's config) is its own cause
+    assert diagnose(_hook_raise("--tp-size must be positive, got 0.", module="server_args")).cls == \
+        "invalid_server_args"
+    assert diagnose(_hook_raise("CUDA out of memory. Tried to allocate 2.00 GiB",
+                                exc="torch.OutOfMemoryError")).cls == "cuda_oom"
+    # traps: SGLang's notes that it changed a speculative argument itself (its logger has no level) and goes on
+    for line in ["[2026-11-05 10:00:00] DSpark only supports speculative_eagle_topk == 1; overriding "
+                 "speculative_eagle_topk=4 to 1.",
+                 "[2026-11-05 10:00:00] speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+                 "speculative_eagle_topk == 1",
+                 "[2026-11-05 10:00:00] Overlap schedule is not implemented for speculative decoding on CPU.",
+                 "[2026-11-05 10:00:00] Max running requests is reset to 48 for speculative decoding. You can "
+                 "override this by explicitly setting --max-running-requests."]:
+        assert diagnose(line).cls == "healthy", line
+
+
+def test_twenty_seventh_round_tokenizer_libraries_own_failures_are_tokenizer_error():
+    named = [
+        "Exception: data did not match any variant of untagged enum PreTokenizerWrapper at line 1 column 77",
+        "api-1  | RuntimeError: Internal: /tmp/sentencepiece/src/sentencepiece_processor.cc(1101) "
+        "[model_proto->ParseFromArray(serialized.data(), serialized.size())]",
+        "ERROR 11-05 10:00:00 [engine.py:411] ValueError: Hash mismatch for data downloaded from "
+        "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken (expected 223921b7).",
+        "ImportError: blobfile is not installed. Please install it by running `pip install blobfile`.",
+        "ValueError: As of transformers v4.44, default chat template is no longer allowed, so you must provide a "
+        "chat template if the tokenizer does not define one.",
+    ]
+    for line in named:
+        d = diagnose(line)
+        assert (d.cls, d.confidence >= 0.5) == ("tokenizer_error", True), line
+    # traps: sentencepiece's training log, vLLM's chat-template note at start
+    for line in ["sentencepiece_trainer.cc(77) LOG(INFO) Starts training with : ",
+                 "INFO 11-05 10:00:00 [chat_utils.py:470] Detected the chat template content format to be 'string'. "
+                 "You can set `--chat-template-content-format` to override this."]:
+        assert diagnose(line).cls == "healthy", line
+    # trap: a request's missing template after the server is ready is the request's error, not a crash
+    served = "\n".join([
+        "INFO 11-05 10:00:00 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000",
+        "ERROR 11-05 10:00:09 [serving_chat.py:222] Error in preprocessing prompt inputs",
+        "ERROR 11-05 10:00:09 [serving_chat.py:222] Traceback (most recent call last):",
+        'ERROR 11-05 10:00:09 [serving_chat.py:222]   File "/usr/local/lib/python3.12/dist-packages/vllm/'
+        'entrypoints/chat_utils.py", line 1741, in apply_hf_chat_template',
+        "ERROR 11-05 10:00:09 [serving_chat.py:222] ValueError: As of transformers v4.44, default chat template is "
+        "no longer allowed, so you must provide a chat template if the tokenizer does not define one.",
+    ])
+    d = diagnose(served)
+    assert (d.cls, d.ready) == ("healthy", True)
+
+
+def test_twenty_seventh_round_sglangs_sgl_kernel_version_check_and_load_hint_are_sgl_kernel_mismatch():
+    named = [
+        "[2026-11-05 10:00:00] Exception: sgl-kernel is installed with version 0.0.9.post2, which is less than the "
+        "minimum required version 0.1.0. Please reinstall the latest version with `pip install sgl-kernel "
+        "--force-reinstall`",
+        "sglang-1  | Please ensure sgl_kernel is properly installed with:",
+    ]
+    for line in named:
+        d = diagnose(line)
+        assert (d.cls, d.confidence >= 0.5) == ("sgl_kernel_mismatch", True), line
+    # traps: the same check for FlashInfer is not sgl-kernel's mismatch; a version line at start is nothing
+    other = ("Exception: flashinfer_python is installed with version 0.2.3, which is less than the minimum required "
+             "version 0.2.5. Please uninstall the old version and reinstall the latest version")
+    assert diagnose(other).cls != "sgl_kernel_mismatch"
+    assert diagnose("[2026-11-05 10:00:00] sgl-kernel version: 0.3.16").cls == "healthy"
