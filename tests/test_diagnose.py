@@ -282,11 +282,6 @@ KNOWN_MISSES = {
     "speculative_config/sglang-pr-15373-eagle-grammar-matcher-terminated": (
         "unknown", "xgrammar's 'Check failed: !terminated_' alone; that EAGLE's verify step filled the mask is only in "
                    "the PR's prose"),
-    "tokenizer_error/llama-cpp-4120-convert-could-not-find-tokenizer-model": (
-        "unknown", "llama.cpp convert.py's FileNotFoundError for tokenizer.model; no signature names a missing "
-                   "tokenizer file in a converter's wording"),
-    "tokenizer_error/tgi-238-router-panic-hub-doesnt-have-tokenizer": (
-        "unknown", "a Rust panic from TGI's router quoting \"doesn't have a tokenizer\"; no signature reads it"),
     "unsupported_gpu_arch/gpustack-3326-sglang-diffusion-fa3-sm90-consequence": (
         "unknown", "only the image API's TypeError after generation failed; the FA3 'only supported on sm90' line is "
                    "in the title, not the excerpt"),

@@ -1505,3 +1505,20 @@ def test_twenty_seventh_round_sglangs_sgl_kernel_version_check_and_load_hint_are
              "version 0.2.5. Please uninstall the old version and reinstall the latest version")
     assert diagnose(other).cls != "sgl_kernel_mismatch"
     assert diagnose("[2026-11-05 10:00:00] sgl-kernel version: 0.3.16").cls == "healthy"
+
+
+# round 26's tuning logs: a launcher or converter that looked for the tokenizer's files and found none
+@pytest.mark.parametrize("line", [
+    "[2026-02-11 09:12:44] ValueError: Cannot locate tokenizer.json under /models/kimi-k2.6; pass --tokenizer-path",
+    "Error: Unable to find tokenizer files in snapshot 3f1c0a (the download was interrupted?)",
+    "thread 'tokio-runtime-worker' panicked at router/src/server.rs:88:10: Model \"org/model\" doesn't have a "
+    "tokenizer",
+])
+def test_twenty_sixth_round_a_tokenizer_nowhere_to_be_found_is_a_tokenizer_error(line):
+    assert diagnose(line).cls == "tokenizer_error"
+
+
+def test_twenty_sixth_round_trap_a_tokenizer_fallback_notice_is_no_failure():
+    # a logger's notice that it went on with another tokenizer file is a quiet record
+    assert diagnose("WARNING 02-11 09:12:44 [tokenizer.py:102] Could not find tokenizer.json; using the slow "
+                    "tokenizer from tokenizer.model").cls == "healthy"
