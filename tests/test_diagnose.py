@@ -2,10 +2,10 @@
 
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
-directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/ hold real logs set
+directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout28/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are
 diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures
-and of the twenty-six held-out splits is printed in the terminal summary of every run.
+and of the twenty-seven held-out splits (there is no crashlogs_heldout27) is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout20", "crashlogs_heldout21",
                                                                  "crashlogs_heldout22", "crashlogs_heldout23",
                                                                  "crashlogs_heldout24", "crashlogs_heldout25",
-                                                                 "crashlogs_heldout26")]
+                                                                 "crashlogs_heldout26", "crashlogs_heldout28")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -285,6 +285,16 @@ KNOWN_MISSES = {
     "unsupported_gpu_arch/gpustack-3326-sglang-diffusion-fa3-sm90-consequence": (
         "unknown", "only the image API's TypeError after generation failed; the FA3 'only supported on sm90' line is "
                    "in the title, not the excerpt"),
+    # the twenty-eighth round's tuning misses at its split commit's catalog (whole committed logs)
+    "healthy/udbhav-sglang-mooncake-hicache-served": (
+        "unknown", "a served SGLang start logging requests at level 3: a request record after the ready line quotes "
+                   "a book's text, and that record is read as an unrecognised failure"),
+    "unknown/cli991-sglang-grammar-cache-unhashable-dict": (
+        "healthy", "the scheduler's TypeError in the grammar cache and 'SIGQUIT received ... one child failed' come six "
+                   "hours after the ready line; neither is read as a dead process after ready"),
+    "unknown/devopsrustem-sglang-pd-mooncake-tcp-address-family": (
+        "nccl_failure", "a terminal notebook whose launch command sets NCCL_* variables; with Mooncake's 'open: Address "
+                        "family not supported by protocol' unread, the command line names an NCCL failure"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
