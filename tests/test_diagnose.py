@@ -286,9 +286,6 @@ KNOWN_MISSES = {
         "unknown", "only the image API's TypeError after generation failed; the FA3 'only supported on sm90' line is "
                    "in the title, not the excerpt"),
     # the twenty-eighth round's tuning misses at its split commit's catalog (whole committed logs)
-    "healthy/udbhav-sglang-mooncake-hicache-served": (
-        "unknown", "a served SGLang start logging requests at level 3: a request record after the ready line quotes "
-                   "a book's text, and that record is read as an unrecognised failure"),
     "unknown/cli991-sglang-grammar-cache-unhashable-dict": (
         "healthy", "the scheduler's TypeError in the grammar cache and 'SIGQUIT received ... one child failed' come six "
                    "hours after the ready line; neither is read as a dead process after ready"),

@@ -1522,3 +1522,24 @@ def test_twenty_sixth_round_trap_a_tokenizer_fallback_notice_is_no_failure():
     # a logger's notice that it went on with another tokenizer file is a quiet record
     assert diagnose("WARNING 02-11 09:12:44 [tokenizer.py:102] Could not find tokenizer.json; using the slow "
                     "tokenizer from tokenizer.model").cls == "healthy"
+
+
+# round 28's tuning logs: SGLang's request records quote the request's own text, whatever it says
+_SGLANG_SERVED = ["[2026-02-09 14:45:01] The server is fired up and ready to roll!",
+                  "[2026-02-09 14:45:22] Receive: obj=GenerateReqInput(rid='9b95', text='<|begin_of_text|>a novel in "
+                  "which the king was killed\\nTraceback (most recent call last): pasted by the user\\nCUDA error: out of "
+                  "memory', sampling_params={'max_new_tokens': 64})",
+                  "[2026-02-09 14:45:25] Finish: obj=GenerateReqInput(rid='9b95', text='... the process was Killed "
+                  "and core dumped ...'), out={'text': 'Aborted.', 'meta_info': {'finish_reason': 'stop'}}",
+                  '[2026-02-09 14:45:25] INFO:     127.0.0.1:63576 - "POST /v1/chat/completions HTTP/1.1" 200 OK']
+
+
+def test_twenty_eighth_round_a_request_record_quoting_alarming_text_is_no_failure():
+    d = diagnose("\n".join(_SGLANG_SERVED))
+    assert (d.cls, d.ready) == ("healthy", True)
+
+
+def test_twenty_eighth_round_trap_a_death_after_the_request_records_is_still_a_failure():
+    d = diagnose("\n".join(_SGLANG_SERVED + ["[2026-02-09 14:46:00] Received sigquit from a child process. It usually "
+                                             "means the child failed."]))
+    assert d.cls != "healthy"
