@@ -1543,3 +1543,30 @@ def test_twenty_eighth_round_trap_a_death_after_the_request_records_is_still_a_f
     d = diagnose("\n".join(_SGLANG_SERVED + ["[2026-02-09 14:46:00] Received sigquit from a child process. It usually "
                                              "means the child failed."]))
     assert d.cls != "healthy"
+
+
+# round 28's tuning logs: an SGLang process that failed after the ready line, in the newer release's words,
+# against the shutdown an operator asked for
+_SGLANG_READY = ["[2026-03-25 11:07:03] The server is fired up and ready to roll!",
+                 '[2026-03-25 11:07:10] INFO:     127.0.0.1:40110 - "POST /generate HTTP/1.1" 200 OK']
+_SCHEDULER_DIED = ["[2026-03-25 17:22:56] Scheduler hit an exception: Traceback (most recent call last):",
+                   '  File "/opt/sglang/python/sglang/srt/constrained/base_grammar_backend.py", line 187, in get_cached',
+                   "    entry = self.cache[key]",
+                   "TypeError: unhashable type: 'dict'"]
+_SIGQUIT_NEW = ["[2026-03-25 17:22:56] SIGQUIT received. signum=None, frame=None. It usually means one child failed."]
+
+
+@pytest.mark.parametrize("tail", [_SCHEDULER_DIED + _SIGQUIT_NEW, _SCHEDULER_DIED, _SIGQUIT_NEW])
+def test_twenty_eighth_round_an_sglang_process_that_failed_after_ready_is_a_failure(tail):
+    d = diagnose("\n".join(_SGLANG_READY + tail))
+    assert d.cls == "unknown"
+    assert ("TypeError" if tail[0] is _SCHEDULER_DIED[0] else "SIGQUIT") in d.cause
+
+
+@pytest.mark.parametrize("sigquit", [_SIGQUIT_NEW[0], "[2026-03-25 17:22:56] Received sigquit from a child process. It "
+                                                     "usually means the child failed."])
+def test_twenty_eighth_round_trap_the_shutdown_an_operator_asked_for_is_no_failure(sigquit):
+    stop = ["[2026-03-25 17:22:55] SIGTERM received. signum=None frame=None. Draining requests and shutting down...",
+            "[2026-03-25 17:22:56] Subprocess detokenizer (pid=31379) crashed with exit code -15. Triggering SIGQUIT "
+            "for cleanup..."]
+    assert diagnose("\n".join(_SGLANG_READY + stop + [sigquit])).cls == "healthy"

@@ -11,7 +11,7 @@ from itertools import accumulate
 from .catalog import Catalog
 from .normalize import CXX_STACK, QUIET_LEVELS, Line, with_continuation
 
-__all__ = ["DEATH", "FAILURE", "first_failure", "ready_index", "stage"]
+__all__ = ["DEATH", "FAILURE", "death_after", "first_failure", "ready_index", "stage"]
 
 # A native process that is dying, in any wording the tuning logs show: a C++ exception nobody caught
 # ("terminate called after throwing an instance of 'std::runtime_error'", then "  what():  ..."),
@@ -57,6 +57,12 @@ _FORMS = (r"(^|[\s`*(\[（：:,，])[\w.]*\.? ?[A-Z]\w*(Error|Exception): |\b[A-
           # a CHECK macro that failed, in glog's words and case (caffe's "Check failed: error == cudaSuccess (803 vs. 0)";
           # a "health check failed: retrying" note is no such macro)
           r"(?-i:\bCheck failed: )")
+# An SGLang process that failed: its subprocess's last record ("Scheduler hit an exception: <traceback>", the
+# data-parallel controller's and detokenizer's alike), after which it signals the launcher, which logs the
+# SIGQUIT it got in either release's words ("Received sigquit from a child process", "SIGQUIT received. ... It
+# usually means one child failed.") and kills the server. Fatal before or after the ready line.
+_SGLANG_DEATH = (r"(Scheduler|DataParallelController|DetokenizerManager|TokenizerManager) hit an exception|"
+                 r"Received sigquit|SIGQUIT received")
 # A failure the catalog may not know: an exception line, a traceback, a fatal compiler/runtime
 # message, a process that died or exited non-zero. Benign lines and INFO/WARNING records never count.
 FAILURE = re.compile(
@@ -65,7 +71,7 @@ FAILURE = re.compile(
     # ("RuntimeError                              Traceback (most recent call last)")
     r"^\s*[\w.]*(Error|Exception|Exit|Interrupt)\w*\s+Traceback \(most recent call last\)|"
     r"\b(fatal error|FATAL|Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|returned non-zero exit status|"
-    r"Scheduler hit an exception|Received sigquit|is dead\b|died unexpectedly|code=(killed|dumped)|"
+    + _SGLANG_DEATH + r"|is dead\b|died unexpectedly|code=(killed|dumped)|"
     r"status=[1-9]\d*/|Failed with result|(exit(ed)?|finished) with (exit )?(code|status) [1-9])|" + _SIGNAL + "|"
     r"^\[?(ERROR|CRITICAL)\b|\berror:|"
     # torch/c10's error records ("[E530 13:41:17.1 x.cpp:6] "; older torch without the date: "[E ProcessGroupNCCL.cpp:563] ")
@@ -79,8 +85,13 @@ FAILURE = re.compile(
     + _ABORT + "|" + _FORMS, re.IGNORECASE)
 # After the ready line only a dead process is a failure (a request's traceback is not). The shell's
 # own report of a signal is also read in the locale it was printed in ("段错误 (核心已转储)").
-DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|Received sigquit|is dead\b|died unexpectedly|"
+DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|" + _SGLANG_DEATH + r"|is dead\b|died unexpectedly|"
                    r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)|" + _SIGNAL + "|" + _ABORT, re.IGNORECASE)
+# The server asked to stop (an operator's SIGTERM or Ctrl-C, a container stop): what dies after it is the
+# shutdown it asked for ("SIGTERM received. ... Draining requests and shutting down..." then a child's "crashed
+# with exit code -15" and SIGQUIT). Only the signal's own record: uvicorn's "Shutting down" follows a crash too.
+_STOP_ASKED = re.compile(r"\b(SIG(TERM|INT) received|Received SIG(TERM|INT)|received signal (SIG)?(TERM|INT|15|2)\b)",
+                         re.IGNORECASE)
 # A warning, by its own header: Python's ("x.py:12: UserWarning: ..."), torch/c10's ("[W socket.cpp:663] ..."),
 # a plain "Warning: ..." line. What it says ("error: ..." in a fallback note) is not a failure.
 _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\d:.]+)?[ \]\w]")
@@ -90,6 +101,15 @@ _FAILURE_HINT = re.compile(r"^\[[ef][\d \]]|error|exception|exit|interrupt|trace
                            r"signal|panicked|unwrap|not found|no such file|permission denied|resource|kernel image|insufficient|"
                            r"illegal memory|launch failure|display driver|illegal instruction|bus error|received at time|segfault|"
                            r"fallen off")
+
+
+def death_after(lines: list[Line], cat: Catalog, code: set[int], start: int) -> int | None:
+    """Index of the first line from `start` (after the ready line) that says the server died, unless the
+    server was asked to stop before it: then it is the shutdown asked for, not a failure."""
+    died = first_failure(lines, cat, code, start, DEATH)
+    if died is not None and any(_STOP_ASKED.search(lines[i].text) for i in range(start, died + 1)):
+        return None
+    return died
 
 
 def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 0,
