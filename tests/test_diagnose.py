@@ -286,9 +286,6 @@ KNOWN_MISSES = {
         "unknown", "only the image API's TypeError after generation failed; the FA3 'only supported on sm90' line is "
                    "in the title, not the excerpt"),
     # the twenty-eighth round's tuning misses at its split commit's catalog (whole committed logs)
-    "unknown/devopsrustem-sglang-pd-mooncake-tcp-address-family": (
-        "nccl_failure", "a terminal notebook whose launch command sets NCCL_* variables; with Mooncake's 'open: Address "
-                        "family not supported by protocol' unread, the command line names an NCCL failure"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.

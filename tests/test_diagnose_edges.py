@@ -1570,3 +1570,20 @@ def test_twenty_eighth_round_trap_the_shutdown_an_operator_asked_for_is_no_failu
             "[2026-03-25 17:22:56] Subprocess detokenizer (pid=31379) crashed with exit code -15. Triggering SIGQUIT "
             "for cleanup..."]
     assert diagnose("\n".join(_SGLANG_READY + stop + [sigquit])).cls == "healthy"
+
+
+# round 28's tuning logs: a shell command line pasted with the log (a terminal session, a notebook) sets
+# variables and flags; those settings are not what happened
+@pytest.mark.parametrize("prompt", ["((sglang) ) [ops@gpu-node-3 ~]$ ", "ops@gpu-node-3:~/serve$ ", "(venv) $ ", "$ ", ""])
+def test_twenty_eighth_round_a_pasted_command_line_is_no_evidence(prompt):
+    command = (f"{prompt}NCCL_TIMEOUT=600 NCCL_DEBUG=INFO NCCL_IB_DISABLE=1 python -m sglang.launch_server "
+               "--model-path /models/m --speculative-algorithm EAGLE --speculative-num-steps 3 --tp 8")
+    crash = ["[2026-02-27 11:31:26 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/opt/sglang/python/sglang/srt/disaggregation/mooncake/conn.py", line 91, in __init__',
+             "    self.engine.initialize(hostname, 'P2PHANDSHAKE', 'tcp', device)",
+             "RuntimeError: open: Address family not supported by protocol"]
+    assert diagnose("\n".join([command] + crash)).cls == "unknown"
+
+
+def test_twenty_eighth_round_trap_an_error_with_a_dollar_sign_is_still_read():
+    assert diagnose("RuntimeError: NCCL error: unhandled system error, costs 5$ to rerun").cls == "nccl_failure"
