@@ -291,9 +291,6 @@ KNOWN_MISSES = {
     "cuda_oom/llm-d-fma-746-dpc-wake-up-500-cuda-error-out-of-memory": (
         "healthy", "a controller's Go klog INFO record (I0902) of an HTTP 500 whose JSON response body quotes vLLM's "
                    "'CUDA Error: out of memory'; an INFO record is no failure, so nothing failed"),
-    "healthy/lmcache-2026-cacheblend-ascend-startup-vllm-config-not-set": (
-        "unknown", "LMCache's own INFO record 'Max Q error: 0.0078125' (a positional-encoding accuracy figure) is read "
-                   "as an error line: LMCache's '[time] LMCache INFO:' prefix is not read as a logger level"),
     "nccl_failure/nccl-pr-2059-memoryless-numa-shm-descriptor": (
         "unknown", "NCCL's 'Error while attaching to shared memory segment /dev/shm/nccl-... No such file or directory' "
                    "alone under torch's [rank1]: prefix, without NCCL WARN or an NCCL error line; no signature names it"),
@@ -303,18 +300,12 @@ KNOWN_MISSES = {
     "unknown/flash-attention-2522-fa4-cute-rocm-no-module-cuda": (
         "flash_attn_cute_missing", "a ModuleNotFoundError raised while flash_attn.cute imports is that class by its "
                                    "module path; the missing module is the CUDA Python bindings on a ROCm machine"),
-    "unknown/simplerl-reason-98-verl-actor-died-connection-error-code-2": (
-        "cuda_oom", "Ray's actor-death text lists 'killed by SIGKILL by OOM killer due to high memory usage' among "
-                    "possible causes; the key-token tier reads 'OOM' and 'memory' from it (0.45)"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
 KNOWN_LOW_CONFIDENCE = {
     "cuda_graph_capture/sglang-9706-custom-all-reduce-register-graph-buffers": (
         "the report's sentence and one custom all-reduce frame; no signature names a capture that failed in prose"),
-    # a miss (KNOWN_MISSES) that the tier names, listed because the confidence check covers every class it names
-    "unknown/simplerl-reason-98-verl-actor-died-connection-error-code-2": (
-        "a Ray actor death whose generic text lists the OOM killer as one possible cause; named cuda_oom by key tokens"),
 }
 
 

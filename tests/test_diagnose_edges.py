@@ -1587,3 +1587,25 @@ def test_twenty_eighth_round_a_pasted_command_line_is_no_evidence(prompt):
 
 def test_twenty_eighth_round_trap_an_error_with_a_dollar_sign_is_still_read():
     assert diagnose("RuntimeError: NCCL error: unhandled system error, costs 5$ to rerun").cls == "nccl_failure"
+
+
+# round 29's tuning logs: a library's named logger and its level after a bracketed time is a record at that
+# level; the host's OOM killer, named among a dead actor's possible causes, is no GPU out of memory
+def test_twenty_ninth_round_a_named_loggers_info_record_is_no_failure():
+    log = ["[2025-11-19 10:57:44,552] LMCache INFO: Initializing usage context. (usage_context.py:357:lmcache.usage_context)",
+           "[2025-11-19 10:57:52,515] LMCache INFO: Max Q error: 0.0078125 (positional_encoding.py:123:lmcache.blend)",
+           "[2025-11-19 10:57:53,001] Mooncake WARNING: Error rate of the transfer probe: 0.0 (probe.py:40:mooncake)"]
+    assert diagnose("\n".join(log)).cls == "healthy"
+    # an ERROR record of the same logger is a failure
+    failed = log + ["[2025-11-19 10:58:01,000] LMCache ERROR: Failed to connect to the cache server (remote.py:88)"]
+    assert diagnose("\n".join(failed)).cls != "healthy"
+
+
+def test_twenty_ninth_round_the_host_oom_killer_among_possible_causes_is_not_cuda_oom():
+    ray = ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task. The actor is dead "
+           "because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly "
+           "exits with a connection error code 2. End of file. There are some potential root causes. (1) The process "
+           "is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called.")
+    assert diagnose(ray).cls == "unknown"
+    # the GPU's own OOM in the same words' neighbourhood stays cuda_oom by its tokens
+    assert diagnose("ray.exceptions.RayTaskError: worker 3 failed: OOM on device 0 during the forward").cls == "cuda_oom"

@@ -138,6 +138,9 @@ _GLOG = re.compile(r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\
 # Python logging's default format (basicConfig): "INFO:uvicorn.error:Application startup complete."
 # The logger's name is no message: "uvicorn.error" is where a record comes from, not an error.
 _PYLOG_BASIC = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<logger>[A-Za-z_][\w.]*):(?=\S)")
+# a library's own logger after the time a bracket held: "<name> LEVEL: " (LMCache's "[2025-11-19 10:57:44,552]
+# LMCache INFO: Max Q error: 0.0078125 (positional_encoding.py:123:...)": a record at INFO, whatever it says)
+_NAMED_LEVEL = re.compile(r"^(?P<logger>[A-Za-z][\w.-]{0,30}) (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL): (?=\S)")
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 
 _TB_START = "Traceback (most recent call last)"
@@ -229,6 +232,10 @@ def _peel(text: str, info: dict) -> re.Match | None:
         m = _logger_bracket(text, info)
     if m is None and c in "DIWECF":
         m = _logger_level(text, c, info)
+    if m is None and c.isalpha():
+        m = _NAMED_LEVEL.match(text)
+        if m:
+            info.setdefault("level", m["level"])
     if m is None and c == ">":
         m = _QUOTE.match(text)
     if m is None and c == "E":
