@@ -1357,6 +1357,13 @@ def test_twenty_sixth_round_trap_a_setting_suggested_or_adjusted_is_no_failure(l
 # the twenty-seventh round: the messages the libraries' own code raises for six classes, by cause (each case in
 # other words and prefixes than the part-B probes'), and the lines that look like them on a start that goes on
 
+def assert_named_by_a_signature(logs: list[str], cls: str) -> None:
+    """Each log comes out ``cls`` at a signature's confidence (0.5 or more), not by the key-token tier."""
+    for log in logs:
+        d = diagnose(log)
+        assert (d.cls, d.confidence >= 0.5) == (cls, True), log
+
+
 def test_twenty_seventh_round_an_extensions_compiled_ops_built_for_another_library_are_an_abi_mismatch():
     named = [
         # torchvision's refusal under a compose prefix, without the sentence after it
@@ -1366,9 +1373,7 @@ def test_twenty_seventh_round_an_extensions_compiled_ops_built_for_another_libra
         "ValueError: numpy.ndarray size changed, may indicate binary incompatibility. Expected 16 from C header, "
         "got 80 from PyObject",
     ]
-    for line in named:
-        d = diagnose(line)
-        assert (d.cls, d.confidence >= 0.5) == ("kernel_abi_mismatch", True), line
+    assert_named_by_a_signature(named, "kernel_abi_mismatch")
     # traps: the same words as Cython's RuntimeWarning (a size it accepts), which a program prints and goes on from
     for line in ["<frozen importlib._bootstrap>:241: RuntimeWarning: numpy.ufunc size changed, may indicate binary "
                  "incompatibility. Expected 192 from C header, got 216 from PyObject",
@@ -1388,9 +1393,7 @@ def test_twenty_seventh_round_an_allocation_failing_through_any_cuda_wrapper_is_
         # a ROCm torch's allocator in an older release's words
         "RuntimeError: HIP out of memory. Tried to allocate 2.00 GiB",
     ]
-    for line in named:
-        d = diagnose(line)
-        assert (d.cls, d.confidence >= 0.5) == ("cuda_oom", True), line
+    assert_named_by_a_signature(named, "cuda_oom")
     # traps: the same wrappers naming another CUDA error are not an OOM
     for line in ["RuntimeError: Triton Error [CUDA]: invalid argument", "RuntimeError: CUDART error: invalid device "
                  "ordinal", "RuntimeError: CUDA error code=1(b'cudaErrorInvalidValue')"]:
@@ -1406,9 +1409,7 @@ def test_twenty_seventh_round_nvml_and_cuda_enum_names_for_a_driver_that_does_no
         "[2026-11-05 10:00:00] RM has detected an NVML/RM version mismatch.",
         "NVMLError_DriverNotLoaded: Driver Not Loaded",
     ]
-    for line in named:
-        d = diagnose(line)
-        assert (d.cls, d.confidence >= 0.5) == ("driver_mismatch", True), line
+    assert_named_by_a_signature(named, "driver_mismatch")
     # traps: a WARNING record of a server that checked NVML and went on, and nvidia-smi's header
     for line in ["WARNING 11-05 10:00:00 [__init__.py:49] Exception happens when checking CUDA platform: "
                  "pynvml.NVMLError_DriverNotLoaded: Driver Not Loaded",
@@ -1437,9 +1438,7 @@ def test_twenty_seventh_round_sglangs_speculative_checks_are_speculative_config_
         # a method's refusal pasted alone, under a TP prefix
         "[2026-11-05 10:00:00 TP0] ValueError: NGRAM speculative decoding only supports CUDA or CPU devices.",
     ]
-    for text in named:
-        d = diagnose(text)
-        assert (d.cls, d.confidence >= 0.5) == ("speculative_config", True), text
+    assert_named_by_a_signature(named, "speculative_config")
     # traps: a server_args.py check that names no speculative setting stays the refused command line; an OOM raised
     # in the hook (it loads the draft's config) is its own cause
     assert diagnose(_hook_raise("--tp-size must be positive, got 0.", module="server_args")).cls == \
@@ -1468,9 +1467,7 @@ def test_twenty_seventh_round_tokenizer_libraries_own_failures_are_tokenizer_err
         "ValueError: As of transformers v4.44, default chat template is no longer allowed, so you must provide a "
         "chat template if the tokenizer does not define one.",
     ]
-    for line in named:
-        d = diagnose(line)
-        assert (d.cls, d.confidence >= 0.5) == ("tokenizer_error", True), line
+    assert_named_by_a_signature(named, "tokenizer_error")
     # traps: sentencepiece's training log, vLLM's chat-template note at start
     for line in ["sentencepiece_trainer.cc(77) LOG(INFO) Starts training with : ",
                  "INFO 11-05 10:00:00 [chat_utils.py:470] Detected the chat template content format to be 'string'. "
@@ -1497,9 +1494,7 @@ def test_twenty_seventh_round_sglangs_sgl_kernel_version_check_and_load_hint_are
         "--force-reinstall`",
         "sglang-1  | Please ensure sgl_kernel is properly installed with:",
     ]
-    for line in named:
-        d = diagnose(line)
-        assert (d.cls, d.confidence >= 0.5) == ("sgl_kernel_mismatch", True), line
+    assert_named_by_a_signature(named, "sgl_kernel_mismatch")
     # traps: the same check for FlashInfer is not sgl-kernel's mismatch; a version line at start is nothing
     other = ("Exception: flashinfer_python is installed with version 0.2.3, which is less than the minimum required "
              "version 0.2.5. Please uninstall the old version and reinstall the latest version")
