@@ -2,11 +2,11 @@
 
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
-directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/ and
-crashlogs_heldout29/ hold real logs set aside (by a fixed rule, docs/diagnose.md) before the catalog was changed
-for them: they are diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the
-fixtures and of the twenty-eight held-out splits (there is no crashlogs_heldout27: round 27 made probes, not a
-split) is printed in the terminal summary of every run.
+directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/,
+crashlogs_heldout29/ and crashlogs_heldout30/ hold real logs set aside (by a fixed rule, docs/diagnose.md) before
+the catalog was changed for them: they are diagnosed for the accuracy tables only, never asserted on. The per-class
+accuracy of the fixtures and of the twenty-nine held-out splits (there is no crashlogs_heldout27: round 27 made
+probes, not a split) is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout22", "crashlogs_heldout23",
                                                                  "crashlogs_heldout24", "crashlogs_heldout25",
                                                                  "crashlogs_heldout26", "crashlogs_heldout28",
-                                                                 "crashlogs_heldout29")]
+                                                                 "crashlogs_heldout29", "crashlogs_heldout30")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -300,6 +300,26 @@ KNOWN_MISSES = {
     "unknown/flash-attention-2522-fa4-cute-rocm-no-module-cuda": (
         "flash_attn_cute_missing", "a ModuleNotFoundError raised while flash_attn.cute imports is that class by its "
                                    "module path; the missing module is the CUDA Python bindings on a ROCm machine"),
+    # the thirtieth round's tuning misses at its split commit's catalog (no catalog change in that round)
+    "nccl_failure/sglang-4766-deepseek-v3-multinode-rank1-init-distributed-cut": (
+        "unknown", "SGLang's scheduler frames cut inside initialize_model_parallel before the exception line; only the "
+                   "report's prose says the child node hit an NCCL issue (a cut in SGLang's distributed setup names no "
+                   "class)"),
+    "speculative_config/sglang-23490-kimi-k26-eagle3-gb300-draft-worker-init-cut": (
+        "unknown", "frames cut inside eagle_worker_v2.py before the exception line; only the thread says the draft "
+                   "inherited the target's trtllm_mla attention backend (no signature places a cut in the draft "
+                   "worker's init)"),
+    "unknown/sglang-18785-v058-hicache-illegal-memory-watchdog-frames": (
+        "healthy", "only the middle of torch's native backtrace from the NCCL watchdog ('frame #3' .. 'frame #0', "
+                   "'Exception raised from run at ...'); the CUDA error line is above the excerpt, and native frames "
+                   "alone are no failure"),
+    "unknown/sglang-pr-10090-standalone-spec-merge-batch-sizes-of-tensors": (
+        "speculative_config", "a RuntimeError raised in SGLang's speculative eagle_utils while merging batches reads "
+                              "as that class by its module path; the thread shows a bug under load, not a "
+                              "configuration the server rejected"),
+    "unsupported_architecture/sglang-4689-nemotron-super-decilm-scheduler-cut": (
+        "unknown", "SGLang's scheduler traceback cut after its first frame, before the exception line; only the "
+                   "title names 'Model architectures ['DeciLMForCausalLM'] are not supported'"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
