@@ -310,10 +310,6 @@ KNOWN_MISSES = {
         "unknown", "frames cut inside eagle_worker_v2.py before the exception line; only the thread says the draft "
                    "inherited the target's trtllm_mla attention backend (no signature places a cut in the draft "
                    "worker's init)"),
-    "unknown/sglang-18785-v058-hicache-illegal-memory-watchdog-frames": (
-        "healthy", "only the middle of torch's native backtrace from the NCCL watchdog ('frame #3' .. 'frame #0', "
-                   "'Exception raised from run at ...'); the CUDA error line is above the excerpt, and native frames "
-                   "alone are no failure"),
     "unknown/sglang-pr-10090-standalone-spec-merge-batch-sizes-of-tensors": (
         "speculative_config", "a RuntimeError raised in SGLang's speculative eagle_utils while merging batches reads "
                               "as that class by its module path; the thread shows a bug under load, not a "

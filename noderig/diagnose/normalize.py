@@ -24,7 +24,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-__all__ = ["CXX_STACK", "QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
+__all__ = ["CXX_FRAME", "CXX_RAISED", "QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
 
 
 @dataclass(slots=True)
@@ -40,10 +40,12 @@ class Line:
 
 # the levels of records that report, not fail: never a failure, never decisive evidence
 QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING"})
-# the C++ stack torch's c10 prints under an error ("Exception raised from <function> at <file>:<n> (most
-# recent call first):", then "frame #N: c10::Error::Error(...) + 0x96 (... in libc10.so)"): where the
-# error was raised, never its message, never a failure of its own ("Error::Error" is a C++ name)
-CXX_STACK = re.compile(r"^\s*(frame #\d+: |Exception raised from \S+ at )")
+# the C++ stack torch's c10 prints under an error: its header says an exception was raised and where
+# ("Exception raised from <function> at <file>:<n> (most recent call first):"), then its frames say where
+# it passed ("frame #N: c10::Error::Error(...) + 0x96 (... in libc10.so)"). Where, never the message:
+# neither line continues the one before it, and a frame is never a failure ("Error::Error" is a C++ name)
+CXX_RAISED = re.compile(r"^\s*Exception raised from \S+ at ")
+CXX_FRAME = re.compile(r"^\s*frame #\d+: ")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
 _TEXT_SGR = re.compile(r"(?:\^\[|ESC|\?)\[[0-9;]*m")  # only colour/style (SGR) codes: they end in m
@@ -430,9 +432,9 @@ def normalize(text: str) -> list[Line]:
 # A line that opens a record of its own: a traceback's parts, and NCCL's own record prefix
 # "<host>:<pid>:<tid> [<device>] " (NCCL_DEBUG output: its lines from one process are often all of one
 # length, which is no sign of a terminal's wrapping, and none continues the line before it); a line of
-# the C++ stack torch's c10 prints under an error (CXX_STACK)
+# a line of the C++ stack torch's c10 prints under an error (CXX_RAISED, CXX_FRAME)
 _NEW_RECORD = re.compile(r'^\s*(File "|Traceback \(most recent call last\)|During handling of|The above exception|'
-                         r'\S+:\d+:\d+ \[\d+\] )|' + CXX_STACK.pattern)
+                         r'\S+:\d+:\d+ \[\d+\] )|' + CXX_RAISED.pattern + "|" + CXX_FRAME.pattern)
 
 
 def with_continuation(lines: list[Line], i: int) -> tuple[str, str | None]:

@@ -9,7 +9,7 @@ from functools import lru_cache
 from itertools import accumulate
 
 from .catalog import Catalog
-from .normalize import CXX_STACK, QUIET_LEVELS, Line, with_continuation
+from .normalize import CXX_FRAME, CXX_RAISED, QUIET_LEVELS, Line, with_continuation
 
 __all__ = ["DEATH", "FAILURE", "death_after", "first_failure", "ready_index", "stage"]
 
@@ -70,6 +70,8 @@ FAILURE = re.compile(
     # IPython's / Jupyter's header: the exception's name, then the traceback's title on the same line
     # ("RuntimeError                              Traceback (most recent call last)")
     r"^\s*[\w.]*(Error|Exception|Exit|Interrupt)\w*\s+Traceback \(most recent call last\)|"
+    # the header of the C++ stack under a c10 error: an exception was raised there, whatever the paste kept of it
+    + CXX_RAISED.pattern + "|"
     r"\b(fatal error|FATAL|Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|returned non-zero exit status|"
     + _SGLANG_DEATH + r"|is dead\b|died unexpectedly|code=(killed|dumped)|"
     r"status=[1-9]\d*/|Failed with result|(exit(ed)?|finished) with (exit )?(code|status) [1-9])|" + _SIGNAL + "|"
@@ -118,7 +120,7 @@ def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 
     for i in range(start, len(lines)):
         ln = lines[i]
         if (i in code or ln.level in QUIET_LEVELS or not ln.text.strip() or _WARNING_LINE.match(ln.text)
-                or CXX_STACK.match(ln.text)):
+                or CXX_FRAME.match(ln.text)):
             continue
         loud = pattern is FAILURE and ln.level in ("ERROR", "CRITICAL")  # the logger said so
         if ((loud or (_FAILURE_HINT.search(ln.text.lower()) and pattern.search(ln.text)))

@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .catalog import SUPPORTED_CATALOG_VERSIONS, Catalog, CatalogError, compile_patterns
-from .normalize import Line, with_continuation
+from .normalize import CXX_RAISED, Line, with_continuation
 from .tracebacks import Traceback
 
 __all__ = ["TOKENS_PATH", "TokenClass", "TokenTier", "TokenVerdict", "decisive_lines", "default_tokens",
@@ -89,8 +89,8 @@ def _failing_traceback(tbs: list[Traceback], first: int) -> Traceback | None:
 def decisive_lines(lines: list[Line], tbs: list[Traceback], first: int) -> tuple[list[tuple[int, str]], list[str]]:
     """The lines a failure is decided by, (index, text): the final exception line of the failing
     traceback with its message, and the first failure line joined with its continuation (unless
-    it is a frame: a path counts once, as a module path); and the module paths of that
-    exception's frames."""
+    it is a frame: a path counts once, as a module path; or the header of a C++ stack, which says
+    where an error was raised, not what); and the module paths of that exception's frames."""
     out: list[tuple[int, str]] = []
     paths: list[str] = []
     tb = _failing_traceback(tbs, first)
@@ -99,7 +99,8 @@ def decisive_lines(lines: list[Line], tbs: list[Traceback], first: int) -> tuple
         if sec.exc_index is not None:
             out.append((sec.exc_index, f"{sec.exc_type}: {sec.message}"))
         paths = [f.file.replace("\\", "/") for f in sec.frames]
-    if not any(i == first for i, _ in out) and not _FRAME_LINE.match(lines[first].text):
+    if (not any(i == first for i, _ in out) and not _FRAME_LINE.match(lines[first].text)
+            and not CXX_RAISED.match(lines[first].text)):
         out.append((first, with_continuation(lines, first)[0]))
     return out, paths
 
