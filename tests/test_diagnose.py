@@ -330,24 +330,6 @@ KNOWN_MISSES = {
     "unsupported_architecture/vllm-36217-qwen3.5-model-type-not-recognized-frames-cut": (
         "unknown", "the API server's frames cut above the exception; the 'model type qwen3_5 ... does not recognize "
                    "this architecture' line is only in the report's title"),
-    # the thirty-second round's healthy probes from the source that the unchanged catalog misses (for now: the
-    # fixes' commit removes the ones it fixes)
-    "healthy/src-sglang-failed-to-import-pynvml-with-repr": (
-        "unknown", "SGLang's no-level note quotes the ImportError's repr ('ModuleNotFoundError(\"No module named ...\")'), "
-                   "an exception named mid-line, a failure form; nothing says the import was optional"),
-    "healthy/src-sglang-quick-allreduce-init-failed": (
-        "unknown", "SGLang's no-level 'Failed to initialize QuickAllReduce: No module named ...' reads as a library that "
-                   "could not initialise with its reason, a failure form; the except clause that goes on is not in the log"),
-    "healthy/src-sglang-hf-quant-config-retry-tracebacks": (
-        "unknown", "retry() prints each try's traceback (requests' ConnectionError) with no prefix before its own "
-                   "'failed once ... Will delay ... and retry' note; a traceback outside a quiet record is a failure"),
-    "healthy/src-sglang-openai-serving-responses-not-initialized-traceback": (
-        "unknown", "SGLang logs the whole traceback inside its no-level 'Can not initialize OpenAIServingResponses, error:' "
-                   "record; with no level to mark it a warning, its ModuleNotFoundError is a failure"),
-    "healthy/src-vllm-hub-unreachable-warning-with-traceback": (
-        "hf_gated_repo", "named by the key-token tier (0.45): the traceback Python logging prints under vLLM's WARNING "
-                         "record carries the API server's process prefix on every line, so each line opens a record of "
-                         "its own and loses the WARNING level; its HfHubHTTPError (a 504) gives the Hub class its points"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -359,9 +341,6 @@ KNOWN_LOW_CONFIDENCE = {
         "a miss: 'spec_decoding_stats=None' in a scheduler-stats dump gives speculative_config its points"),
     "unknown/vllm-24888-speculative-config-object-has-no-attribute-get": (
         "a miss: the class name SpeculativeConfig in a vLLM argument-parsing AttributeError gives the points"),
-    # the thirty-second round: a healthy probe the tier names hf_gated_repo (a miss, in KNOWN_MISSES too)
-    "healthy/src-vllm-hub-unreachable-warning-with-traceback": (
-        "a miss: an HfHubHTTPError 504 in the traceback under a WARNING record gives the Hub class its points"),
 }
 
 
@@ -735,6 +714,12 @@ KNOWN_FORM_MISSES: dict[tuple[str, str], tuple[str, str]] = {
     ("Markdown quote, tab indents", "cuda_oom/llm-d-fma-746-dpc-wake-up-500-cuda-error-out-of-memory"): (
         "cuda_oom", "under a second Markdown quote ('> > ') the response body's 'CUDA Error: out of memory' names the "
                     "class (its true class, unlike the bare paste); why the form differs was not investigated"),
+    # the thirty-second round: the traceback under a vLLM WARNING record is read as that record's only while its
+    # lines carry the process prefix alone; this form puts a time-bearing SGLang prefix on every line, so each
+    # opens a record of its own and the tier names the 504 as before the round (real logs do not stack the two)
+    ("SGLang rank prefix", "healthy/src-vllm-hub-unreachable-warning-with-traceback"): (
+        "hf_gated_repo", "every traceback line under a second, timed prefix opens its own record and loses the "
+                         "WARNING level; the HfHubHTTPError 504 then gives the Hub class its key-token points"),
 }
 
 
@@ -1289,7 +1274,7 @@ def _catalog_patterns():
             yield f"{c.id}.remedies", p
     for where, pats in (("ignore", cat.ignore), ("healthy", cat.healthy_strong + cat.healthy_weak + cat.healthy_own),
                         ("sglang", cat.sglang_markers + cat.sglang_ready), ("benign", cat.benign),
-                        ("relay", cat.relay)):
+                        ("relay", cat.relay), ("warning_records", cat.warning_records), ("handled", cat.handled)):
         for p in pats:
             yield where, p
     for name, pats in cat.stages:

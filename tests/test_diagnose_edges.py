@@ -1606,3 +1606,159 @@ def test_twenty_ninth_round_the_host_oom_killer_among_possible_causes_is_not_cud
     assert diagnose(ray).cls == "unknown"
     # the GPU's own OOM in the same words' neighbourhood stays cuda_oom by its tokens
     assert diagnose("ray.exceptions.RayTaskError: worker 3 failed: OOM on device 0 during the forward").cls == "cuda_oom"
+
+
+# --------------------------------------------------------------------------------------------
+# the thirty-second round: healthy lines from the source that read as failures, by cause, and their traps
+
+_V32_HEAD = ["INFO 11-20 09:01:02 [__init__.py:216] Automatically detected platform cuda.",
+             "(APIServer pid=4100) INFO 11-20 09:01:05 [api_server.py:1839] vLLM API server version 0.11.0"]
+_V32_TB = ["(EngineCore_DP0 pid=4200) Traceback (most recent call last):",
+           '(EngineCore_DP0 pid=4200)   File "/opt/venv/lib/python3.11/site-packages/requests/adapters.py", line 667, in send',
+           "(EngineCore_DP0 pid=4200)     resp = conn.urlopen(",
+           "(EngineCore_DP0 pid=4200) requests.exceptions.ConnectionError: ('Connection aborted.', "
+           "RemoteDisconnected('Remote end closed connection without response'))"]
+_V32_OOM = ["(EngineCore_DP0 pid=4200) Traceback (most recent call last):",
+            '(EngineCore_DP0 pid=4200)   File "/opt/venv/lib/python3.11/site-packages/vllm/v1/worker/gpu_worker.py", '
+            "line 276, in determine_available_memory",
+            "(EngineCore_DP0 pid=4200)     self.model_runner.profile_run()",
+            "(EngineCore_DP0 pid=4200) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
+            "has a total capacity of 23.55 GiB of which 1.02 GiB is free."]
+
+
+def test_thirty_second_round_a_traceback_under_a_warning_record_behind_the_process_prefix_is_quiet():
+    # Python logging's exc_info traceback under a WARNING record whose message announces it (ends with ':'):
+    # vLLM's process prefix is on every line, and those lines go on the record, at its level
+    log = _V32_HEAD + ["(EngineCore_DP0 pid=4200) WARNING 11-20 09:01:20 [config.py:695] Cannot connect to Hugging "
+                       "Face Hub. Skipping file download for 'tokenizer_config.json':"] + _V32_TB + [
+        "(EngineCore_DP0 pid=4200) INFO 11-20 09:01:21 [gpu_model_runner.py:2602] Starting to load model org/m..."]
+    assert diagnose("\n".join(log)).cls == "healthy"
+    assert [ln.level for ln in normalize("\n".join(log))][2:7] == ["WARNING"] * 5
+
+
+def test_thirty_second_round_trap_a_crash_after_a_one_line_warning_behind_the_prefix_is_still_a_failure():
+    # a record that announced nothing (no ':' at its end) is not continued by a traceback behind the prefix
+    log = _V32_HEAD + ["(EngineCore_DP0 pid=4200) WARNING 11-20 09:01:20 [fp8.py:457] Failed to import DeepGemm "
+                       "kernels."] + _V32_OOM
+    assert diagnose("\n".join(log)).cls == "cuda_oom"
+
+
+def test_thirty_second_round_trap_another_process_traceback_does_not_go_on_the_warning_record():
+    log = _V32_HEAD + ["(APIServer pid=4100) WARNING 11-20 09:01:20 [config.py:695] Cannot connect to Hugging Face "
+                       "Hub. Skipping file download for 'tokenizer_config.json':"] + _V32_OOM
+    assert diagnose("\n".join(log)).cls == "cuda_oom"
+
+
+def test_thirty_second_round_trap_an_error_record_after_the_warning_traceback_is_still_a_failure():
+    log = _V32_HEAD + ["(EngineCore_DP0 pid=4200) WARNING 11-20 09:01:20 [config.py:695] Cannot connect to Hugging "
+                       "Face Hub. Skipping file download for 'tokenizer_config.json':"] + _V32_TB + [
+        "(EngineCore_DP0 pid=4200) ERROR 11-20 09:01:30 [core.py:708] EngineCore failed to start."] + _V32_OOM
+    assert diagnose("\n".join(log)).cls == "cuda_oom"
+
+
+_SG32_RESPONSES = ["[2026-11-20 09:02:10 DP0] Can not initialize OpenAIServingResponses, error: Traceback (most recent "
+                   "call last):",
+                   '  File "/opt/sglang/python/sglang/srt/entrypoints/http_server.py", line 273, in lifespan',
+                   "    from sglang.srt.entrypoints.openai.serving_responses import (",
+                   '  File "/opt/sglang/python/sglang/srt/entrypoints/openai/serving_responses.py", line 20, in <module>',
+                   "    from openai.types.responses import (",
+                   "ImportError: cannot import name 'ResponseReasoningItem' from 'openai.types.responses' "
+                   "(/opt/venv/lib/python3.11/site-packages/openai/types/responses/__init__.py)",
+                   "",
+                   "[2026-11-20 09:02:10] INFO:     Application startup complete."]
+
+
+def test_thirty_second_round_sglang_responses_api_not_initialised_is_a_warning_record():
+    d = diagnose("\n".join(_SG32_RESPONSES))
+    assert d.cls == "healthy"
+
+
+def test_thirty_second_round_trap_another_component_not_initialised_with_a_traceback_is_a_failure():
+    other = [_SG32_RESPONSES[0].replace("OpenAIServingResponses", "OpenAIServingChat")] + _SG32_RESPONSES[1:]
+    assert diagnose("\n".join(other)).cls == "unknown"
+
+
+def test_thirty_second_round_trap_a_crash_after_the_responses_warning_is_still_a_failure():
+    log = _SG32_RESPONSES + _SCHEDULER_DIED + _SIGQUIT_NEW
+    assert diagnose("\n".join(log)).cls == "unknown"
+
+
+_SG32_RETRY_TB = ["Traceback (most recent call last):",
+                  '  File "/opt/sglang/python/sglang/srt/utils/common.py", line 2573, in retry',
+                  "    return fn()",
+                  '  File "/opt/venv/lib/python3.11/site-packages/huggingface_hub/utils/_http.py", line 409, in '
+                  "hf_raise_for_status",
+                  "    raise _format(HfHubHTTPError, str(e), response) from e",
+                  "huggingface_hub.errors.HfHubHTTPError: 502 Server Error: Bad Gateway for url: "
+                  "https://huggingface.co/api/models/org/m"]
+
+
+def test_thirty_second_round_a_traceback_sglang_retries_after_is_handled():
+    log = (["[2026-11-20 09:03:00] server_args=ServerArgs(model_path='org/m', tp_size=1)"] + _SG32_RETRY_TB +
+           ["[2026-11-20 09:03:02 TP0] retry() failed once (1th try, maximum 3 retries). Will delay 2.47s and retry. "
+            "Error: 502 Server Error: Bad Gateway for url: https://huggingface.co/api/models/org/m",
+            "[2026-11-20 09:03:05 TP0] Init torch distributed begin."])
+    assert diagnose("\n".join(log)).cls == "healthy"
+
+
+def test_thirty_second_round_trap_the_retry_given_up_and_not_caught_is_a_failure():
+    # the last try raises; a caller that does not catch it fails, and no retry note follows that traceback
+    log = (["[2026-11-20 09:03:00] server_args=ServerArgs(model_path='org/m', tp_size=1)"] + _SG32_RETRY_TB +
+           ["[2026-11-20 09:03:02] retry() failed once (0th try, maximum 1 retries). Will delay 1.20s and retry. "
+            "Error: 502 Server Error: Bad Gateway for url: https://huggingface.co/api/models/org/m",
+            "Traceback (most recent call last):",
+            '  File "/opt/sglang/python/sglang/srt/utils/common.py", line 2578, in retry',
+            '    raise Exception(f"retry() exceed maximum number of retries.")',
+            "Exception: retry() exceed maximum number of retries."])
+    assert diagnose("\n".join(log)).cls == "unknown"
+
+
+def test_thirty_second_round_trap_a_traceback_before_another_program_s_retry_words_is_a_failure():
+    log = _SG32_RETRY_TB + ["Request failed; will retry in 5 seconds"]
+    assert diagnose("\n".join(log)).cls != "healthy"
+
+
+@pytest.mark.parametrize("line", [
+    "[2026-11-20 09:04:00 TP3] Failed to import amdsmi with ImportError('libamd_smi.so: cannot open shared object file')",
+    "[2026-11-20 09:04:00 DP1 TP1] Failed to import pynvml with ModuleNotFoundError(\"No module named 'pynvml'\")",
+    "[2026-11-20 09:04:00 TP1] Failed to initialize QuickAllReduce: quick allreduce requires gfx942 or newer",
+])
+def test_thirty_second_round_sglang_optional_fast_paths_that_did_not_load_are_benign(line):
+    log = ["[2026-11-20 09:03:59] server_args=ServerArgs(model_path='org/m', tp_size=4)", line,
+           "[2026-11-20 09:04:01 TP0] Init torch distributed ends. mem usage=0.61 GB"]
+    assert diagnose("\n".join(log)).cls == "healthy"
+
+
+def test_thirty_second_round_traps_for_the_optional_imports():
+    # vLLM's compiled ops not importing is kernel_abi_mismatch, not an optional library
+    vllm_c = ("WARNING 11-20 09:04:00 [_custom_ops.py:20] Failed to import from vllm._C with ImportError('/opt/venv/lib/"
+              "python3.11/site-packages/vllm/_C.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEi')")
+    assert diagnose(vllm_c + "\nAttributeError: '_OpNamespace' '_C' object has no attribute 'rms_norm'").cls == \
+        "kernel_abi_mismatch"
+    # the NVML failure form is still one; another module's import failing with the same words is not benign
+    assert diagnose("Failed to initialize NVML: Driver/library version mismatch").cls == "driver_mismatch"
+    assert diagnose("[2026-11-20 09:04:00 TP0] Failed to import sgl_kernel with ModuleNotFoundError(\"No module named "
+                    "'sgl_kernel'\")").cls != "healthy"
+    # a real failure glued after the benign words on one line is not hidden (anchored at the end)
+    assert diagnose("[2026-11-20 09:04:00 TP0] Failed to import pynvml with ModuleNotFoundError(\"No module named "
+                    "'pynvml'\") RuntimeError: CUDA error: no kernel image is available for execution on the "
+                    "device").cls != "healthy"
+
+
+def test_thirty_second_round_a_progress_bar_glued_before_the_failure_gives_the_tier_no_tokens():
+    # the round's benign optional-import note left the real r9700 log's first failure on a line a progress bar was
+    # glued to ("Multi-thread loading shards: ... it/s][time TP1] Scheduler hit an exception"): the bar's "shards"
+    # named checkpoint_incomplete; what failed is the record after it
+    from noderig.diagnose.tokens import decisive_lines
+    log = ["[2026-11-20 09:05:00] server_args=ServerArgs(model_path='org/m', tp_size=2)",
+           "Loading safetensors checkpoint shards:   0% Completed | 0/4 [00:00<?, ?it/s][2026-11-20 09:05:09 TP0] "
+           "Scheduler hit an exception: Traceback (most recent call last):",
+           '  File "/opt/sglang/python/sglang/srt/model_loader/loader.py", line 1, in load_model',
+           "    x = narrow(y)",
+           "RuntimeError: start (4) + length (4) exceeds dimension size (4)."]
+    lines = normalize("\n".join(log))
+    texts_, _ = decisive_lines(lines, parse_tracebacks(lines), 1)
+    assert all("shards" not in t for _, t in texts_)
+    assert diagnose("\n".join(log)).cls == "unknown"
+    # a failure line with no bar before it is read whole
+    assert decisive_lines(normalize("OSError: 3 of 4 shards not found"), [], 0)[0] == [(0, "OSError: 3 of 4 shards not found")]

@@ -120,6 +120,8 @@ class Catalog:
     stages: tuple[tuple[str, tuple[re.Pattern, ...]], ...] = ()  # startup milestones, in order
     relay: tuple[re.Pattern, ...] = ()  # one process reporting another's death: never a cause itself
     outlived: tuple[re.Pattern, ...] = ()  # warnings that are a failure only when no later milestone follows
+    warning_records: tuple[re.Pattern, ...] = ()  # level-less records that are warnings by their words
+    handled: tuple[re.Pattern, ...] = ()  # a line that says the traceback just before it was caught
     healthy_own: tuple[re.Pattern, ...] = ()  # ready lines only one server prints: final in any log
     progress_stages: frozenset[str] = frozenset()  # milestones that are steps under way (named only when last)
 
@@ -230,6 +232,8 @@ def load_catalog(path: Path | str | None = None, benign: Path | str | None = Non
                      for st in data.get("stage", [])),
         relay=compile_patterns(data.get("relay", {}).get("patterns"), "relay"),
         outlived=compile_patterns(data.get("outlived", {}).get("patterns"), "outlived"),
+        warning_records=compile_patterns(data.get("warning_records", {}).get("patterns"), "warning_records"),
+        handled=compile_patterns(data.get("handled", {}).get("patterns"), "handled"),
         progress_stages=frozenset(st["name"] for st in data.get("stage", []) if st.get("progress")),
     )
 

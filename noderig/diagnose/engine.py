@@ -16,7 +16,7 @@ from .matching import find_matches, pick_root
 from .normalize import QUIET_LEVELS, Line, normalize
 from .outcomes import by_tokens, healthy, known, unknown
 from .result import Diagnosis
-from .startup import death_after, first_failure, outlived, ready_index
+from .startup import death_after, first_failure, outlived, quieted, ready_index
 from .tokens import name_by_tokens
 from .tracebacks import Traceback, parse_tracebacks
 
@@ -29,6 +29,7 @@ def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnos
     failed and nothing names it) or `healthy` (nothing failed; ready or not yet)."""
     cat = catalog or default_catalog()
     tbs = parse_tracebacks(lines)
+    lines = quieted(lines, cat, tbs)  # what the program said it goes on from: a warning, whatever it quotes
     code = set().union(*(tb.code_lines for tb in tbs)) if tbs else set()
     code |= outlived(lines, cat)  # a warning the server went on from is neither evidence nor a failure
     matches = find_matches(lines, cat, tbs, code)

@@ -384,7 +384,7 @@ def normalize(text: str) -> list[Line]:
         source = info.get("source")
         # journald gives every line of one unit the main PID; key continuation by the transport
         key = source
-        if info.get("prefixed"):
+        if info.get("prefixed") and not _continues_under_process_prefix(blocks.get(key), info):
             rank = info.get("rank")
             if _TB_START in msg:
                 mode = "tb"
@@ -397,7 +397,7 @@ def normalize(text: str) -> list[Line]:
             continue
         block = blocks.get(key)
         rank = None
-        if block is not None:
+        if block is not None:  # also a line under the process prefix alone that goes on the record
             stripped = msg.strip()
             if block.mode == "tb":
                 if not stripped:
@@ -425,8 +425,18 @@ def normalize(text: str) -> list[Line]:
                     blocks[key] = None
         inherited = block is not None and rank is not None
         out.append(Line(no, msg, rank if rank is not None else info.get("rank"), source,
-                        block.time if inherited else None, False, block.level if inherited else info.get("level")))
+                        block.time if inherited else None, bool(info.get("prefixed")),
+                        block.level if inherited else info.get("level")))
     return out
+
+
+def _continues_under_process_prefix(block: "_Block | None", info: dict) -> bool:
+    """A line behind a process prefix alone (vLLM's "(APIServer pid=2211) ", no logger time or level) that
+    goes on a record of the same process which announced more lines (its message ended with ":") or is
+    printing a traceback: Python logging's exc_info traceback under a WARNING record, which vLLM's process
+    prefix puts on every line. A one-line record is not continued so: a traceback after it is its own."""
+    return (block is not None and block.mode in ("msg", "tb") and info.get("time") is None
+            and info.get("level") is None and info.get("rank") == block.rank)
 
 
 # A line that opens a record of its own: a traceback's parts, and NCCL's own record prefix

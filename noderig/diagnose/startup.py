@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from dataclasses import replace
 from functools import lru_cache
 from itertools import accumulate
 
 from .catalog import Catalog
 from .normalize import CXX_FRAME, CXX_RAISED, QUIET_LEVELS, Line, with_continuation
 
-__all__ = ["DEATH", "FAILURE", "death_after", "first_failure", "ready_index", "stage"]
+__all__ = ["DEATH", "FAILURE", "death_after", "first_failure", "quieted", "ready_index", "stage"]
 
 # A native process that is dying, in any wording the tuning logs show: a C++ exception nobody caught
 # ("terminate called after throwing an instance of 'std::runtime_error'", then "  what():  ..."),
@@ -209,6 +210,32 @@ def outlived(lines: list[Line], cat: Catalog) -> set[int]:
     settled = [p for name, pats in cat.stages if name not in cat.progress_stages for p in pats]
     last = max((i for p in settled if (i := _last_line(p, lines, low, starts)) is not None), default=-1)
     return {i for i in warned if i < last}
+
+
+def quieted(lines: list[Line], cat: Catalog, tbs) -> list[Line]:
+    """The lines, with those a program said are a warning it goes on from read at WARNING: a level-less record
+    the catalog's [warning_records] name, with every line it holds (the lines normalize.py attributed to it),
+    and a traceback the first line after which is one of the catalog's [handled] notes (a caught exception the
+    program printed and retried). The same list when there are none."""
+    quiet: set[int] = set()
+    if cat.warning_records:
+        for i, ln in enumerate(lines):
+            if ln.level is None and any(p.search(ln.text) for p in cat.warning_records):
+                quiet.add(i)  # the record, and the traceback it opens (the patterns end where one starts)
+                for tb in tbs:
+                    if tb.start_index == i:
+                        quiet.update(range(tb.start_index, tb.end_index + 1))
+    if cat.handled:
+        for tb in tbs:
+            j = tb.end_index + 1
+            while j < len(lines) and not lines[j].text.strip():
+                j += 1
+            if j < len(lines) and lines[j].level is None and any(p.search(lines[j].text) for p in cat.handled):
+                quiet.update(range(tb.start_index, tb.end_index + 1))
+                quiet.add(j)  # the note itself, which quotes the exception it caught
+    if not quiet:
+        return lines
+    return [replace(ln, level="WARNING") if i in quiet and ln.level is None else ln for i, ln in enumerate(lines)]
 
 
 def _is_sglang(lines: list[Line], cat: Catalog) -> bool:

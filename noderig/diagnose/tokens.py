@@ -101,8 +101,14 @@ def decisive_lines(lines: list[Line], tbs: list[Traceback], first: int) -> tuple
         paths = [f.file.replace("\\", "/") for f in sec.frames]
     if (not any(i == first for i, _ in out) and not _FRAME_LINE.match(lines[first].text)
             and not CXX_RAISED.match(lines[first].text)):
-        out.append((first, with_continuation(lines, first)[0]))
+        out.append((first, _PROGRESS_BEFORE.sub("", with_continuation(lines, first)[0])))
     return out, paths
+
+
+# a progress bar a carriage-return redraw left glued before the record on the same line ("Multi-thread loading
+# shards:   0% Completed | 0/1 [00:00<?, ?it/s][2026-05-25 17:26:25 TP1] Scheduler hit an exception: ..."): what the
+# bar was counting is not what failed (its "shards" gave checkpoint_incomplete its points)
+_PROGRESS_BEFORE = re.compile(r"^.*\|\s*\d+/\d+ \[[^\]]*(it/s|s/it)\](?=\S)")
 
 
 def name_by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cat: Catalog,
