@@ -1582,8 +1582,17 @@ def test_twenty_eighth_round_a_pasted_command_line_is_no_evidence(prompt):
     assert diagnose("\n".join([command] + crash)).cls == "unknown"
 
 
-def test_twenty_eighth_round_trap_an_error_with_a_dollar_sign_is_still_read():
-    assert diagnose("RuntimeError: NCCL error: unhandled system error, costs 5$ to rerun").cls == "nccl_failure"
+@pytest.mark.parametrize("line, cls", [
+    # a background job's output glued after the prompt is output, not a command
+    ("user@gpu-node:~$ torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "cuda_oom"),
+    ("(venv) $ RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error", "nccl_failure"),
+    # a daemon's logfmt record (lower-case keys) is a log line, not VAR=value assignments
+    ('Jun 01 10:00:00 gpu1 dockerd[1234]: level=error msg="failed to start container" error="nvidia-container-cli: '
+     'initialization error: nvml error: driver/library version mismatch: unknown"', "driver_mismatch"),
+])
+def test_twenty_eighth_round_trap_output_after_a_prompt_and_logfmt_records_are_still_read(line, cls):
+    d = diagnose(line)
+    assert (d.cls, d.confidence >= 0.5) == (cls, True)
 
 
 # round 29's tuning logs: a library's named logger and its level after a bracketed time is a record at that
@@ -1759,6 +1768,50 @@ def test_thirty_second_round_a_progress_bar_glued_before_the_failure_gives_the_t
     lines = normalize("\n".join(log))
     texts_, _ = decisive_lines(lines, parse_tracebacks(lines), 1)
     assert all("shards" not in t for _, t in texts_)
+    assert any("Scheduler hit an exception" in t for _, t in texts_)  # the record itself is still read
     assert diagnose("\n".join(log)).cls == "unknown"
     # a failure line with no bar before it is read whole
     assert decisive_lines(normalize("OSError: 3 of 4 shards not found"), [], 0)[0] == [(0, "OSError: 3 of 4 shards not found")]
+
+
+# the session's review: a warning's traceback keeps the warning's level, but the process's next traceback is its own
+_HUB_WARNING = [
+    "(APIServer pid=2211) WARNING 10-09 14:47:35 [config.py:695] Cannot connect to Hugging Face Hub. Skipping file "
+    "download for 'generation_config.json':",
+    "(APIServer pid=2211) Traceback (most recent call last):",
+    '(APIServer pid=2211)   File "/usr/local/lib/python3.12/dist-packages/huggingface_hub/utils/_http.py", line 409, '
+    "in hf_raise_for_status",
+    "(APIServer pid=2211)     response.raise_for_status()",
+    "(APIServer pid=2211) huggingface_hub.errors.HfHubHTTPError: 504 Server Error: Gateway Time-out for url: "
+    "https://huggingface.co/api/models/org/m"]
+_ENGINE_OOM = [
+    "(APIServer pid=2211) Traceback (most recent call last):",
+    '(APIServer pid=2211)   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 2900, '
+    "in load_model",
+    "(APIServer pid=2211)     self.model = model_loader.load_model(vllm_config=self.vllm_config)",
+    "(APIServer pid=2211) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 79.1 GiB of which 1.2 GiB is free."]
+
+
+def test_review_a_warnings_traceback_stays_a_warning():
+    assert diagnose("\n".join(_HUB_WARNING)).cls == "healthy"
+
+
+# (a warning ending in ":" and then, on the very next line, a traceback is read as the warning's own: that is the
+# shape of Python logging's exc_info, and nothing in the lines tells the two apart)
+@pytest.mark.parametrize("before", [_HUB_WARNING, _HUB_WARNING[:1] + ["(APIServer pid=2211) Process EngineCore_DP0:"]],
+                         ids=["after its traceback", "after its colon and another line"])
+@pytest.mark.parametrize("prefix", ["(APIServer pid=2211) ", "[rank0]: "])
+def test_review_a_crash_right_after_a_warning_of_the_same_process_is_still_a_crash(before, prefix):
+    log = [line.replace("(APIServer pid=2211) ", prefix) for line in before + _ENGINE_OOM]
+    assert diagnose("\n".join(log)).cls == "cuda_oom"
+
+
+def test_review_another_ranks_crash_before_a_retry_note_is_not_what_retry_caught():
+    log = ["[2026-11-20 09:05:09 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+           '  File "/opt/sglang/python/sglang/srt/managers/scheduler.py", line 2100, in run_scheduler_process',
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+           "",
+           "[2026-11-20 09:05:09 TP0] retry() failed once (0th try, maximum 2 retries). Will delay 0.91s and retry. "
+           "Error: HTTPError('504')"]
+    assert diagnose("\n".join(log)).cls == "cuda_oom"

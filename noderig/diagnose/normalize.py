@@ -234,7 +234,7 @@ def _peel(text: str, info: dict) -> re.Match | None:
         m = _logger_bracket(text, info)
     if m is None and c in "DIWECF":
         m = _logger_level(text, c, info)
-    if m is None and c.isalpha():
+    if m is None and c.isalpha() and info.get("time") is not None:  # only behind the time a prefix gave
         m = _NAMED_LEVEL.match(text)
         if m:
             info.setdefault("level", m["level"])
@@ -346,10 +346,11 @@ def _rejoin(raw_lines: list[str]) -> list[tuple[int, str]]:
 class _Block:
     """The record a prefixed line opened, per source: whose unprefixed continuation lines follow."""
 
-    __slots__ = ("rank", "mode", "after_blank", "time", "level")
+    __slots__ = ("rank", "mode", "after_blank", "time", "level", "closed")
 
     def __init__(self, rank, mode, time, level=None):
         self.rank, self.mode, self.after_blank, self.time, self.level = rank, mode, False, time, level
+        self.closed = False  # a traceback record past its exception line: only a chained section goes on it
 
 
 _HTML_ENTITY = re.compile(r"&(quot|#39|#x27|gt|lt|amp);")
@@ -384,7 +385,7 @@ def normalize(text: str) -> list[Line]:
         source = info.get("source")
         # journald gives every line of one unit the main PID; key continuation by the transport
         key = source
-        if info.get("prefixed") and not _continues_under_process_prefix(blocks.get(key), info):
+        if info.get("prefixed") and not _continues_under_process_prefix(blocks.get(key), info, msg):
             rank = info.get("rank")
             if _TB_START in msg:
                 mode = "tb"
@@ -409,6 +410,10 @@ def normalize(text: str) -> list[Line]:
                 else:
                     block.after_blank = False
                     rank = block.rank
+                    if _CONNECTOR.match(stripped):
+                        block.closed = False
+                    elif not (msg[:1].isspace() or stripped.startswith((_TB_START, 'File "'))):
+                        block.closed = True  # the exception line
             elif block.mode == "msg":
                 if not stripped:
                     blocks[key] = None
@@ -430,19 +435,27 @@ def normalize(text: str) -> list[Line]:
     return out
 
 
-def _continues_under_process_prefix(block: "_Block | None", info: dict) -> bool:
-    """A line behind a process prefix alone (vLLM's "(APIServer pid=2211) ", no logger time or level) that
-    goes on a record of the same process which announced more lines (its message ended with ":") or is
-    printing a traceback: Python logging's exc_info traceback under a WARNING record, which vLLM's process
-    prefix puts on every line. A one-line record is not continued so: a traceback after it is its own."""
-    return (block is not None and block.mode in ("msg", "tb") and info.get("time") is None
-            and info.get("level") is None and info.get("rank") == block.rank)
+def _continues_under_process_prefix(block: "_Block | None", info: dict, msg: str) -> bool:
+    """A line behind a process prefix alone (vLLM's "(APIServer pid=2211) ", torch's "[rank0]: "; no logger
+    time or level) that goes on the record of the same process before it: Python logging's exc_info traceback
+    under a WARNING record, which the process prefix puts on every line. It goes on a record that announced
+    more lines (its message ended with ":") only with a traceback or an indented line, and on a traceback
+    until its exception line, then only with a chained section (a connector, a blank line). A traceback
+    after that, or after a one-line record, is the process's own: a crash is not read as the warning."""
+    if block is None or info.get("time") is not None or info.get("level") is not None or info.get("rank") != block.rank:
+        return False
+    stripped = msg.strip()
+    if block.mode == "msg":
+        return msg[:1].isspace() or stripped.startswith(_TB_START)
+    if block.mode == "tb":
+        return not block.closed or not stripped or _CONNECTOR.match(stripped) is not None
+    return False
 
 
 # A line that opens a record of its own: a traceback's parts, and NCCL's own record prefix
 # "<host>:<pid>:<tid> [<device>] " (NCCL_DEBUG output: its lines from one process are often all of one
 # length, which is no sign of a terminal's wrapping, and none continues the line before it); a line of
-# a line of the C++ stack torch's c10 prints under an error (CXX_RAISED, CXX_FRAME)
+# the C++ stack torch's c10 prints under an error (CXX_RAISED, CXX_FRAME)
 _NEW_RECORD = re.compile(r'^\s*(File "|Traceback \(most recent call last\)|During handling of|The above exception|'
                          r'\S+:\d+:\d+ \[\d+\] )|' + CXX_RAISED.pattern + "|" + CXX_FRAME.pattern)
 

@@ -11,6 +11,7 @@ from itertools import accumulate
 
 from .catalog import Catalog
 from .normalize import CXX_FRAME, CXX_RAISED, QUIET_LEVELS, Line, with_continuation
+from .tracebacks import Traceback
 
 __all__ = ["DEATH", "FAILURE", "death_after", "first_failure", "quieted", "ready_index", "stage"]
 
@@ -110,6 +111,7 @@ def death_after(lines: list[Line], cat: Catalog, code: set[int], start: int) -> 
     """Index of the first line from `start` (after the ready line) that says the server died, unless the
     server was asked to stop before it: then it is the shutdown asked for, not a failure."""
     died = first_failure(lines, cat, code, start, DEATH)
+    # any process's stop record counts: the operator stops the launcher, which stops its children
     if died is not None and any(_STOP_ASKED.search(lines[i].text) for i in range(start, died + 1)):
         return None
     return died
@@ -212,11 +214,13 @@ def outlived(lines: list[Line], cat: Catalog) -> set[int]:
     return {i for i in warned if i < last}
 
 
-def quieted(lines: list[Line], cat: Catalog, tbs) -> list[Line]:
+def quieted(lines: list[Line], cat: Catalog, tbs: list[Traceback]) -> list[Line]:
     """The lines, with those a program said are a warning it goes on from read at WARNING: a level-less record
     the catalog's [warning_records] name, with every line it holds (the lines normalize.py attributed to it),
-    and a traceback the first line after which is one of the catalog's [handled] notes (a caught exception the
-    program printed and retried). The same list when there are none."""
+    and a traceback printed bare (what traceback.print_exc writes: its first line is the title alone) the first
+    line after which is one of the catalog's [handled] notes from the same rank (a caught exception the program
+    printed and retried; another rank's "Scheduler hit an exception: Traceback" is never one). The same list
+    when there are none."""
     quiet: set[int] = set()
     if cat.warning_records:
         for i, ln in enumerate(lines):
@@ -230,12 +234,20 @@ def quieted(lines: list[Line], cat: Catalog, tbs) -> list[Line]:
             j = tb.end_index + 1
             while j < len(lines) and not lines[j].text.strip():
                 j += 1
-            if j < len(lines) and lines[j].level is None and any(p.search(lines[j].text) for p in cat.handled):
+            note = lines[j] if j < len(lines) else None
+            if (note is not None and note.level is None and _printed_bare(lines[tb.start_index], note)
+                    and any(p.search(note.text) for p in cat.handled)):
                 quiet.update(range(tb.start_index, tb.end_index + 1))
                 quiet.add(j)  # the note itself, which quotes the exception it caught
     if not quiet:
         return lines
     return [replace(ln, level="WARNING") if i in quiet and ln.level is None else ln for i, ln in enumerate(lines)]
+
+
+def _printed_bare(start: Line, note: Line) -> bool:
+    """A traceback whose first line is its title alone, from the rank its note names (when both name one)."""
+    return start.text.strip() == "Traceback (most recent call last):" and (
+        start.rank is None or note.rank is None or start.rank == note.rank)
 
 
 def _is_sglang(lines: list[Line], cat: Catalog) -> bool:

@@ -81,6 +81,17 @@ def default_tokens() -> TokenTier:
     return load_tokens()
 
 
+# a progress bar a carriage-return redraw left glued before the record on the same line ("Multi-thread loading
+# shards:   0% Completed | 0/1 [00:00<?, ?it/s][2026-05-25 17:26:25 TP1] Scheduler hit an exception: ..."): what the
+# bar was counting is not what failed (its "shards" gave checkpoint_incomplete its points). The bar's bracket is
+# bounded, and the pattern is tried only on a line that holds a rate, so a long line costs one pass
+_PROGRESS_BEFORE = re.compile(r"^.*\|\s*\d+/\d+ \[[^\]\n]{0,80}(it/s|s/it)\](?=\S)")
+
+
+def _without_progress_bar(text: str) -> str:
+    return _PROGRESS_BEFORE.sub("", text) if "it/s]" in text or "s/it]" in text else text
+
+
 def _failing_traceback(tbs: list[Traceback], first: int) -> Traceback | None:
     """The traceback ``unknown`` shows: the last one that reaches the first failure or later."""
     return next((t for t in reversed(tbs) if t.start_index >= first or t.end_index >= first), None)
@@ -88,9 +99,10 @@ def _failing_traceback(tbs: list[Traceback], first: int) -> Traceback | None:
 
 def decisive_lines(lines: list[Line], tbs: list[Traceback], first: int) -> tuple[list[tuple[int, str]], list[str]]:
     """The lines a failure is decided by, (index, text): the final exception line of the failing
-    traceback with its message, and the first failure line joined with its continuation (unless
-    it is a frame: a path counts once, as a module path; or the header of a C++ stack, which says
-    where an error was raised, not what); and the module paths of that exception's frames."""
+    traceback with its message, and the first failure line joined with its continuation, without a
+    progress bar glued before it (unless it is a frame: a path counts once, as a module path; or the
+    header of a C++ stack, which says where an error was raised, not what); and the module paths of
+    that exception's frames."""
     out: list[tuple[int, str]] = []
     paths: list[str] = []
     tb = _failing_traceback(tbs, first)
@@ -101,14 +113,10 @@ def decisive_lines(lines: list[Line], tbs: list[Traceback], first: int) -> tuple
         paths = [f.file.replace("\\", "/") for f in sec.frames]
     if (not any(i == first for i, _ in out) and not _FRAME_LINE.match(lines[first].text)
             and not CXX_RAISED.match(lines[first].text)):
-        out.append((first, _PROGRESS_BEFORE.sub("", with_continuation(lines, first)[0])))
+        out.append((first, _without_progress_bar(with_continuation(lines, first)[0])))
     return out, paths
 
 
-# a progress bar a carriage-return redraw left glued before the record on the same line ("Multi-thread loading
-# shards:   0% Completed | 0/1 [00:00<?, ?it/s][2026-05-25 17:26:25 TP1] Scheduler hit an exception: ..."): what the
-# bar was counting is not what failed (its "shards" gave checkpoint_incomplete its points)
-_PROGRESS_BEFORE = re.compile(r"^.*\|\s*\d+/\d+ \[[^\]]*(it/s|s/it)\](?=\S)")
 
 
 def name_by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cat: Catalog,
