@@ -223,12 +223,12 @@ def quieted(lines: list[Line], cat: Catalog, tbs: list[Traceback]) -> list[Line]
     when there are none."""
     quiet: set[int] = set()
     if cat.warning_records:
+        opened = {tb.start_index: tb for tb in tbs}  # the traceback each line opens, if any
         for i, ln in enumerate(lines):
             if ln.level is None and any(p.search(ln.text) for p in cat.warning_records):
                 quiet.add(i)  # the record, and the traceback it opens (the patterns end where one starts)
-                for tb in tbs:
-                    if tb.start_index == i:
-                        quiet.update(range(tb.start_index, tb.end_index + 1))
+                if i in opened:
+                    quiet.update(range(i, opened[i].end_index + 1))
     if cat.handled:
         for tb in tbs:
             j = tb.end_index + 1

@@ -117,8 +117,6 @@ def decisive_lines(lines: list[Line], tbs: list[Traceback], first: int) -> tuple
     return out, paths
 
 
-
-
 def name_by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cat: Catalog,
                    tier: TokenTier | None = None) -> TokenVerdict | None:
     """The class the decisive lines' key tokens name, when one clearly wins; else None."""
