@@ -1815,3 +1815,46 @@ def test_review_another_ranks_crash_before_a_retry_note_is_not_what_retry_caught
            "[2026-11-20 09:05:09 TP0] retry() failed once (0th try, maximum 2 retries). Will delay 0.91s and retry. "
            "Error: HTTPError('504')"]
     assert diagnose("\n".join(log)).cls == "cuda_oom"
+
+
+# A failure said by what runs the server rather than by the server: a Kubernetes pod's status, a launcher's
+# report of a child's exit code in other words than "exited with code N", Ray's wrapped exception, Python's
+# header for a thread's uncaught exception, a program's own "unhandled exception" record. Each alone is a
+# failure nothing names (unknown), never a healthy start.
+@pytest.mark.parametrize("line", [
+    "  Warning  BackOff  2m (x12 over 8m)  kubelet  Back-off restarting failed container sglang in pod sglang-0",
+    "sglang-0   0/1     CrashLoopBackOff   6 (2m ago)   14m",
+    "      Reason:       OOMKilled",
+    "      Exit Code:    137",
+    "Child process unexpectedly failed with an exit code 1. pid=4182",
+    "[2026-11-20 09:05:09] Subprocess scheduler_0 crashed with exit code -9",
+    "Job failed: exit status 1",
+    "ray.exceptions.RayTaskError(RuntimeError): ray::RayWorkerWrapper.execute_method() (pid=3812, ip=10.0.0.2)",
+    "Exception in thread Thread-3 (_run_loop):",
+    "[2026-11-20 09:05:09] Unhandled exception in the tokenizer manager. Exiting.",
+    "Uncaught exception in the launcher, shutting down",
+], ids=["k8s back-off", "k8s crash loop", "k8s OOMKilled", "k8s exit code", "child failed with an exit code",
+        "subprocess crashed with a signal's code", "exit status", "Ray's wrapped exception", "thread's header",
+        "unhandled exception record", "uncaught exception"])
+def test_a_failure_reported_by_what_runs_the_server_is_a_failure(line):
+    assert diagnose(line).cls == "unknown", line
+
+
+# (traps: an exit status of 0, a restart policy's setting, a healthy pod's status, a setting that names the
+# handler, a Ray actor's repr in an INFO record)
+@pytest.mark.parametrize("line", [
+    "      Exit Code:    0",
+    "Job finished: exit status 0",
+    "    restartPolicy: OnFailure",
+    "sglang-0   1/1     Running   0          14m",
+    "INFO 11-20 09:05:09 [ray_utils.py:300] Using RayWorkerWrapper(RuntimeError) for the workers",
+    "[2026-11-20 09:05:09] Installed the uncaught-exception hook",
+], ids=["exit code 0", "exit status 0", "restart policy", "running pod", "INFO record", "hook installed"])
+def test_what_runs_the_server_reporting_no_failure_stays_healthy(line):
+    assert diagnose(line).cls == "healthy", line
+
+
+def test_an_oom_killed_container_after_ready_is_a_death():
+    log = ["[2026-11-20 09:05:09] The server is fired up and ready to roll!",
+           "      Reason:       OOMKilled"]
+    assert diagnose("\n".join(log)).cls == "unknown"

@@ -40,6 +40,7 @@ _SIGNAL = (r"(?-i:\b(Illegal instruction|Bus error)\b(?!:))|\*\*\* SIG[A-Z]+ rec
 # "Failed, NCCL error x.c:99 '...'"), a level in brackets after a tag ("[TensorRT-LLM][ERROR]", "[F] [TRT]",
 # "<time> [Error] (Process)", "[sgl_kernel] CRITICAL:").
 _FORMS = (r"(^|[\s`*(\[（：:,，])[\w.]*\.? ?[A-Z]\w*(Error|Exception): |\b[A-Z]\w*(Error|Exception)\([\"']|"
+          r"\b[A-Z]\w*(Error|Exception)\([A-Z][\w.]*\): |"  # Ray's wrapper: "RayTaskError(RuntimeError): ray::..."
           r"^\s*\[Errno \d+\] |^\s*(/bin/)?(ba|da)?sh: (line )?\d+: .*: (command not found|not found|No such file or directory|"
           r"Permission denied)|"
           r"\bAssertion (failed|error)\b|\bpanicked at\b|called `Result::unwrap\(\)` on an `Err` value|\berror\s+:\s|"
@@ -65,6 +66,12 @@ _FORMS = (r"(^|[\s`*(\[（：:,，])[\w.]*\.? ?[A-Z]\w*(Error|Exception): |\b[A-
 # usually means one child failed.") and kills the server. Fatal before or after the ready line.
 _SGLANG_DEATH = (r"(Scheduler|DataParallelController|DetokenizerManager|TokenizerManager) hit an exception|"
                  r"Received sigquit|SIGQUIT received")
+# A failure said by what runs the server, not by the server: Kubernetes' pod status ("Back-off restarting failed
+# container", "CrashLoopBackOff", kubectl's "Reason: OOMKilled" and "Exit Code: 137"), a shell's or a CI runner's
+# "exit status 1", Python's header for a thread's uncaught exception ("Exception in thread Thread-3 (run):"), a
+# program's own "Unhandled exception" record.
+_RUNNER = (r"Back-off restarting failed container|CrashLoopBackOff|OOMKilled|^\s*Exit Code:\s+[1-9]|\bexit status [1-9]|"
+           r"^\s*Exception in thread \S.*:\s*$|\b(Unhandled|Uncaught) exception\b")
 # A failure the catalog may not know: an exception line, a traceback, a fatal compiler/runtime
 # message, a process that died or exited non-zero. Benign lines and INFO/WARNING records never count.
 FAILURE = re.compile(
@@ -76,7 +83,8 @@ FAILURE = re.compile(
     + CXX_RAISED.pattern + "|"
     r"\b(fatal error|FATAL|Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|returned non-zero exit status|"
     + _SGLANG_DEATH + r"|is dead\b|died unexpectedly|code=(killed|dumped)|"
-    r"status=[1-9]\d*/|Failed with result|(exit(ed)?|finished) with (exit )?(code|status) [1-9])|" + _SIGNAL + "|"
+    r"status=[1-9]\d*/|Failed with result|(exit(ed)?|finished|failed|crashed|died) with (an? )?(exit )?(code|status) -?[1-9]|"
+    + _RUNNER + ")|" + _SIGNAL + "|"
     r"^\[?(ERROR|CRITICAL)\b|\berror:|"
     # torch/c10's error records ("[E530 13:41:17.1 x.cpp:6] "; older torch without the date: "[E ProcessGroupNCCL.cpp:563] ")
     r"^\[E(\d{3,4} [\d:.]+| [\w.-]+:\d+\]) |"
@@ -89,7 +97,7 @@ FAILURE = re.compile(
     + _ABORT + "|" + _FORMS, re.IGNORECASE)
 # After the ready line only a dead process is a failure (a request's traceback is not). The shell's
 # own report of a signal is also read in the locale it was printed in ("段错误 (核心已转储)").
-DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|" + _SGLANG_DEATH + r"|is dead\b|died unexpectedly|"
+DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|OOMKilled|CrashLoopBackOff|段错误|核心已转储|Aborted|" + _SGLANG_DEATH + r"|is dead\b|died unexpectedly|"
                    r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)|" + _SIGNAL + "|" + _ABORT, re.IGNORECASE)
 # The server asked to stop (an operator's SIGTERM or Ctrl-C, a container stop): what dies after it is the
 # shutdown it asked for ("SIGTERM received. ... Draining requests and shutting down..." then a child's "crashed
@@ -102,7 +110,7 @@ _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\
 # Words one of the patterns above needs (lowercased): a line without any is skipped cheaply.
 _FAILURE_HINT = re.compile(r"^\[[ef][\d \]]|error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|abort|"
                            r"段错误|核心已转储|non-zero|sigquit|dead|died|code=|status=|fail|critical|assert|terminate|what\(\)|"
-                           r"signal|panicked|unwrap|not found|no such file|permission denied|resource|kernel image|insufficient|"
+                           r"signal|panicked|crashloop|unwrap|not found|no such file|permission denied|resource|kernel image|insufficient|"
                            r"illegal memory|launch failure|display driver|illegal instruction|bus error|received at time|segfault|"
                            r"fallen off")
 
