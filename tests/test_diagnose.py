@@ -3,10 +3,10 @@
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
 directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/,
-crashlogs_heldout29/, crashlogs_heldout30/ and crashlogs_heldout31/ hold real logs set aside (by a fixed rule,
+crashlogs_heldout29/, crashlogs_heldout30/, crashlogs_heldout31/ and crashlogs_heldout35/ hold real logs set aside (by a fixed rule,
 docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the accuracy tables only, never
-asserted on. The per-class accuracy of the fixtures and of the thirty held-out splits (there is no
-crashlogs_heldout27: round 27 made probes, not a split) is printed in the terminal summary of every run.
+asserted on. The per-class accuracy of the fixtures and of the thirty-one held-out splits (there is no
+crashlogs_heldout27: round 27 made probes, not a split; rounds 32 to 34 made probes, not splits) is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout24", "crashlogs_heldout25",
                                                                  "crashlogs_heldout26", "crashlogs_heldout28",
                                                                  "crashlogs_heldout29", "crashlogs_heldout30",
-                                                                 "crashlogs_heldout31")]
+                                                                 "crashlogs_heldout31", "crashlogs_heldout35")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -330,6 +330,23 @@ KNOWN_MISSES = {
     "unsupported_architecture/vllm-36217-qwen3.5-model-type-not-recognized-frames-cut": (
         "unknown", "the API server's frames cut above the exception; the 'model type qwen3_5 ... does not recognize "
                    "this architecture' line is only in the report's title"),
+    # the thirty-fifth round's tuning misses at its split commit's catalog (no catalog change in that round)
+    "cuda_oom/dynamo-1405-load-model-frames": (
+        "unknown", "Dynamo's vLLM worker frames cut in load_model before the exception line; only the report's title "
+                   "names the CUDA out-of-memory"),
+    "healthy/gpustack-3098-derive-max-len-error-then-vllm-start": (
+        "unsupported_architecture", "GPUStack's own ERROR record quotes transformers' 'does not recognize this "
+                                    "architecture' while deriving a max model length; it does not stop the start "
+                                    "(vLLM ships its own transformers and the server came up)"),
+    "unknown/deepep-150-nvshmem-bootstrap-timeout": (
+        "healthy", "NVSHMEM's 'non-zero status: 7: Connection timed out, exiting...' and 'aborting due to error in "
+                   "nvshmemi_init_thread' carry no level, exception or signal the failure rules know"),
+    "unknown/kserve-3769-division-by-zero": (
+        "healthy", "KServe's record '<time> 1 kserve ERROR [__main__.py:<module>():254] Failed to start model "
+                   "server: ...' is not read as an ERROR record (its level follows a pid and a logger name)"),
+    "unknown/skypilot-pr6507-uv-torch-backend": (
+        "invalid_server_args", "uv's 'error: unexpected argument '--torch-backend' found' and its usage text read as "
+                               "a server rejecting its command line; it is the setup's package installer"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
