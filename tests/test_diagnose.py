@@ -330,20 +330,11 @@ KNOWN_MISSES = {
     "unsupported_architecture/vllm-36217-qwen3.5-model-type-not-recognized-frames-cut": (
         "unknown", "the API server's frames cut above the exception; the 'model type qwen3_5 ... does not recognize "
                    "this architecture' line is only in the report's title"),
-    # the thirty-fifth round's tuning misses at its split commit's catalog (no catalog change in that round)
+    # the thirty-fifth round's tuning misses at its split commit's catalog (no catalog change in that round) that the
+    # rules after it left (the NVSHMEM reports, KServe's record level and GPUStack's max-length note fixed three)
     "cuda_oom/dynamo-1405-load-model-frames": (
         "unknown", "Dynamo's vLLM worker frames cut in load_model before the exception line; only the report's title "
                    "names the CUDA out-of-memory"),
-    "healthy/gpustack-3098-derive-max-len-error-then-vllm-start": (
-        "unsupported_architecture", "GPUStack's own ERROR record quotes transformers' 'does not recognize this "
-                                    "architecture' while deriving a max model length; it does not stop the start "
-                                    "(vLLM ships its own transformers and the server came up)"),
-    "unknown/deepep-150-nvshmem-bootstrap-timeout": (
-        "healthy", "NVSHMEM's 'non-zero status: 7: Connection timed out, exiting...' and 'aborting due to error in "
-                   "nvshmemi_init_thread' carry no level, exception or signal the failure rules know"),
-    "unknown/kserve-3769-division-by-zero": (
-        "healthy", "KServe's record '<time> 1 kserve ERROR [__main__.py:<module>():254] Failed to start model "
-                   "server: ...' is not read as an ERROR record (its level follows a pid and a logger name)"),
     "unknown/skypilot-pr6507-uv-torch-backend": (
         "invalid_server_args", "uv's 'error: unexpected argument '--torch-backend' found' and its usage text read as "
                                "a server rejecting its command line; it is the setup's package installer"),

@@ -1858,3 +1858,58 @@ def test_an_oom_killed_container_after_ready_is_a_death():
     log = ["[2026-11-20 09:05:09] The server is fired up and ready to roll!",
            "      Reason:       OOMKilled"]
     assert diagnose("\n".join(log)).cls == "unknown"
+
+
+# NVSHMEM's failure reports (DeepEP's internode setup): "<file>.h:63: non-zero status: 7: Connection timed out,
+# exiting..." and "aborting due to error in nvshmemi_init_thread": a failure nothing names, never healthy
+# (tests/fixtures/crashlogs/unknown/deepep-150-nvshmem-bootstrap-timeout.log)
+@pytest.mark.parametrize("line", [
+    "/opt/nvshmem/include/host/nvshmemx_api.h:63: non-zero status: 7: Connection timed out, exiting...",
+    "/workspace/nvshmem_src/src/host/init/init.cu:1007: non-zero status: 2 nvshmem bootstrap failed",
+    "aborting due to error in nvshmemi_init_thread",
+], ids=["api header's status", "init's status", "aborting"])
+def test_nvshmem_failure_reports_are_failures(line):
+    assert diagnose(line).cls == "unknown", line
+
+
+# KServe's own records, "<date> <time>.<ms> <pid> <logger> <LEVEL> [<file>:<func>():<line>] <message>" (its logging
+# format): the level is the record's, so an ERROR record is a failure and an INFO record is none, whatever it says
+KSERVE = "2024-07-01 07:28:04.488 1 kserve {level} [__main__.py:<module>():254] {message}"
+
+
+@pytest.mark.parametrize("level, message, want", [
+    ("ERROR", "Failed to start model server: integer division or modulo by zero", "unknown"),
+    ("ERROR", "Failed to start model server: CUDA out of memory. Tried to allocate 2.00 GiB", "cuda_oom"),
+    ("INFO", "Retrying the download after an error: Connection reset by peer (exit code 1)", "healthy"),
+    ("WARNING", "Failed to load the tokenizer's chat template, using the default", "healthy"),
+], ids=["error record", "error record naming OOM", "info record", "warning record"])
+def test_kserve_records_keep_their_level(level, message, want):
+    line = KSERVE.format(level=level, message=message)
+    assert normalize(line)[0].level == level
+    assert diagnose(line).cls == want
+
+
+# GPUStack derives the model's max length before it starts the server and logs any exception as an ERROR it goes
+# on from ("Failed to derive max model length: <the exception>", then "Starting vLLM server"); whatever the
+# exception names is no failure of the server (tests/fixtures/crashlogs/healthy/gpustack-3098-...)
+@pytest.mark.parametrize("exception", [
+    "The checkpoint you are trying to load has model type `qwen3_vl` but Transformers does not recognize this "
+    "architecture.",
+    "Can't load tokenizer for '/models/x'. If you were trying to load it from 'https://huggingface.co/models'",
+    "CUDA out of memory. Tried to allocate 20.00 MiB",
+], ids=["unknown architecture", "tokenizer", "OOM"])
+def test_gpustacks_max_length_note_is_a_note_it_goes_on_from(exception):
+    log = [f"2025-11-01 17:35:57.955760+08:00 - gpustack.worker.backends.vllm - ERROR - Failed to derive max model "
+           f"length: {exception}",
+           "2025-11-01 17:35:57.955979+08:00 - gpustack.worker.backends.vllm - INFO - Starting vLLM server: "
+           "/var/lib/gpustack/bin/vllm_v0.11.0",
+           "(APIServer pid=1951) INFO 11-01 17:36:05 [api_server.py:1839] vLLM API server version 0.11.0"]
+    assert diagnose("\n".join(log)).cls == "healthy"
+    assert diagnose("\n".join(line.replace("+08:00", "") for line in log)).cls == "healthy"  # the relay peeled
+
+
+def test_the_same_exception_failing_the_server_is_still_its_class():
+    log = ["(APIServer pid=1951) INFO 11-01 17:36:05 [api_server.py:1839] vLLM API server version 0.11.0",
+           "ValueError: The checkpoint you are trying to load has model type `qwen3_vl` but Transformers does not "
+           "recognize this architecture."]
+    assert diagnose("\n".join(log)).cls == "unsupported_architecture"

@@ -77,6 +77,10 @@ _CONTAINER = re.compile(r"^(?P<name>[A-Za-z0-9][\w.-]*-\d+|[A-Za-z0-9][\w.-]*_\d
 # "2025-02-25 08:37:29,910 - WARNING - flashinfer.jit: ..."): its level is the record's
 _PYLOG = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
                     r"(?=[\w.]+: )")
+# a program's own Python logging record with its pid and logger before the level, and where it was logged after
+# (KServe's "2024-07-01 07:28:04.488 1 kserve ERROR [__main__.py:<module>():254] "): its level is the record's
+_PYLOG_PID = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ \d+ [\w.-]+ "
+                        r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?=\[[\w.-]+\.py:)")
 # SGLang's router logs its own records with their level: the Rust router through `tracing`
 # ("2025-11-04 10:05:37  INFO sglang_router_rs::server: src/server.rs:830: ", the target a Rust module path)
 # and its older Python wrapper ("[Router (Rust)] 2025-03-08 02:33:09 - INFO - "). Their level is the record's:
@@ -219,7 +223,7 @@ def _peel(text: str, info: dict) -> re.Match | None:
         if m:
             info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
         else:
-            m = _PYLOG.match(text) or _PYLOG_OWN.match(text) or _RUST_TRACING.match(text)
+            m = _PYLOG.match(text) or _PYLOG_OWN.match(text) or _PYLOG_PID.match(text) or _RUST_TRACING.match(text)
             if m:
                 info.setdefault("level", _ROUTER_LEVEL.get(m["level"], m["level"]))
             else:

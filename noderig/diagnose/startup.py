@@ -43,6 +43,9 @@ _FORMS = (r"(^|[\s`*(\[（：:,，])[\w.]*\.? ?[A-Z]\w*(Error|Exception): |\b[A-
           r"\b[A-Z]\w*(Error|Exception)\([A-Z][\w.]*\): |"  # Ray's wrapper: "RayTaskError(RuntimeError): ray::..."
           r"^\s*\[Errno \d+\] |^\s*(/bin/)?(ba|da)?sh: (line )?\d+: .*: (command not found|not found|No such file or directory|"
           r"Permission denied)|"
+          # NVSHMEM's own reports (DeepEP's internode setup): "x.h:63: non-zero status: 7: ..., exiting...", "aborting
+          # due to error in nvshmemi_init_thread"
+          r"\bnon-zero status: -?\d+|\baborting due to error\b|"
           r"\bAssertion (failed|error)\b|\bpanicked at\b|called `Result::unwrap\(\)` on an `Err` value|\berror\s+:\s|"
           r"\bcudaError(?!_?t\b)[A-Z]\w+|\bCUDA_ERROR_[A-Z_]+|\bNCCL WARN\b.*\b(fail(ed|ure)|error)\b|\bWARN Call to \w+ failed|"
           r"\bNCCL error\b|^(\[[\w .-]+\]\s*)+\[(ERROR|CRITICAL|FATAL|E|F)\]|^\[[EF]\] |^.{0,40}\[(ERROR|CRITICAL|FATAL)\s*\]|"
