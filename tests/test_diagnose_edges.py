@@ -1913,3 +1913,45 @@ def test_the_same_exception_failing_the_server_is_still_its_class():
            "ValueError: The checkpoint you are trying to load has model type `qwen3_vl` but Transformers does not "
            "recognize this architecture."]
     assert diagnose("\n".join(log)).cls == "unsupported_architecture"
+
+
+# A failure said in prose, by what failed: the server, its engine, a worker or process, the model's loading, the
+# start itself ("The server failed to start", "Engine core initialization failed", "Server process terminated
+# unexpectedly", "An error occurred during model loading"). SGLang writes its warnings without a level, and many
+# say "failed" of something the server goes on without; these name the server's own start, so they count.
+@pytest.mark.parametrize("line", [
+    "An error occurred during model loading.",
+    "[2026-05-01 10:00:00 TP0] Encountered an error while loading the weights",
+    "Model loading failed",
+    "The server failed to start",
+    "Server process terminated unexpectedly",
+    "[2026-05-01 10:00:00] Failed to launch the server",
+    "Engine core initialization failed",
+    "Server exited unexpectedly with return code 1",
+    "Worker process crashed",
+    "Startup failed, shutting down",
+], ids=["an error occurred", "encountered an error", "model loading failed", "server failed to start",
+        "terminated unexpectedly", "failed to launch the server", "initialization failed", "return code",
+        "worker crashed", "startup failed"])
+def test_a_failure_of_the_start_said_in_prose_is_a_failure(line):
+    assert diagnose(line).cls == "unknown", line
+
+
+def test_a_failure_said_in_prose_is_named_by_its_key_tokens():
+    # once it is a failure, the key-token tier reads it like any failure line (below a signature's confidence)
+    d = diagnose("[2026-05-01 10:00:00 TP0] Encountered an error while capturing CUDA graphs")
+    assert (d.cls, d.confidence < 0.5) == ("cuda_graph_capture", True)
+
+
+# (traps: what SGLang and its libraries say at a normal start about something optional that failed, a retry
+# that will be made, a server that failed nothing)
+@pytest.mark.parametrize("line", [
+    "[2026-05-01 10:00:00 TP0] Failed to import deep_gemm, falling back to triton kernels",
+    "[2026-05-01 10:00:00] Failed to get the GPU's memory bandwidth; using the default estimate",
+    "[2026-05-01 10:00:00 TP0] Load weight end. type=DeepseekV3ForCausalLM, avail mem=12.00 GB",
+    "Health check failed, retrying in 2 s (the server is still starting)",
+    "[2026-05-01 10:00:00] Server process started with pid 1234",
+    "INFO 05-01 10:00:00 [core.py:100] An error occurred during model loading would be reported here",
+], ids=["optional import", "optional probe", "load end", "health check retry", "process started", "INFO record"])
+def test_optional_failures_said_in_prose_stay_healthy(line):
+    assert diagnose(line).cls == "healthy", line

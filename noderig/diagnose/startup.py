@@ -75,6 +75,16 @@ _SGLANG_DEATH = (r"(Scheduler|DataParallelController|DetokenizerManager|Tokenize
 # program's own "Unhandled exception" record.
 _RUNNER = (r"Back-off restarting failed container|CrashLoopBackOff|OOMKilled|^\s*Exit Code:\s+[1-9]|\bexit status [1-9]|"
            r"^\s*Exception in thread \S.*:\s*$|\b(Unhandled|Uncaught) exception\b")
+# A failure of the start said in prose, by what failed: the server, its engine, a worker or process, the model's
+# loading, the start itself ("The server failed to start", "Engine core initialization failed", "Server process
+# terminated unexpectedly", "An error occurred during model loading", "exited ... with return code 1"). SGLang's
+# level-less warnings say "Failed to <do something optional>"; only these subjects and verbs count.
+_PROSE = (r"\b(an|unexpected) error (occurred|happened)\b|\bencountered an? (fatal |unexpected )?error\b|"
+          r"\b(terminated|exited|stopped|died) unexpectedly\b|\breturn ?code:? -?[1-9]|"
+          r"\bfailed to (start|launch|initiali[sz]e|boot)( the| its)? (server|engine|worker|scheduler|model|process)\b|"
+          r"\b(server|engine|worker|scheduler|process)s? failed to (start|launch|initiali[sz]e|boot)\b|"
+          r"\b(loading|initiali[sz]ation|startup|start-up|launch)( of [\w.-]+)? failed\b|"
+          r"\b(server|engine|worker|scheduler|process|subprocess)( \w+)? crashed\b")
 # A failure the catalog may not know: an exception line, a traceback, a fatal compiler/runtime
 # message, a process that died or exited non-zero. Benign lines and INFO/WARNING records never count.
 FAILURE = re.compile(
@@ -97,7 +107,7 @@ FAILURE = re.compile(
     # a CUDA call's error, where the line starts or after the caller that checked it
     # ("CUDA error (x.h:188): ...", "x.cu(57) : getLastCudaError() CUDA error : KernelError : (500) ...")
     r"\bCUDA (driver |runtime )?error\s*(\d+ at \S+:\d+\s*)?[(:]|"  # ggml's "CUDA error 2 at ggml-cuda.cu:5509: ..."
-    + _ABORT + "|" + _FORMS, re.IGNORECASE)
+    + _ABORT + "|" + _FORMS + "|" + _PROSE, re.IGNORECASE)
 # After the ready line only a dead process is a failure (a request's traceback is not). The shell's
 # own report of a signal is also read in the locale it was printed in ("段错误 (核心已转储)").
 DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|OOMKilled|CrashLoopBackOff|段错误|核心已转储|Aborted|" + _SGLANG_DEATH + r"|is dead\b|died unexpectedly|"
@@ -113,7 +123,7 @@ _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\
 # Words one of the patterns above needs (lowercased): a line without any is skipped cheaply.
 _FAILURE_HINT = re.compile(r"^\[[ef][\d \]]|error|exception|exit|interrupt|traceback|fatal|segmentation|dumped|killed|abort|"
                            r"段错误|核心已转储|non-zero|sigquit|dead|died|code=|status=|fail|critical|assert|terminate|what\(\)|"
-                           r"signal|panicked|crashloop|unwrap|not found|no such file|permission denied|resource|kernel image|insufficient|"
+                           r"signal|panicked|crash|unexpectedly|return ?code|unwrap|not found|no such file|permission denied|resource|kernel image|insufficient|"
                            r"illegal memory|launch failure|display driver|illegal instruction|bus error|received at time|segfault|"
                            r"fallen off")
 
