@@ -3,10 +3,11 @@
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
 directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/,
-crashlogs_heldout29/, crashlogs_heldout30/, crashlogs_heldout31/ and crashlogs_heldout35/ hold real logs set aside (by a fixed rule,
+crashlogs_heldout29/, crashlogs_heldout30/, crashlogs_heldout31/, crashlogs_heldout35/ and crashlogs_heldout38/ hold real logs set aside (by a fixed rule,
 docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the accuracy tables only, never
-asserted on. The per-class accuracy of the fixtures and of the thirty-one held-out splits (there is no
-crashlogs_heldout27: round 27 made probes, not a split; rounds 32 to 34 made probes, not splits) is printed in the terminal summary of every run.
+asserted on. The per-class accuracy of the fixtures and of the thirty-two held-out splits (there is no
+crashlogs_heldout27: round 27 made probes, not a split; rounds 32 to 34 made probes, not splits; rounds 36 and 37
+run in parallel with round 38 and their splits, if any, are not in this branch) is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout24", "crashlogs_heldout25",
                                                                  "crashlogs_heldout26", "crashlogs_heldout28",
                                                                  "crashlogs_heldout29", "crashlogs_heldout30",
-                                                                 "crashlogs_heldout31", "crashlogs_heldout35")]
+                                                                 "crashlogs_heldout31", "crashlogs_heldout35",
+                                                                 "crashlogs_heldout38")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -338,6 +340,22 @@ KNOWN_MISSES = {
     "unknown/skypilot-pr6507-uv-torch-backend": (
         "invalid_server_args", "uv's 'error: unexpected argument '--torch-backend' found' and its usage text read as "
                                "a server rejecting its command line; it is the setup's package installer"),
+    # the thirty-eighth round's tuning misses at its split commit's catalog (no catalog change in that round)
+    "cuda_oom/vllm-17469-qwen3-compose-oom-cut-after-loading": (
+        "healthy", "the compose excerpt stops at the workers' weight-loading and torch.compile records, before any "
+                   "failure; only the report's title names the out-of-memory"),
+    "kernel_abi_mismatch/vllm-7191-flash-attn-varlen-softcap-typeerror": (
+        "unknown", "a TypeError about an unexpected keyword argument ('softcap') to flash_attn_varlen_func; only the "
+                   "replies say the installed vllm-flash-attn is older than the vLLM calling it"),
+    "speculative_config/vllm-pr-52171-kimi-linear-no-eagle3-interface": (
+        "unknown", "'RuntimeError: Model does not support EAGLE3 interface' alone; no signature reads an EAGLE3 "
+                   "target the model class does not support, and the line names no speculative argument"),
+    "speculative_config/vllm-pr-51960-unquantized-draft-moe-backend": (
+        "unknown", "a ValueError that --moe-backend does not support unquantized MoE; only the PR says the unquantized "
+                   "MoE is the draft model's and the fix is moe_backend inside --speculative-config"),
+    "unsupported_architecture/vllm-32338-llava-qwen-not-supported-cut": (
+        "unknown", "the offline LLM(...) traceback cut inside LLMEngine.from_engine_args, above the 'Model "
+                   "architectures ... are not supported' line, which only the report's prose quotes"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
