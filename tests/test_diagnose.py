@@ -356,39 +356,6 @@ KNOWN_MISSES = {
     "unsupported_architecture/vllm-32338-llava-qwen-not-supported-cut": (
         "unknown", "the offline LLM(...) traceback cut inside LLMEngine.from_engine_args, above the 'Model "
                    "architectures ... are not supported' line, which only the report's prose quotes"),
-    # round 36 probes before their rules (removed by the rules commit)
-    "checkpoint_corrupt/src36-safetensors-invalid-header-length-logged": (
-        "unknown", "round 36 probe, before its rule: safetensors' Display text logged by a Rust loader, without SafetensorError's Python prefix"),
-    "checkpoint_corrupt/src36-torch-streamreader-failed-locating-data-pkl": (
-        "checkpoint_incomplete", "round 36 probe, before its rule: only 'reading zip archive' was a signature; the tier reads 'file not found' as a missing file"),
-    "checkpoint_corrupt/src36-torch-streamreader-failed-reading-file": (
-        "unknown", "round 36 probe, before its rule: only 'reading zip archive' of torch's zip reader was a signature"),
-    "cuda_graph_capture/src36-cuda-capture-event-recorded-in-capturing-stream": (
-        "unknown", "round 36 probe, before its rule: the runtime's text for cudaErrorCapturedEvent was no signature"),
-    "cuda_graph_capture/src36-cuda-capture-implicit-legacy-stream": (
-        "unknown", "round 36 probe, before its rule: the runtime's text for cudaErrorStreamCaptureImplicit was no signature"),
-    "cuda_graph_capture/src36-cuda-capture-unjoined-work": (
-        "unknown", "round 36 probe, before its rule: the runtime's text for cudaErrorStreamCaptureUnjoined was no signature"),
-    "cuda_graph_capture/src36-torch-capture-end-on-another-stream": (
-        "unknown", "round 36 probe, before its rule: torch's CUDAGraph::capture_end check was no signature"),
-    "cute_dsl_version_skew/src36-flashinfer-tgv-backend-requires-cutlass-dsl-logged": (
-        "unknown", "round 36 probe, before its rule: a kernel requiring the DSL without naming a version was no signature"),
-    "deepgemm_jit_failure/src36-deepgemm-find-cuda-home-assert": (
-        "unknown", "round 36 probe, before its rule: deep_gemm's bare import-time assert on its CUDA home was no signature"),
-    "deepgemm_jit_failure/src36-deepgemm-nvcc-ptx-compilation-failed": (
-        "unsupported_gpu_arch", "round 36 probe, before its rule: nvcc's 'Unsupported gpu architecture' inside DeepGEMM's printed PTX failure names the arch class first"),
-    "deepgemm_jit_failure/src36-deepgemm-nvrtc-log-then-nvrtc-error": (
-        "unknown", "round 36 probe, before its rule: DeepGEMM's NVRTC error (DGException 'NVRTC error (<jit file>)') was no signature"),
-    "nccl_failure/src36-nccl-warn-ib-completion-retry-exceeded": (
-        "unknown", "round 36 probe, before its rule: NCCL's IB completion-error WARN says no 'failed' or 'error'"),
-    "nccl_failure/src36-nccl-warn-no-usable-listening-interface": (
-        "unknown", "round 36 probe, before its rule: NCCL's bootstrap WARNs for no usable interface say no 'failed' or 'error'"),
-    "nccl_failure/src36-vllm-pynccl-failed-to-load-nccl-library": (
-        "unknown", "round 36 probe, before its rule: the NCCL binding's 'Failed to load NCCL library' record was no signature"),
-    "port_in_use/src36-sglang-port-in-use-info-then-not-available-alone": (
-        "unknown", "round 36 probe, before its rule: SGLang's wait_port_available ValueError was no signature"),
-    "port_in_use/src36-sglang-wait-port-available-not-available": (
-        "unknown", "round 36 probe, before its rule: SGLang's wait_port_available ValueError was no signature"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -400,19 +367,10 @@ KNOWN_LOW_CONFIDENCE = {
         "a miss: 'spec_decoding_stats=None' in a scheduler-stats dump gives speculative_config its points"),
     "unknown/vllm-24888-speculative-config-object-has-no-attribute-get": (
         "a miss: the class name SpeculativeConfig in a vLLM argument-parsing AttributeError gives the points"),
-    # round 36 probes before their rules (removed by the rules commit)
-    "checkpoint_corrupt/src36-safetensors-deserialize-header-too-small": (
-        "round 36 probe, before its rule: safetensors' deserialize() wording ('Error while deserializing: header too small') only by key tokens"),
+    # the thirty-sixth round: vLLM's strict weight check, left to the tier (a missing shard or a weight-name mapping bug)
     "checkpoint_incomplete/src36-vllm-weights-not-initialized-from-checkpoint": (
-        "round 36 probe, before its rule: vLLM's strict weight check only by key tokens"),
-    "cuda_graph_capture/src36-torch-cuda-graph-non-default-stream": (
-        "round 36 probe, before its rule: torch's capture_begin check only by key tokens"),
-    "cute_dsl_version_skew/src36-flashinfer-low-m-backend-requires-cutlass-dsl": (
-        "round 36 probe, before its rule: a kernel requiring the DSL without a version only by key tokens"),
-    "checkpoint_corrupt/src36-torch-streamreader-failed-locating-data-pkl": (
-        "round 36 probe, a miss before its rule (in KNOWN_MISSES too): the tier names it checkpoint_incomplete from 'file not found'"),
-    "cute_dsl_version_skew/src36-flashinfer-moe-ep-cutedsl-requires-dsl-importable": (
-        "round 36 probe, before its rule: a kernel requiring the DSL without a version only by key tokens"),
+        "vLLM's 'Following weights were not initialized from checkpoint' is what a missing shard and a weight-name "
+        "mapping bug both end in; no signature, the key-token tier names it"),
 }
 
 

@@ -1955,3 +1955,143 @@ def test_a_failure_said_in_prose_is_named_by_its_key_tokens():
 ], ids=["optional import", "optional probe", "load end", "health check retry", "process started", "INFO record"])
 def test_optional_failures_said_in_prose_stay_healthy(line):
     assert diagnose(line).cls == "healthy", line
+# The thirty-sixth round: the kernels, NCCL, CUDA graphs and checkpoints from the source, by cause. Each named log is
+# in other words or another prefix than the round's probes; each trap keeps the verdict it had before the round.
+
+def test_thirty_sixth_round_deepgemms_jit_failing_in_any_of_its_compilers_is_a_deepgemm_jit_failure():
+    named = [
+        # an NVRTC check on another call, under a vLLM worker prefix
+        "(Worker_TP3 pid=411) ERROR 11-05 10:00:00 [multiproc_executor.py:671] RuntimeError: NVRTC error "
+        "(csrc/jit/compiler.hpp:318): NVRTC_ERROR_COMPILATION",
+        # the include parser's other refusal, pasted alone under a journal prefix
+        "Nov 05 10:00:00 gpu-node-1 python3[411]: RuntimeError: Assertion error (csrc/jit/include_parser.hpp:64): "
+        "Circular include may occur: /opt/deep_gemm/include/deep_gemm/common/utils.cuh",
+        # DeepGEMM's printed nvcc failure whatever nvcc said, under SGLang's DP/TP prefix
+        "[2026-11-05 10:00:00 DP0 TP2] NVCC compilation failed: nvcc fatal   : Value 'sm_103a' is not defined for "
+        "option 'gpu-architecture'",
+        # the import-time CUDA-home assert, SGLang's record of a bare AssertionError
+        "[2026-11-05 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/opt/venv/lib/python3.12/site-packages/deep_gemm/__init__.py", line 120, in _find_cuda_home\n'
+        "    assert cuda_home is not None\n"
+        "AssertionError",
+    ]
+    assert_named_by_a_signature(named, "deepgemm_jit_failure")
+    # traps: DeepGEMM's own notes, printed while it goes on, and a debug print of its NVRTC options
+    for line in ["Warning: please use at least NVCC 12.9 for the best DeepGEMM performance",
+                 "Compiling JIT runtime with NVRTC options: -std=c++20 --gpu-architecture=sm_90a -default-device",
+                 "NVRTC log: kernel.cu(12): warning #177-D: variable \"x\" was declared but never referenced"]:
+        assert diagnose(line).cls == "healthy", line
+    # an assert raised in deep_gemm/__init__.py about something else is not the CUDA home
+    other = ('Traceback (most recent call last):\n  File "/opt/venv/lib/python3.12/site-packages/deep_gemm/__init__.py", '
+             "line 90, in set_num_sms\n    assert 0 < num_sms <= 132\nAssertionError")
+    assert diagnose(other).cls != "deepgemm_jit_failure"
+
+
+def test_thirty_sixth_round_a_kernel_requiring_the_cute_dsl_is_cute_dsl_version_skew():
+    named = [
+        # another FlashInfer check, without a version, under a compose prefix
+        "sglang-1  | ValueError: group_gemm_fp8_nt_groupwise with backend='cute-dsl' requires nvidia-cutlass-dsl",
+        # a wrapped ERROR record of vLLM naming the package with "the"
+        "(EngineCore_DP0 pid=7) ERROR 11-05 10:00:00 [core.py:708] RuntimeError: the MXFP8 MoE kernel requires the "
+        "nvidia-cutlass-dsl package to be importable",
+    ]
+    assert_named_by_a_signature(named, "cute_dsl_version_skew")
+    # traps: pip's resolver notices at install time and a help text that names the package stay healthy
+    for line in ["flashinfer-python 0.6.1 requires nvidia-cutlass-dsl, which is not installed.",
+                 "flashinfer-python 0.6.1 requires nvidia-cutlass-dsl>=4.6.0, but you have nvidia-cutlass-dsl 4.5.2 "
+                 "which is incompatible.",
+                 "  --moe-runner-backend {auto,triton,cutlass,flashinfer_cutedsl}  MoE runner backend "
+                 "(flashinfer_cutedsl requires nvidia-cutlass-dsl)"]:
+        assert diagnose(line).cls == "healthy", line
+
+
+def test_thirty_sixth_round_the_token_tier_leaves_flash_attn_cute_to_its_signature():
+    from noderig.diagnose.engine import _first_failure
+    from noderig.diagnose.tokens import name_by_tokens
+
+    # another DSL submodule, missing while FA4's backward kernels import (the probe's is a forward one)
+    log = ('Traceback (most recent call last):\n'
+           '  File "/opt/venv/lib/python3.12/site-packages/flash_attn/cute/flash_bwd_sm100.py", line 14, in <module>\n'
+           '    import cutlass.utils.blackwell_helpers as sm100_utils\n'
+           "ModuleNotFoundError: No module named 'cutlass.utils.blackwell_helpers'")
+    cat = load_catalog()
+    lines = normalize(log)
+    tbs = parse_tracebacks(lines)
+    first = _first_failure(lines, cat, set().union(*(tb.code_lines for tb in tbs)), tbs)
+    verdict = name_by_tokens(lines, tbs, first, cat)
+    assert verdict is None or verdict.cls != "cute_dsl_version_skew"
+    assert diagnose(log).cls == "flash_attn_cute_missing"
+
+
+def test_thirty_sixth_round_nccls_transport_warnings_without_failure_words_are_nccl_failures():
+    named = [
+        # the IB completion error of NCCL's GIN path, under torch's rank prefix
+        "[rank3]:gpu-node-2:811:902 [3] transport/net_ib/gin.cc:749 NCCL WARN NET/IB/GIN: Got completion from "
+        "peer 10.1.0.9<40411> with status=5 opcode=0 len=0 vendor err 249 (Recv) hca mlx5_0",
+        # the bootstrap's refusal under a vLLM worker prefix
+        "(Worker_TP0 pid=77) gpu-node-2:77:77 [0] NCCL WARN Bootstrap : no socket interface found",
+    ]
+    assert_named_by_a_signature(named, "nccl_failure")
+    # the binding's missing library names the class only as a symptom, when something failed
+    log = ["ERROR 11-05 10:00:00 [pynccl_wrapper.py:344] Failed to load NCCL library from /opt/nccl/libnccl.so.2.",
+           "RuntimeError: Engine core initialization failed. See root cause above."]
+    assert diagnose("\n".join(log)).cls == "nccl_failure"
+    # traps: NCCL's INFO lines for a transport it does not use, and a start that goes on past the binding's record
+    for line in ["gpu-node-2:77:77 [0] NCCL INFO NET/IB : No device found.",
+                 "gpu-node-2:77:77 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.0.8<0>"]:
+        assert diagnose(line).cls == "healthy", line
+    went_on = ["ERROR 11-05 10:00:00 [pynccl_wrapper.py:344] Failed to load NCCL library from libnccl.so.2.",
+               "INFO 11-05 10:00:09 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000"]
+    assert diagnose("\n".join(went_on)).cls == "healthy"
+
+
+def test_thirty_sixth_round_the_runtimes_and_torchs_capture_errors_are_cuda_graph_capture():
+    named = [
+        # the capture-implicit text from a kernel library's own check, under SGLang's TP prefix
+        "[2026-11-05 10:00:00 TP1] CUDA error: operation would make the legacy stream depend on a capturing "
+        "blocking stream (at /workspace/csrc/moe/moe_align.cu:211)",
+        # the captured-event text through torch, alone under a compose prefix
+        "vllm-1  | torch.AcceleratorError: CUDA error: operation not permitted on an event last recorded in a "
+        "capturing stream",
+        # torch's capture_begin check in a vLLM EngineCore record
+        "(EngineCore_DP0 pid=7) ERROR 11-05 10:00:00 [core.py:708] RuntimeError: CUDA graphs must be captured on a "
+        "non-default stream. (However, after capture, it's ok to replay them on the default stream.)",
+    ]
+    assert_named_by_a_signature(named, "cuda_graph_capture")
+    # traps: the engines' capture progress and torch's warning about an empty graph stay healthy
+    for line in ["INFO 11-05 10:00:00 [gpu_model_runner.py:3480] Capturing CUDA graphs (mixed prefill-decode, "
+                 "PIECEWISE): 100%|##########| 67/67 [00:05<00:00, 12.1it/s]",
+                 "[2026-11-05 10:00:00 TP0] Capture cuda graph begin. This can take up to several minutes.",
+                 "W1105 10:00:00.123000 77 torch/cuda/graphs.py:88] The CUDA Graph is empty. This usually means that "
+                 "the graph was attempted to be captured on wrong device or stream."]:
+        assert diagnose(line).cls == "healthy", line
+
+
+def test_thirty_sixth_round_checkpoint_readers_on_a_damaged_file_are_checkpoint_corrupt():
+    named = [
+        # torch's zip reader on another record, under SGLang's TP prefix
+        "[2026-11-05 10:00:00 TP3] RuntimeError: PytorchStreamReader failed reading file data/0: file read failed",
+        # safetensors' metadata error from deserialize(), alone under a journal prefix
+        "Nov 05 10:00:00 gpu-node-1 python3[411]: safetensors_rust.SafetensorError: Error while deserializing: "
+        "incomplete metadata, file not fully covered",
+        # a Rust loader's header error in another wording
+        "Error: SafeTensorError(InvalidHeaderDeserialization) while reading the header of model.safetensors",
+    ]
+    assert_named_by_a_signature(named, "checkpoint_corrupt")
+    # traps: a tensor a file does not hold is not a damaged header; a file missing stays checkpoint_incomplete
+    assert diagnose("safetensors_rust.SafetensorError: File does not contain tensor lm_head.weight").cls \
+        != "checkpoint_corrupt"
+    assert diagnose("FileNotFoundError: No such file or directory: /models/x/model-00002-of-00004.safetensors").cls \
+        == "checkpoint_incomplete"
+
+
+def test_thirty_sixth_round_sglangs_port_wait_that_times_out_is_port_in_use():
+    named = [
+        # another internal port, under SGLang's DP prefix and a compose prefix
+        "sglang-1  | [2026-11-05 10:00:00 DP1] ValueError: detokenizer_port at 30102 is not available in 60 seconds. "
+        "detokenizer_port is used by a process already. pid=411",
+    ]
+    assert_named_by_a_signature(named, "port_in_use")
+    # trap: the note while it waits, on a start that has not failed
+    assert diagnose("[2026-11-05 10:00:00] port 30011 is in use. Waiting for 15 seconds for nccl_port to be "
+                    "available. nccl_port is used by a process already.").cls == "healthy"
