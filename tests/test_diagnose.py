@@ -2,12 +2,12 @@
 
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
-directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/,
-crashlogs_heldout29/, crashlogs_heldout30/, crashlogs_heldout31/, crashlogs_heldout35/ and crashlogs_heldout38/ hold real logs set aside (by a fixed rule,
-docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the accuracy tables only, never
-asserted on. The per-class accuracy of the fixtures and of the thirty-two held-out splits (there is no
-crashlogs_heldout27: round 27 made probes, not a split; rounds 32 to 34 made probes, not splits; rounds 36 and 37
-run in parallel with round 38 and their splits, if any, are not in this branch) is printed in the terminal summary of every run.
+directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/ ..
+crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ and crashlogs_heldout38/ hold real logs set aside
+(by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the accuracy
+tables only, never asserted on. The per-class accuracy of the fixtures and of the thirty-three held-out splits (there is no
+crashlogs_heldout27: round 27 made probes, not a split; rounds 32 to 34 and 36 made probes, not
+splits) is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout26", "crashlogs_heldout28",
                                                                  "crashlogs_heldout29", "crashlogs_heldout30",
                                                                  "crashlogs_heldout31", "crashlogs_heldout35",
-                                                                 "crashlogs_heldout38")]
+                                                                 "crashlogs_heldout37", "crashlogs_heldout38")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -356,10 +356,38 @@ KNOWN_MISSES = {
     "unsupported_architecture/vllm-32338-llava-qwen-not-supported-cut": (
         "unknown", "the offline LLM(...) traceback cut inside LLMEngine.from_engine_args, above the 'Model "
                    "architectures ... are not supported' line, which only the report's prose quotes"),
+    # the thirty-seventh round's tuning misses at its split commit's catalog (no catalog change in that round)
+    "cuda_graph_capture/sglang-1421-deepseek-v2-fp8-h20-custom-all-reduce-illegal": (
+        "unknown", "custom all-reduce's 'Failed: Cuda error .../custom_all_reduce.cuh:330 'an illegal memory access "
+                   "was encountered'' with no capture frame or capture record; only the report's title names the "
+                   "CUDA graph"),
+    "unknown/sglang-10560-pd-mooncake-kv-transfer-failed-unknown-reason": (
+        "healthy", "SGLang's 'Decode transfer failed for request ... with exception KVTransferError(...)' records carry "
+                   "no level, traceback or exception line the failure rules know, and /health answers 200 after them"),
+    "unknown/sglang-1391-llava-llama-processor-is-a-tokenizer": (
+        "tokenizer_error", "an AttributeError raised in SGLang's tokenizer_manager (the processor loaded for a "
+                           "multimodal model is a bare tokenizer) reads as the tokenizer failing to load; the thread "
+                           "names no cause"),
+    "unknown/sglang-19081-ds32-nvfp4-specv2-cublas-execution-failed": (
+        "speculative_config", "a CUBLAS_STATUS_EXECUTION_FAILED kernel crash whose scheduler frames, cut by the "
+                              "paste, end in the EAGLE v2 draft worker: the innermost frame places it in the "
+                              "speculative-decoding code, though nothing in the configuration is wrong"),
+    "unknown/sglang-26987-dsv4-pro-b300-graph-replay-illegal-memory-xid31": (
+        "cuda_graph_capture", "an illegal memory access during CUDA graph replay after 1.5 days of serving; the "
+                              "'currentStreamCaptureStatusMayInitCtx (CUDAGraphsC10Utils.h)' line gives the capture "
+                              "class its key-token points (0.45)"),
+    "unknown/sglang-32855-kimi-k3-dspark-b300-xid13-long-context": (
+        "speculative_config", "scheduler frames cut inside the DSPARK v2 speculative worker before the exception "
+                              "line; the crash is a GPU Xid 13 at long context, not a speculative-decoding "
+                              "configuration"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
 KNOWN_LOW_CONFIDENCE = {
+    # the thirty-seventh round: an unknown tuning log the tier names cuda_graph_capture (a miss, in KNOWN_MISSES too)
+    "unknown/sglang-26987-dsv4-pro-b300-graph-replay-illegal-memory-xid31": (
+        "a miss: CUDA graph replay words in a three-line summary of a crash after 1.5 days give the capture class "
+        "its points"),
     "cuda_graph_capture/sglang-9706-custom-all-reduce-register-graph-buffers": (
         "the report's sentence and one custom all-reduce frame; no signature names a capture that failed in prose"),
     # the thirty-first round: two unknown tuning logs the tier names speculative_config (misses, in KNOWN_MISSES too)
@@ -750,6 +778,10 @@ KNOWN_FORM_MISSES: dict[tuple[str, str], tuple[str, str]] = {
     ("SGLang rank prefix", "healthy/src-vllm-hub-unreachable-warning-with-traceback"): (
         "hf_gated_repo", "every traceback line under a second, timed prefix opens its own record and loses the "
                          "WARNING level; the HfHubHTTPError 504 then gives the Hub class its key-token points"),
+    # the thirty-seventh round: a tuning miss the key-token tier names cuda_graph_capture at 0.45 in its bare paste
+    ("SGLang rank prefix", "unknown/sglang-26987-dsv4-pro-b300-graph-replay-illegal-memory-xid31"): (
+        "unknown", "under a timed SGLang prefix on every line the tier no longer gives the capture class its 2-point "
+                   "lead and the log comes out as labelled (unknown); why the form differs was not investigated"),
 }
 
 
