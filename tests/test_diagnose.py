@@ -156,43 +156,6 @@ def accuracy_report(request):
 # paste alone. Each is asserted to come out exactly as stated, so one that starts coming out right
 # (or wrong in another way) fails the test and this list must change with it.
 KNOWN_MISSES = {
-    # the thirty-third round: probes from the source, first measure before this round's rules (each removed by them)
-    "invalid_server_args/src33-sglang-context-length-greater-than-derived-logged": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "invalid_server_args/src33-sglang-context-length-greater-than-derived": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "invalid_server_args/src33-vllm-long-prefill-threshold-above-max-model-len-logged": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "invalid_server_args/src33-vllm-max-num-batched-tokens-below-max-num-seqs-validation": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "invalid_server_args/src33-vllm-max-num-batched-tokens-smaller-than-max-model-len": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "kv_cache_insufficient/src33-sglang-hybrid-state-cache-too-small-alone": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "kv_cache_insufficient/src33-sglang-swa-pool-cap-leaves-no-room-logged": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "kv_cache_insufficient/src33-sglang-unified-pool-cannot-fit-one-request": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "speculative_config/src33-sglang-dflash-mask-token-outside-vocab-logged": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "speculative_config/src33-sglang-dflash-quantized-lm-head-tp-logged": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "tokenizer_error/src33-sglang-chat-template-not-builtin-or-path": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "tokenizer_error/src33-sglang-fast-tokenizer-in-slow-mode-alone": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "tokenizer_error/src33-sglang-fastokens-package-required": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "tokenizer_error/src33-sglang-retry-use-fast-false-also-failed-logged": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "tokenizer_error/src33-transformers-chat-template-not-set-offline": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "unsupported_architecture/src33-sglang-cannot-find-model-module-auto-map-failed-logged": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "unsupported_architecture/src33-sglang-cannot-find-model-module-no-auto-map": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
-    "unsupported_architecture/src33-sglang-no-sglang-implementation-transformers-incompatible": (
-        "unknown", "round 33 probe: no signature names this wording yet (the message the source raises or logs)"),
     "flash_attn_cute_missing/megatron-lm-pr-6545-thrmma-annotation": (
         "cute_dsl_version_skew", "one line naming only the DSL module; the flash_attn.cute import that raised it "
                                  "is not in the paste"),
@@ -425,21 +388,6 @@ KNOWN_LOW_CONFIDENCE = {
     "unknown/sglang-26987-dsv4-pro-b300-graph-replay-illegal-memory-xid31": (
         "a miss: CUDA graph replay words in a three-line summary of a crash after 1.5 days give the capture class "
         "its points"),
-    # the thirty-third round: probes the key-token tier names before this round's rules
-    "speculative_config/src33-sglang-dflash-nemotron-draft-requires-embedding": (
-        "round 33 probe: named by the key-token tier only, no signature holds this wording yet"),
-    "speculative_config/src33-sglang-hook-ngram-topk-page-size-alone": (
-        "round 33 probe: named by the key-token tier only, no signature holds this wording yet"),
-    "speculative_config/src33-sglang-hook-rejection-sampling-only-eagle-alone": (
-        "round 33 probe: named by the key-token tier only, no signature holds this wording yet"),
-    "speculative_config/src33-sglang-spec-registry-no-overlap-alone": (
-        "round 33 probe: named by the key-token tier only, no signature holds this wording yet"),
-    "speculative_config/src33-vllm-deepseek-v41-no-classic-mtp-draft-alone": (
-        "round 33 probe: named by the key-token tier only, no signature holds this wording yet"),
-    "speculative_config/src33-vllm-num-speculative-tokens-without-model-logged": (
-        "round 33 probe: named by the key-token tier only, no signature holds this wording yet"),
-    "unsupported_architecture/src33-sglang-registry-failed-to-be-inspected-alone": (
-        "round 33 probe: named by the key-token tier only, no signature holds this wording yet"),
     "cuda_graph_capture/sglang-9706-custom-all-reduce-register-graph-buffers": (
         "the report's sentence and one custom all-reduce frame; no signature names a capture that failed in prose"),
     # the thirty-first round: two unknown tuning logs the tier names speculative_config (misses, in KNOWN_MISSES too)

@@ -1199,7 +1199,9 @@ def _spec_refusal(second_line: str, module: str = "server_args") -> str:
         f'  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/{module}.py", line 1488, in',
         "_handle_speculative_decoding",
         "    raise ValueError(",
-        "ValueError: Speculative decoding for LlamaForCausalLM is not",
+        # (the speculative words past the thirty-third round's reach: a ValueError whose message opens on them is
+        # speculative_config whether joined or not, so only the join can name this one)
+        "ValueError: The model class LlamaForCausalLM loaded from /models/llama-3.1-8b-instruct with speculative decoding is not",
         second_line,
     ])
 
@@ -2095,3 +2097,143 @@ def test_thirty_sixth_round_sglangs_port_wait_that_times_out_is_port_in_use():
     # trap: the note while it waits, on a start that has not failed
     assert diagnose("[2026-11-05 10:00:00] port 30011 is in use. Waiting for 15 seconds for nccl_port to be "
                     "available. nccl_port is used by a process already.").cls == "healthy"
+# Thirty-third round: the model side from the source, by cause. Each test names the cause in other words and other
+# prefixes than the round's probes (tests/fixtures/crashlogs/*/src33-*.log), and keeps its traps.
+
+_SP = "/usr/local/lib/python3.12/dist-packages"
+
+
+def test_thirty_third_round_a_configuration_exception_opening_on_a_speculative_setting_or_method_is_speculative_config():
+    named = [
+        # a --speculative-* flag, under vLLM's engine-core prefix
+        "(EngineCore_DP0 pid=812) ERROR 11-05 10:00:00 [core.py:700] ValueError: --speculative-num-draft-tokens must be "
+        "at least 2 for DFLASH, got 1.",
+        # "speculative method" in SGLang's level-less scheduler record
+        "[2026-11-05 10:00:00 TP1] Scheduler hit an exception: NotImplementedError: Speculative method 'uno' is not "
+        "available on this build.",
+        # the method's name opening the message, behind a journal prefix
+        "Nov 05 10:00:00 gpu-07 python3[4411]: RuntimeError: DDTREE requires --page-size 1 (got 64).",
+        "AssertionError: EAGLE3 draft hidden size 4096 does not match the target's 7168",
+        # a checkpoint without the method's draft weights, another model's wording
+        "ValueError: The Qwen3 checkpoint does not contain MTP weights",
+        # a RuntimeError raised in vLLM's spec_decode/ that refuses what it was given, whatever its words
+        "\n".join([
+            "Traceback (most recent call last):",
+            f'  File "{_SP}/vllm/v1/spec_decode/eagle.py", line 90, in __init__',
+            "    raise RuntimeError(",
+            "RuntimeError: The proposer requires the target to expose auxiliary hidden states.",
+        ]),
+    ]
+    assert_named_by_a_signature(named, "speculative_config")
+    # traps: a help text, a server_args dump and vLLM's INFO note name the same words and nothing failed
+    for line in ["  --speculative-num-steps SPECULATIVE_NUM_STEPS  The number of steps sampled from draft model in "
+                 "Speculative Decoding.",
+                 "[2026-11-05 10:00:00] server_args=ServerArgs(model_path='/models/k2', speculative_algorithm='DFLASH', "
+                 "speculative_num_draft_tokens=16, speculative_draft_model_path='/models/k2-dflash')",
+                 "INFO 11-05 10:00:00 [speculative.py:300] Overriding draft model max model len from 262144 to 131072"]:
+        assert diagnose(line).cls == "healthy", line
+    # traps: the KV cache refusal that mentions speculative decoding late in its message keeps its class; a CUDA error
+    # raised in the speculative code is not a configuration; a context length refused stays the command line
+    assert diagnose("ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.8. "
+                    "Raise --mem-fraction-static above 0.850 (minimum viable = 1 - available/pre = 0.8490). If using "
+                    "speculative decoding, draft weights are now counted.").cls == "kv_cache_insufficient"
+    assert diagnose("\n".join([
+        "Traceback (most recent call last):",
+        f'  File "{_SP}/sglang/srt/speculative/eagle_worker_v2.py", line 610, in forward_batch_generation',
+        "    torch.cuda.synchronize()",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ])).cls != "speculative_config"
+
+
+def test_thirty_third_round_a_loader_with_no_implementation_for_the_architecture_is_unsupported_architecture():
+    named = [
+        "(APIServer pid=1) ValueError: The Transformers implementation of 'Ovis2_5' is not compatible with vLLM.",
+        "ERROR 11-05 10:00:00 [engine.py:389] ValueError: InternVLForConditionalGeneration has no vLLM implementation "
+        "and the Transformers implementation is not compatible with vLLM. Try setting VLLM_USE_V1=0.",
+        "sglang-1  | ValueError: Cannot find model module. 'Foo' is not a registered model in the Transformers library",
+        "(EngineCore_DP0 pid=9) ERROR 11-05 10:00:00 [core.py:700] ValueError: Model architectures "
+        "['Qwen3_5MoeForConditionalGeneration'] failed to be inspected. Please check the logs for more details.",
+    ]
+    assert_named_by_a_signature(named, "unsupported_architecture")
+    # traps: the fallback note and the explicit-impl note, on a server that goes on
+    for line in ["[2026-11-05 10:00:00 TP0] Ovis2_5 has no SGLang implementation, falling back to Transformers "
+                 "implementation. Some features may not be supported and performance may not be optimal.",
+                 "WARNING 11-05 10:00:00 [utils.py:190] The Transformers implementation of Ovis reports it is not "
+                 "backend-compatible (_supports_attention_backend=False). Proceeding anyway because "
+                 "--model-impl=transformers was explicitly requested."]:
+        assert diagnose(line).cls == "healthy", line
+
+
+def test_thirty_third_round_sglangs_tokenizer_and_template_loaders_are_tokenizer_error():
+    named = [
+        "RuntimeError: Chat template /templates/kimi.jinja is not a valid chat template file path.",
+        "(EngineCore_DP0 pid=9) ERROR 11-05 10:00:00 [core.py:700] ValueError: Cannot use the slow tokenizer in fast "
+        "tokenizer mode.",
+        "ImportError: The fastokens package is required when --tokenizer-backend fastokens is set.",
+        "[2026-11-05 10:00:00 TP0] RuntimeError: Retry with use_fast=False for moonshotai/Kimi-K2.6 also failed "
+        "(initial load returned TokenizersBackend): expected str",
+        # no chat template in a run that failed on it (nothing decisive: the symptom names the class at 0.6)
+        "\n".join([
+            "Traceback (most recent call last):",
+            '  File "/srv/eval/run.py", line 12, in <module>',
+            "    text = tokenizer.apply_chat_template(messages, tokenize=False)",
+            "ValueError: Cannot use chat template functions because tokenizer.chat_template is not set and no template "
+            "argument was passed!",
+        ]),
+    ]
+    assert_named_by_a_signature(named, "tokenizer_error")
+    # traps: the template loader's note, the flags' help texts
+    for line in ["[2026-11-05 10:00:00] Loading chat template from argument: kimi.jinja",
+                 "  --tokenizer-mode {auto,slow}  Tokenizer mode. 'auto' will use the fast tokenizer if available, and "
+                 "'slow' will always use the slow tokenizer.",
+                 "  --tokenizer-backend {huggingface,fastokens}  Which tokenizer backend to use. fastokens requires the "
+                 "fastokens package."]:
+        assert diagnose(line).cls == "healthy", line
+    # trap: a chat request refused after SGLang's ready line is the request's error
+    d = diagnose("\n".join([
+        "[2026-11-05 10:00:00] The server is fired up and ready to roll!",
+        "[2026-11-05 10:00:09] Error in request: ValueError: Cannot use chat template functions because "
+        "tokenizer.chat_template is not set and no template argument was passed!",
+    ]))
+    assert (d.cls, d.ready) == ("healthy", True)
+
+
+def test_thirty_third_round_sglangs_pools_that_hold_no_request_are_kv_cache_insufficient():
+    named = [
+        "[2026-11-05 10:00:00 TP0] Scheduler hit an exception: RuntimeError: SWA pool cap (8192 tokens, 0.50 GiB) "
+        "leaves no room for the full KV pool within the available 0.41 GiB. Reduce --max-running-requests, or "
+        "increase --mem-fraction-static.",
+        "sglang-1  | RuntimeError: Mamba state cache is too small to serve any request. Try raising "
+        "--mem-fraction-static.",
+        "RuntimeError: [unified-memory-pool] MHATokenToKVPool: byte budget 1024 cannot fit a single request. "
+        "Raise --mem-fraction-static or lower the context length.",
+    ]
+    assert_named_by_a_signature(named, "kv_cache_insufficient")
+    # trap: the pool's warning that one full-length request will not fit, on a server that goes on
+    assert diagnose("[2026-11-05 10:00:00 TP0] KV pool holds 30000 tokens, fewer than --context-length 131072. One "
+                    "full-length request cannot fit, so long requests will be refused or truncated at serving time. "
+                    "Lower --context-length, raise --mem-fraction-static, or free memory taken before the pool is "
+                    "sized.").cls == "healthy"
+
+
+def test_thirty_third_round_limits_refused_against_each_other_are_invalid_server_args():
+    named = [
+        "(APIServer pid=77) ERROR 11-05 10:00:00 [api_server.py:1912] ValueError: max_num_batched_tokens (2048) is "
+        "smaller than max_model_len (32768). This effectively limits the maximum sequence length to "
+        "max_num_batched_tokens and makes vLLM reject longer sequences.",
+        "ValueError: max_num_batched_tokens (4096) is smaller than max_model_len (4608).",
+        "  Value error, max_num_seqs (1024) cannot be greater than the max_model_len (512). [type=value_error]",
+        "sglang-1  | ValueError: Warning: User-specified context_length (200000) is greater than the derived "
+        "context_length (163840). This may lead to incorrect model outputs or CUDA errors. To allow overriding this "
+        "maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+    ]
+    assert_named_by_a_signature(named, "invalid_server_args")
+    # traps: vLLM's warning that one limit exceeds the product, its chunked-prefill note, SGLang's warning when the
+    # override is allowed (the same sentence without the hint; the server goes on)
+    for line in ["WARNING 11-05 10:00:00 [scheduler.py:280] max_num_batched_tokens (65536) exceeds max_num_seqs * "
+                 "max_model_len (32768). This may lead to unexpected behavior.",
+                 "INFO 11-05 10:00:00 [scheduler.py:210] Chunked prefill is enabled with max_num_batched_tokens=8192.",
+                 "[2026-11-05 10:00:00] Warning: User-specified context_length (300000) is greater than the derived "
+                 "context_length (131072). This may lead to incorrect model outputs or CUDA errors. Note that the "
+                 "derived context_length may differ from max_position_embeddings in the model's config."]:
+        assert diagnose(line).cls == "healthy", line
