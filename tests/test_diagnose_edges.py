@@ -2237,3 +2237,15 @@ def test_thirty_third_round_limits_refused_against_each_other_are_invalid_server
                  "context_length (131072). This may lead to incorrect model outputs or CUDA errors. Note that the "
                  "derived context_length may differ from max_position_embeddings in the model's config."]:
         assert diagnose(line).cls == "healthy", line
+
+
+def test_thirty_third_round_trap_a_draft_that_ran_out_of_memory_is_not_a_speculative_configuration():
+    # the same opening words (the method's name, its draft) but the draft's pool ran out of memory: not the speculative
+    # configuration (before the exclusion both lines were named speculative_config at 0.9)
+    for line in ["[2026-11-05 10:07:02 TP0] Scheduler hit an exception: RuntimeError: DDTREE draft OOM when allocating 128 "
+                 "block tokens.",
+                 "RuntimeError: DFLASH draft out of memory while allocating the block buffers"]:
+        assert diagnose(line).cls != "speculative_config", line
+    # and a refusal by the same worker still is
+    assert_named_by_a_signature(["sglang-1  | RuntimeError: DDTREE requires --speculative-num-draft-tokens to match the "
+                                 "draft's block size."], "speculative_config")
