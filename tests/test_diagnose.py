@@ -347,9 +347,6 @@ KNOWN_MISSES = {
     "kernel_abi_mismatch/vllm-7191-flash-attn-varlen-softcap-typeerror": (
         "unknown", "a TypeError about an unexpected keyword argument ('softcap') to flash_attn_varlen_func; only the "
                    "replies say the installed vllm-flash-attn is older than the vLLM calling it"),
-    "speculative_config/vllm-pr-52171-kimi-linear-no-eagle3-interface": (
-        "unknown", "'RuntimeError: Model does not support EAGLE3 interface' alone; no signature reads an EAGLE3 "
-                   "target the model class does not support, and the line names no speculative argument"),
     "speculative_config/vllm-pr-51960-unquantized-draft-moe-backend": (
         "unknown", "a ValueError that --moe-backend does not support unquantized MoE; only the PR says the unquantized "
                    "MoE is the draft model's and the fix is moe_backend inside --speculative-config"),

@@ -2249,3 +2249,21 @@ def test_thirty_third_round_trap_a_draft_that_ran_out_of_memory_is_not_a_specula
     # and a refusal by the same worker still is
     assert_named_by_a_signature(["sglang-1  | RuntimeError: DDTREE requires --speculative-num-draft-tokens to match the "
                                  "draft's block size."], "speculative_config")
+
+
+# A target model class without the interface the speculative method drafts from (vLLM's gpu model runner raises
+# "Model does not support EAGLE3 interface" when supports_eagle3(model) is false)
+@pytest.mark.parametrize("line", [
+    "RuntimeError: Model does not support EAGLE3 interface",
+    "(EngineCore_DP0 pid=311) ERROR 11-20 09:05:09 [core.py:708] RuntimeError: Model does not support EAGLE "
+    "interface",
+    "[2026-11-20 09:05:09] ValueError: EAGLE3 is not supported for this model (KimiLinearForCausalLM)",
+    "RuntimeError: The target model does not support the MTP interface",
+], ids=["vLLM's words", "vLLM's record, EAGLE", "another wording", "MTP"])
+def test_a_target_without_the_drafting_interface_is_a_speculative_config(line):
+    assert diagnose(line).cls == "speculative_config", line
+
+
+def test_the_drafting_interface_named_in_an_info_record_is_no_failure():
+    line = "INFO 11-20 09:05:09 [gpu_model_runner.py:2300] Model supports EAGLE3 interface: aux hidden states on"
+    assert diagnose(line).cls == "healthy"
