@@ -365,18 +365,10 @@ KNOWN_MISSES = {
         "tokenizer_error", "an AttributeError raised in SGLang's tokenizer_manager (the processor loaded for a "
                            "multimodal model is a bare tokenizer) reads as the tokenizer failing to load; the thread "
                            "names no cause"),
-    "unknown/sglang-19081-ds32-nvfp4-specv2-cublas-execution-failed": (
-        "speculative_config", "a CUBLAS_STATUS_EXECUTION_FAILED kernel crash whose scheduler frames, cut by the "
-                              "paste, end in the EAGLE v2 draft worker: the innermost frame places it in the "
-                              "speculative-decoding code, though nothing in the configuration is wrong"),
     "unknown/sglang-26987-dsv4-pro-b300-graph-replay-illegal-memory-xid31": (
         "cuda_graph_capture", "an illegal memory access during CUDA graph replay after 1.5 days of serving; the "
                               "'currentStreamCaptureStatusMayInitCtx (CUDAGraphsC10Utils.h)' line gives the capture "
                               "class its key-token points (0.45)"),
-    "unknown/sglang-32855-kimi-k3-dspark-b300-xid13-long-context": (
-        "speculative_config", "scheduler frames cut inside the DSPARK v2 speculative worker before the exception "
-                              "line; the crash is a GPU Xid 13 at long context, not a speculative-decoding "
-                              "configuration"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.

@@ -2267,3 +2267,35 @@ def test_a_target_without_the_drafting_interface_is_a_speculative_config(line):
 def test_the_drafting_interface_named_in_an_info_record_is_no_failure():
     line = "INFO 11-20 09:05:09 [gpu_model_runner.py:2300] Model supports EAGLE3 interface: aux hidden states on"
     assert diagnose(line).cls == "healthy"
+
+
+# A traceback cut inside the speculative worker: while the worker is built (the scheduler's constructor), the
+# draft model and its settings are what failed; while serving (the scheduler's event loop runs every batch
+# through the speculative worker), the cut says nothing of the settings (round 37: a CUBLAS failure and a GPU
+# Xid came out speculative_config)
+SPEC_CUT_HEAD = ["[2026-02-20 03:26:00 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+                 '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 3160, in run_scheduler_process']
+SPEC_CUT_BUILD = ['  File "/sgl/python/sglang/srt/managers/scheduler.py", line 327, in __init__',
+                  "    self.draft_worker = EAGLEWorker(",
+                  '  File "/sgl/python/sglang/srt/speculative/eagle_worker.py", line 120, in __init__',
+                  "    self.draft_model_runner = ModelRunner("]
+SPEC_CUT_SERVE = ['  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1153, in event_loop_overlap',
+                  "    batch_result = self.run_batch(batch)",
+                  '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2341, in run_batch',
+                  "    batch_result = self.model_worker.forward_batch_generation(",
+                  '  File "/sgl/python/sglang/srt/speculative/eagle_worker_v2.py", line 667, in forward_batch_generation',
+                  "    self.draft_worker._draft_extend_for_prefill("]
+
+
+@pytest.mark.parametrize("frames, want", [(SPEC_CUT_BUILD, "speculative_config"), (SPEC_CUT_SERVE, "unknown")],
+                         ids=["building the worker", "serving a batch"])
+def test_a_cut_in_the_speculative_worker_names_the_class_only_while_it_is_built(frames, want):
+    assert diagnose("\n".join(SPEC_CUT_HEAD + frames)).cls == want
+
+
+def test_not_within_is_read_from_the_catalog(tmp_path):
+    toml = (tmp_path / "c.toml")
+    toml.write_text('version = 1\n[[class]]\nid = "x"\ntitle = "t"\nmeaning = "m"\nfix = "f"\nevidence = ["x"]\ndecisive = true\n'
+                    "exceptions = [{ type = 'RuntimeError', raised_in = '/spec/', not_within = 'loop$' }]\n")
+    sig = load_catalog(toml).get("x").exceptions[0]
+    assert sig.not_within.pattern == "loop$" and sig.cut

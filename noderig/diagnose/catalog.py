@@ -62,7 +62,10 @@ class ExceptionSignature:
     `within`: a call (`module.function` of any frame) that only this cause's code makes, for a
     traceback cut before its exception line only: it failed inside that call, whatever frame it was
     cut at. With its exception line the message decides (an out-of-memory raised while capturing
-    CUDA graphs is cuda_oom), so such a signature never matches a whole traceback."""
+    CUDA graphs is cuda_oom), so such a signature never matches a whole traceback. `not_within`: calls
+    inside which a cut traceback names nothing, though its innermost frame is in the module: code every
+    request passes through (SGLang's scheduler runs every batch through the speculative worker, so a cut
+    there while serving says nothing of the speculative settings; one while building the worker does)."""
 
     type: re.Pattern
     module: re.Pattern | None
@@ -70,6 +73,7 @@ class ExceptionSignature:
     raised_in: re.Pattern | None = None
     cut: bool = True
     within: re.Pattern | None = None
+    not_within: re.Pattern | None = None
 
     def matches(self, section) -> bool:
         if self.within is not None:
@@ -95,6 +99,8 @@ class ExceptionSignature:
         module path, or any frame in its `within` call (where it failed is known, what it raised is
         not)."""
         if not (self.cut and section.exc_type is None and section.frames):
+            return False
+        if self.not_within is not None and any(self.not_within.search(f.label()) for f in section.frames):
             return False
         if self.within is not None:
             return any(self.within.search(f"{f.module}.{f.function}") for f in section.frames)
@@ -177,12 +183,13 @@ def _exception_signatures(entries, cid: str) -> tuple[ExceptionSignature, ...]:
     for e in entries or ():
         if not e.get("type"):
             raise CatalogError(f"{cid}: an exception signature needs a type")
-        type_, module, message, raised_in, within = (compile_patterns([e[k]], cid)[0] if e.get(k) else None
-                                                     for k in ("type", "module", "message", "raised_in", "within"))
+        type_, module, message, raised_in, within, not_within = (
+            compile_patterns([e[k]], cid)[0] if e.get(k) else None
+            for k in ("type", "module", "message", "raised_in", "within", "not_within"))
         cut = e.get("cut", True)
         if not isinstance(cut, bool):
             raise CatalogError(f"{cid}: an exception signature's cut must be true or false, got {cut!r}")
-        out.append(ExceptionSignature(type_, module, message, raised_in, cut, within))
+        out.append(ExceptionSignature(type_, module, message, raised_in, cut, within, not_within))
     return tuple(out)
 
 
