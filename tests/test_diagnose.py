@@ -369,47 +369,6 @@ KNOWN_MISSES = {
         "cuda_graph_capture", "an illegal memory access during CUDA graph replay after 1.5 days of serving; the "
                               "'currentStreamCaptureStatusMayInitCtx (CUDAGraphsC10Utils.h)' line gives the capture "
                               "class its key-token points (0.45)"),
-    # the thirty-fourth round's probes from the source (GPU, driver, toolkit), at the catalog before its rules
-    "cuda_oom/src34-cuda-python-cuda-error-out-of-memory-driver-enum": (
-        "unknown", "the driver API's CUDA_ERROR_OUT_OF_MEMORY by its enum name only; no signature reads the enum"),
-    "cuda_oom/src34-nccl-cucheck-numbered-out-of-memory": (
-        "nccl_failure", "NCCL's numbered 'Cuda failure 2 'out of memory'' is not the unnumbered form the OOM signature reads, so NCCL's WARN names nccl_failure"),
-    "cuda_oom/src34-rccl-hip-failure-out-of-memory": (
-        "nccl_failure", "RCCL's 'HIP failure 'out of memory'' is not the 'Cuda failure' form the OOM signature reads, so the WARN names nccl_failure"),
-    "driver_mismatch/src34-cuda-python-stub-library-cuinit": (
-        "unknown", "CUDA_ERROR_STUB_LIBRARY by its enum name; no signature names the toolkit's stub libcuda loaded in place of the driver"),
-    "driver_mismatch/src34-nvrm-api-mismatch-journal": (
-        "unknown", "the kernel module's 'NVRM: API mismatch' lines name the cause; no signature reads them, and 'No CUDA GPUs are available' names nothing"),
-    "driver_mismatch/src34-torch-cuda-init-stub-library-warning-then-no-gpu": (
-        "unknown", "c10's 'Error 34: CUDA driver is a stub library' in torch's CUDA-initialization warning; no signature reads the stub library's text"),
-    "driver_mismatch/src34-triton-libcuda-cannot-found": (
-        "unknown", "Triton's 'libcuda.so cannot found!' assertion; no signature names a driver library missing from the linker path"),
-    "kernel_abi_mismatch/src34-torchvision-cuda-major-mismatch": (
-        "toolkit_misconfigured", "named by the key-token tier (0.45) from 'CUDA Version' words; no signature reads torchvision's CUDA major check"),
-    "kernel_abi_mismatch/src34-xformers-cant-load-then-no-operator": (
-        "unknown", "xFormers' 'can't load C++/CUDA extensions' warning and its dispatcher's 'No operator found'; no signature reads either"),
-    "nvcc_not_found/src34-flashinfer-ninja-nvcc-not-found": (
-        "unknown", "the shell's 'nvcc: not found' for a bare nvcc; the signature reads only '/bin/nvcc: not found'"),
-    "shm_too_small/src34-multiprocessing-semlock-no-space": (
-        "unknown", "ENOSPC creating a POSIX semaphore in multiprocessing's synchronize.py; the message does not name /dev/shm"),
-    "shm_too_small/src34-torch-shm-unable-to-write-no-space": (
-        "unknown", "torch's shared-memory file '</torch_...>' out of space; the message does not name /dev/shm"),
-    "shm_too_small/src34-torch-shm-unable-to-write-sglang-record": (
-        "unknown", "torch's shared-memory file '</torch_...>' out of space, in SGLang's record; the message does not name /dev/shm"),
-    "toolkit_misconfigured/src34-cpp-extension-gxx-above-cuda-max": (
-        "unknown", "cpp_extension's host-compiler bound for this CUDA ('greater than the maximum required version by CUDA'); no signature reads it"),
-    "toolkit_misconfigured/src34-triton-cannot-find-ptxas-sglang-record": (
-        "unknown", "Triton's 'Cannot find ptxas'; no signature reads a missing ptxas"),
-    "toolkit_misconfigured/src34-triton-cannot-find-ptxas": (
-        "unknown", "Triton's 'Cannot find ptxas' from its tool lookup; no signature reads a missing ptxas"),
-    "unsupported_gpu_arch/src34-cuda-python-no-binary-for-gpu-enum": (
-        "unknown", "CUDA_ERROR_NO_BINARY_FOR_GPU by its enum name only; the signatures read the runtime's enum and its text, not the driver API's name"),
-    "unsupported_gpu_arch/src34-cutlass-arch-conditional-mma-printed-vllm": (
-        "unknown", "CUTLASS's printed 'Arch conditional MMA instruction used without targeting ... compute capability' is read by no signature; the illegal instruction after it names nothing"),
-    "unsupported_gpu_arch/src34-hip-invalid-device-function-rocm-torch": (
-        "unknown", "'HIP error: invalid device function' (no code object for this gfx arch); no signature reads it"),
-    "unsupported_gpu_arch/src34-hip-no-binary-for-gpu-abort": (
-        "unknown", "the HIP runtime's 'hipErrorNoBinaryForGpu: Unable to find code object for all current devices!'; no signature reads it"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -429,11 +388,6 @@ KNOWN_LOW_CONFIDENCE = {
     "checkpoint_incomplete/src36-vllm-weights-not-initialized-from-checkpoint": (
         "vLLM's 'Following weights were not initialized from checkpoint' is what a missing shard and a weight-name "
         "mapping bug both end in; no signature, the key-token tier names it"),
-    # the thirty-fourth round's probes named only by the tier at the catalog before its rules
-    "unsupported_gpu_arch/src34-cutlass-arch-conditional-mma-sm90a-sglang-abort": (
-        "CUTLASS's printed 'without targeting sm90a compute capability' gives the tier its SM words; no signature reads the message"),
-    "kernel_abi_mismatch/src34-torchvision-cuda-major-mismatch": (
-        "a miss: the tier names toolkit_misconfigured from the CUDA version words (in KNOWN_MISSES too)"),
 }
 
 

@@ -2299,3 +2299,184 @@ def test_not_within_is_read_from_the_catalog(tmp_path):
                     "exceptions = [{ type = 'RuntimeError', raised_in = '/spec/', not_within = 'loop$' }]\n")
     sig = load_catalog(toml).get("x").exceptions[0]
     assert sig.not_within.pattern == "loop$" and sig.cut
+# the thirty-fourth round: the GPU, driver and toolkit side from the source, by cause (each case in other words and
+# prefixes than the round's probes), and the lines that look like them on a start that goes on
+
+_ABORT_TAIL = ["terminate called after throwing an instance of 'c10::Error'",
+               "  what():  CUDA error: an illegal instruction was encountered"]
+
+
+def test_thirty_fourth_round_a_binary_with_no_code_for_this_gpu_is_unsupported_gpu_arch():
+    named = [
+        # CUTLASS's printed refusal for another arch-specific target, behind a vLLM process prefix, then an abort
+        "\n".join(["(EngineCore_DP0 pid=412) ERROR : Arch conditional MMA instruction used without targeting "
+                   "sm100a compute capability. Aborting."] + _ABORT_TAIL),
+        # the driver API's enum from another printer, and HIP's pasted alone under a journal prefix
+        "cuModuleLoadData failed: CUDA_ERROR_NO_BINARY_FOR_GPU",
+        'Mar 04 08:00:00 node1 python3[77]: "hipErrorNoBinaryForGpu: Unable to find code object for all current '
+        'devices!"',
+        # CUDA's "invalid device function" in torch's words, and a C++ engine's runtime check
+        "[2026-03-04 08:00:00 TP1] torch.AcceleratorError: CUDA error: invalid device function",
+        "[TM][ERROR] CUDA runtime error: invalid device function /lmdeploy/src/turbomind/kernels/"
+        "sampling_topp_kernels.cu:1077",
+    ]
+    assert_named_by_a_signature(named, "unsupported_gpu_arch")
+
+
+def test_thirty_fourth_round_trap_arch_words_on_a_start_that_goes_on_or_another_device_error():
+    # a WARNING record that a kernel failed and the server fell back: the server goes on
+    assert diagnose("WARNING 03-04 08:00:00 [fused_moe.py:120] Triton kernel failed with HIP error: invalid device "
+                    "function; falling back to the torch implementation").cls == "healthy"
+    # another device error is not an arch refusal
+    assert diagnose("RuntimeError: HIP error: invalid device ordinal").cls not in ("unsupported_gpu_arch", "healthy")
+
+
+def test_thirty_fourth_round_a_driver_the_runtime_cannot_use_is_driver_mismatch():
+    named = [
+        # dmesg's own form (no journal prefix), then a failure that names nothing
+        "[ 5080.898738] NVRM: API mismatch: the client has the version 545.29.06, but\n"
+        "               NVRM: this kernel module has the version 550.54.14.  Please\n"
+        "RuntimeError: No CUDA GPUs are available",
+        # the toolkit's stub libcuda in another printer's words, and by the enum from cuInit
+        "ggml_cuda_init: failed to initialize CUDA: CUDA driver is a stub library",
+        "cuInit returned CUDA_ERROR_STUB_LIBRARY",
+        # Triton's libcuda lookup under a vLLM process prefix
+        "(EngineCore_DP0 pid=9) ERROR 03-04 08:00:00 [core.py:708] AssertionError: libcuda.so cannot found!",
+    ]
+    assert_named_by_a_signature(named, "driver_mismatch")
+
+
+def test_thirty_fourth_round_trap_driver_lines_on_a_start_that_goes_on():
+    assert diagnose("Mar 04 08:00:00 node1 kernel: NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.133.20  "
+                    "Tue Mar  4 00:00:00 UTC 2026").cls == "healthy"
+    # an API mismatch another client met before the server came up: the server was ready after it
+    d = diagnose("[ 12.000001] NVRM: API mismatch: the client has the version 535.247.01, but\n"
+                 "[2026-03-04 08:00:09] The server is fired up and ready to roll!")
+    assert (d.cls, d.ready) == ("healthy", True)
+
+
+def test_thirty_fourth_round_a_toolkit_that_does_not_fit_the_build_is_toolkit_misconfigured():
+    named = [
+        # the host-compiler bound under SGLang's prefix, another compiler's name, and the lower bound
+        "[2026-03-04 08:00:00 TP0] RuntimeError: The current installed version of x86_64-conda-linux-gnu-c++ "
+        "(14.3.0) is greater than the maximum required version by CUDA 12.8.",
+        "RuntimeError: The current installed version of g++ (4.8.5) is less than the minimum required version by "
+        "CUDA 11.8 (6.0.0). Please make sure to use an adequate version of g++ (>=6.0.0, <12.0).",
+        # Triton's tool lookup under vLLM's EngineCore record
+        "(EngineCore_DP0 pid=5) ERROR 03-04 08:00:00 [core.py:708] RuntimeError: Cannot find ptxas",
+    ]
+    assert_named_by_a_signature(named, "toolkit_misconfigured")
+
+
+def test_thirty_fourth_round_trap_toolkit_notes_the_build_goes_on_from():
+    for line in [
+        "/usr/local/lib/python3.12/dist-packages/torch/utils/cpp_extension.py:480: UserWarning: There are no g++ "
+        "version bounds defined for CUDA version 12.8",
+        "/usr/local/lib/python3.12/dist-packages/torch/utils/cpp_extension.py:421: UserWarning: The detected CUDA "
+        "version (12.8) has a minor version mismatch with the version that was used to compile PyTorch (12.6). Most "
+        "likely this shouldn't be a problem.",
+        "INFO 03-04 08:00:00 [envs.py:40] TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas",
+    ]:
+        assert diagnose(line).cls == "healthy", line
+
+
+def test_thirty_fourth_round_the_shell_not_finding_nvcc_is_nvcc_not_found():
+    named = [
+        "bash: line 1: nvcc: command not found",
+        "sglang-1  | sh: 1: nvcc: not found",
+    ]
+    assert_named_by_a_signature(named, "nvcc_not_found")
+    # a PATH-style CUDA_HOME stays the toolkit's (by priority on the same line)
+    assert diagnose("/bin/sh: 1: :/usr/local/cuda-12.8/bin/nvcc: not found").cls == "toolkit_misconfigured"
+
+
+def test_thirty_fourth_round_trap_a_library_noting_nvcc_missing_and_going_on_is_not_nvcc_not_found():
+    # FlashInfer's capability probe logs this and the server goes on (a tuning log's failure was elsewhere)
+    assert diagnose("Failed to get device capability: nvcc not found and PyTorch is not built with CUDA support. "
+                    "Could not determine CUDA version..").cls != "nvcc_not_found"
+
+
+def test_thirty_fourth_round_binaries_built_for_another_cuda_or_torch_are_kernel_abi_mismatch():
+    named = [
+        # torchaudio's check in its own words
+        "RuntimeError: Detected that PyTorch and TorchAudio were compiled with different CUDA versions. PyTorch has "
+        "CUDA version 12.1 whereas TorchAudio has CUDA version 11.8. Please install the TorchAudio version that "
+        "matches your PyTorch version.",
+        # xFormers' warning under SGLang's prefix, then its dispatcher refusing the operator
+        "[2026-03-04 08:00:00 TP0] WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built "
+        "for:\n"
+        "    PyTorch 2.6.0+cu124 with CUDA 1204 (you have 2.7.1+cu126)\n"
+        "NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:\n"
+        "`cutlassF-pt` is not supported because:\n"
+        "    xFormers wasn't build with CUDA support",
+    ]
+    assert_named_by_a_signature(named, "kernel_abi_mismatch")
+
+
+def test_thirty_fourth_round_trap_xformers_warning_on_a_start_that_goes_on():
+    warning = ("WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:\n"
+               "    PyTorch 2.1.1+cu121 with CUDA 1201 (you have 2.3.0+cu121)\n"
+               "  Memory-efficient attention, SwiGLU, sparse and more won't be available.")
+    assert diagnose(warning).cls == "healthy"
+    d = diagnose(warning + "\nINFO 03-04 08:00:09 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000")
+    assert (d.cls, d.ready) == ("healthy", True)
+    # a decisive cause after the warning keeps its class: the warning is only a symptom
+    assert diagnose(warning + "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB").cls == \
+        "cuda_oom"
+
+
+def test_thirty_fourth_round_torch_and_multiprocessing_shared_memory_full_is_shm_too_small():
+    named = [
+        # an older torch's message without the errno, under a vLLM worker prefix
+        "(VllmWorker rank=0 pid=7) ERROR 03-04 08:00:00 [multiproc_executor.py:559] RuntimeError: unable to write "
+        "to file </torch_18692_1882296962_2>",
+        # a multiprocessing Queue's lock, not a Lock: the semaphore is still created in synchronize.py
+        "\n".join([
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3.11/multiprocessing/context.py", line 103, in Queue',
+            "    return Queue(maxsize, ctx=self.get_context())",
+            '  File "/usr/lib/python3.11/multiprocessing/queues.py", line 43, in __init__',
+            "    self._rlock = ctx.Lock()",
+            '  File "/usr/lib/python3.11/multiprocessing/synchronize.py", line 57, in __init__',
+            "    sl = self._semlock = _multiprocessing.SemLock(",
+            "OSError: [Errno 28] No space left on device",
+        ]),
+    ]
+    assert_named_by_a_signature(named, "shm_too_small")
+
+
+def test_thirty_fourth_round_trap_other_shared_memory_and_disk_errors_keep_their_class():
+    # torch's shared-memory file failing for a file-descriptor limit is too_many_open_files
+    assert diagnose("RuntimeError: unable to open shared memory object </torch_29919_1396182366> in read-write mode: "
+                    "Too many open files (24)").cls == "too_many_open_files"
+    # ENOSPC raised while saving a checkpoint is a full disk, not /dev/shm
+    disk = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/torch/serialization.py", line 967, in save',
+        "    _save(obj, opened_zipfile, pickle_module, pickle_protocol, _disable_byteorder_record)",
+        "OSError: [Errno 28] No space left on device",
+    ])
+    assert diagnose(disk).cls != "shm_too_small"
+
+
+def test_thirty_fourth_round_allocation_failures_by_number_enum_or_hip_are_cuda_oom():
+    named = [
+        # XLA's allocator in glog's ERROR format, naming the driver API's enum
+        "E0304 08:00:00.123456 12345 cuda_driver.cc:806] failed to allocate 13.76G (14773796864 bytes) from device: "
+        "CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+        "RuntimeError: cuMemAlloc returned CUDA_ERROR_OUT_OF_MEMORY",
+        # NCCL's numbered form under a journal prefix, RCCL's HIP form under SGLang's
+        "Mar 04 08:00:00 node1 sglang[77]: node1:77:77 [0] transport/nvls.cc:151 NCCL WARN Cuda failure 2 'out of "
+        "memory'",
+        "[2026-03-04 08:00:00 TP2] node1:77:77 [2] NCCL WARN HIP failure 'out of memory' at /src/rccl/src/transport/"
+        "p2p.cc:612",
+    ]
+    assert_named_by_a_signature(named, "cuda_oom")
+
+
+def test_thirty_fourth_round_trap_other_cuda_failures_and_an_info_retry_are_not_cuda_oom():
+    for line in ["node1:77:77 [0] transport/nvls.cc:151 NCCL WARN Cuda failure 1 'invalid argument'",
+                 "node1:77:77 [0] NCCL WARN HIP failure 'invalid device ordinal' at /src/rccl/src/init.cc:99"]:
+        assert diagnose(line).cls not in ("cuda_oom", "healthy"), line
+    assert diagnose("INFO 03-04 08:00:00 [cumem.py:90] CUDA_ERROR_OUT_OF_MEMORY on the first chunk, retrying with a "
+                    "smaller chunk").cls == "healthy"
