@@ -344,9 +344,6 @@ KNOWN_MISSES = {
     "cuda_oom/vllm-17469-qwen3-compose-oom-cut-after-loading": (
         "healthy", "the compose excerpt stops at the workers' weight-loading and torch.compile records, before any "
                    "failure; only the report's title names the out-of-memory"),
-    "kernel_abi_mismatch/vllm-7191-flash-attn-varlen-softcap-typeerror": (
-        "unknown", "a TypeError about an unexpected keyword argument ('softcap') to flash_attn_varlen_func; only the "
-                   "replies say the installed vllm-flash-attn is older than the vLLM calling it"),
     "speculative_config/vllm-pr-51960-unquantized-draft-moe-backend": (
         "unknown", "a ValueError that --moe-backend does not support unquantized MoE; only the PR says the unquantized "
                    "MoE is the draft model's and the fix is moe_backend inside --speculative-config"),

@@ -2480,3 +2480,38 @@ def test_thirty_fourth_round_trap_other_cuda_failures_and_an_info_retry_are_not_
         assert diagnose(line).cls not in ("cuda_oom", "healthy"), line
     assert diagnose("INFO 03-04 08:00:00 [cumem.py:90] CUDA_ERROR_OUT_OF_MEMORY on the first chunk, retrying with a "
                     "smaller chunk").cls == "healthy"
+
+
+# NVIDIA's container runtime hook refuses an image whose CUDA needs a newer driver than the host's: the driver is
+# too old for the image, whatever the docker daemon's error around it says
+@pytest.mark.parametrize("log", [
+    "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=13.0, please update your driver to a "
+    "newer version, or use an earlier cuda container: unknown.",
+    "docker: Error response from daemon: OCI runtime create failed: container_linux.go:370: starting container "
+    "process caused: process_linux.go:459: container init caused: Running hook #0:: error running hook: exit status "
+    "1, stdout: , stderr: nvidia-container-cli: requirement error: unsatisfied condition: cuda >= 11.0: unknown.",
+], ids=["the hook's line", "inside the daemon's error, older spacing"])
+def test_the_container_hooks_cuda_requirement_is_a_driver_mismatch(log):
+    assert diagnose(log).cls == "driver_mismatch"
+
+
+# A kernel package's Python API of another release than its caller's: its entry point refuses a keyword or an
+# argument count (vLLM calling an older vllm-flash-attn, round 38). Only by a kernel package's entry point: the
+# same TypeError from the program's own function is a bug
+@pytest.mark.parametrize("line", [
+    "[rank0]: TypeError: flash_attn_varlen_func() got an unexpected keyword argument 'softcap'",
+    "TypeError: flash_attn_with_kvcache() got an unexpected keyword argument 'num_splits'",
+    "(EngineCore_DP0 pid=9) TypeError: flashinfer_trtllm_fp8_block_scale_moe() takes 18 positional arguments but "
+    "19 were given",
+    "TypeError: fa3_fwd() missing 1 required positional argument: 'scheduler_metadata'",
+], ids=["softcap", "num_splits (no KV cache class)", "flashinfer count", "missing argument"])
+def test_a_kernel_entry_point_refusing_its_arguments_is_a_kernel_mismatch(line):
+    assert diagnose(line).cls == "kernel_abi_mismatch", line
+
+
+@pytest.mark.parametrize("line", [
+    "TypeError: generate() got an unexpected keyword argument 'sampling_params'",
+    "TypeError: forward() takes 3 positional arguments but 4 were given",
+], ids=["the program's own function", "a module's forward"])
+def test_another_functions_argument_error_names_no_kernel(line):
+    assert diagnose(line).cls == "unknown", line
