@@ -2515,3 +2515,20 @@ def test_a_kernel_entry_point_refusing_its_arguments_is_a_kernel_mismatch(line):
 ], ids=["the program's own function", "a module's forward"])
 def test_another_functions_argument_error_names_no_kernel(line):
     assert diagnose(line).cls == "unknown", line
+
+
+# torch's NCCL error quoting NCCL's last error: a CUDA call that ran out of memory is the cause, the NCCL error
+# only how it surfaced; another last error keeps it an NCCL failure
+NCCL_UNHANDLED = ["[rank3]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+                  "NCCLUtils.hpp:275, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
+                  "[rank3]: ncclUnhandledCudaError: Call to CUDA function failed.",
+                  "[rank3]: Last error:"]
+
+
+@pytest.mark.parametrize("last, want", [
+    ("Cuda failure 'out of memory'", "cuda_oom"),
+    ("Cuda failure 2 'out of memory'", "cuda_oom"),
+    ("Cuda failure 'invalid device ordinal'", "nccl_failure"),
+], ids=["out of memory", "numbered", "another CUDA failure"])
+def test_an_nccl_error_whose_last_error_is_out_of_memory_is_an_oom(last, want):
+    assert diagnose("\n".join(NCCL_UNHANDLED + [f"[rank3]: {last}"])).cls == want
