@@ -2532,3 +2532,32 @@ NCCL_UNHANDLED = ["[rank3]: torch.distributed.DistBackendError: NCCL error in: .
 ], ids=["out of memory", "numbered", "another CUDA failure"])
 def test_an_nccl_error_whose_last_error_is_out_of_memory_is_an_oom(last, want):
     assert diagnose("\n".join(NCCL_UNHANDLED + [f"[rank3]: {last}"])).cls == want
+
+
+# The driver's PTX JIT refusing a newer toolkit's PTX (error 222) and the driver's daemons not running (error 802,
+# the fabric manager on an NVSwitch machine) are the driver's state; torch loading another cuDNN than its own is
+# a library mismatch
+@pytest.mark.parametrize("line, want", [
+    ("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.", "driver_mismatch"),
+    ("CUDA error 222 at ggml-cuda.cu:6466: the provided PTX was compiled with an unsupported toolchain.",
+     "driver_mismatch"),
+    ("RuntimeError: CUDA error code=222(cudaErrorUnsupportedPtxVersion)", "driver_mismatch"),
+    ("RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
+     "NumCudaDevices() that might have already set an error? Error 802: system not yet initialized",
+     "driver_mismatch"),
+    ("[rank2]: RuntimeError: CUDA driver error: system not yet initialized", "driver_mismatch"),
+    ("cudaGetDeviceProperties returned 802\n-> system not yet initialized\nCUDA error at bandwidthTest.cu:256 "
+     "code=802(cudaErrorSystemNotReady) \"cudaSetDevice(currentDevice)\"", "driver_mismatch"),
+    ("RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (9, 1, 0) but found runtime "
+     "version (8, 9, 2). PyTorch already comes bundled with cuDNN.", "kernel_abi_mismatch"),
+    ("RuntimeError: cuDNN version mismatch: PyTorch was compiled against 7102 but linked against 7600",
+     "kernel_abi_mismatch"),
+], ids=["PTX toolchain", "PTX toolchain, ggml's words", "PTX version by name", "802 from torch", "802 driver API",
+        "802 by name", "cuDNN incompatibility", "cuDNN mismatch, older torch"])
+def test_driver_state_and_library_mismatches_by_cause(line, want):
+    assert diagnose(line).cls == want
+
+
+def test_a_fabric_manager_that_reports_it_is_still_initialising_is_no_failure():
+    line = "Dec 04 10:00:01 node nv-fabricmanager[2211]: fabric manager: waiting for the system to be initialized"
+    assert diagnose(line).cls == "healthy"
