@@ -3,9 +3,9 @@
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
 directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/ ..
-crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ and crashlogs_heldout38/ hold real logs set aside
+crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/, crashlogs_heldout38/ and crashlogs_heldout39/ hold real logs set aside
 (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the accuracy
-tables only, never asserted on. The per-class accuracy of the fixtures and of the thirty-three held-out splits (there is no
+tables only, never asserted on. The per-class accuracy of the fixtures and of the thirty-four held-out splits (there is no
 crashlogs_heldout27: round 27 made probes, not a split; rounds 32 to 34 and 36 made probes, not
 splits) is printed in the terminal summary of every run.
 """
@@ -45,7 +45,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout26", "crashlogs_heldout28",
                                                                  "crashlogs_heldout29", "crashlogs_heldout30",
                                                                  "crashlogs_heldout31", "crashlogs_heldout35",
-                                                                 "crashlogs_heldout37", "crashlogs_heldout38")]
+                                                                 "crashlogs_heldout37", "crashlogs_heldout38",
+                                                                 "crashlogs_heldout39")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -366,6 +367,26 @@ KNOWN_MISSES = {
         "cuda_graph_capture", "an illegal memory access during CUDA graph replay after 1.5 days of serving; the "
                               "'currentStreamCaptureStatusMayInitCtx (CUDAGraphsC10Utils.h)' line gives the capture "
                               "class its key-token points (0.45)"),
+    # the thirty-ninth round's tuning misses at its split commit's catalog (no catalog change in that round)
+    "cuda_graph_capture/vllm-42999-ci-draft-model-graph-capture-cut": (
+        "unknown", "a CI log cut inside the draft Qwen3 model's forward (torch.compile's aot_compile frames), with no "
+                   "capture frame and no exception line; only the issue's title says the draft model failed during "
+                   "graph capture"),
+    "speculative_config/sglang-3762-eagle-num-steps-1-triton-cut": (
+        "unknown", "a scheduler traceback cut at run_batch, above any speculative frame or exception line; only the "
+                   "title says EAGLE with --speculative-num-steps 1 on the Triton backend"),
+    "speculative_config/sglang-36140-dflash-pd-decode-spec-info-none": (
+        "unknown", "an AttributeError on a None spec_info in spec_utils.spec_prepare_for_decode; only the report says "
+                   "DFLASH has no PD-disaggregation wiring"),
+    "speculative_config/dynamo-331-vllmworker-speculative-assertionerror": (
+        "unknown", "a bare AssertionError() in vLLM's engine loop on the first request; only the maintainer says "
+                   "Dynamo's patched vLLM did not support speculative decoding"),
+    "speculative_config/vllm-14117-pp2-speculative-unsupported-cut": (
+        "unknown", "the CLI traceback cut in uvloop before the exception line; only the title says speculative "
+                   "decoding with pipeline parallelism was refused"),
+    "speculative_config/vllm-27808-eagle-gemma2-draft-head-size-288": (
+        "unknown", "FlashAttention's 'Head size 288 is not supported' names the attention backend, not the draft; "
+                   "only the report says the head size is the EAGLE draft's, trained for Gemma2"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
