@@ -3,11 +3,11 @@
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
 directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/ ..
-crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/, crashlogs_heldout38/ and crashlogs_heldout39/ hold real logs set aside
-(by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the accuracy
-tables only, never asserted on. The per-class accuracy of the fixtures and of the thirty-four held-out splits (there is no
-crashlogs_heldout27: round 27 made probes, not a split; rounds 32 to 34 and 36 made probes, not
-splits) is printed in the terminal summary of every run.
+crashlogs_heldout31/, crashlogs_heldout35/ and crashlogs_heldout37/ .. crashlogs_heldout39/ hold real logs set
+aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the
+accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the thirty-four held-out
+splits (there is no crashlogs_heldout27, 32, 33, 34 or 36: those rounds made probes, not splits) is printed in the
+terminal summary of every run.
 """
 
 from __future__ import annotations
