@@ -2561,3 +2561,21 @@ def test_driver_state_and_library_mismatches_by_cause(line, want):
 def test_a_fabric_manager_that_reports_it_is_still_initialising_is_no_failure():
     line = "Dec 04 10:00:01 node nv-fabricmanager[2211]: fabric manager: waiting for the system to be initialized"
     assert diagnose(line).cls == "healthy"
+# --- the session's second review -------------------------------------------------------------------------------
+
+_SG_START = ["[2026-01-02 10:00:00] server_args=ServerArgs(model_path='/models/m', speculative_algorithm='EAGLE')",
+             "[2026-01-02 10:00:01 TP0] Load weight begin. avail mem=78.00 GB"]
+
+
+def test_a_backend_skipped_for_want_of_the_cutlass_dsl_is_no_failure():
+    # a kernel library's reason a backend cannot run ("MXFP6 requires nvidia-cutlass-dsl", returned by a
+    # can_implement check), logged by the caller that goes on with another backend: SGLang's logger prints no
+    # level, so only the words say the program goes on
+    for note in ("[2026-01-02 10:00:02 TP0] Skipping the cute_dsl GEMM backend: MXFP6 requires nvidia-cutlass-dsl",
+                 "[2026-01-02 10:00:02 TP0] The CuTeDSL low-M backend requires nvidia-cutlass-dsl; falling back to cutlass",
+                 "[2026-01-02 10:00:02 TP0] flashinfer_cutedsl requires nvidia-cutlass-dsl>=4.2, using flashinfer_trtllm instead"):
+        d = diagnose("\n".join([*_SG_START, note]))
+        assert d.cls == "healthy", note
+    # the raised refusal, the same words, is still the class
+    d = diagnose("\n".join([*_SG_START, "RuntimeError: MXFP6 requires nvidia-cutlass-dsl"]))
+    assert d.cls == "cute_dsl_version_skew"
