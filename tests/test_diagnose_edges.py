@@ -2579,3 +2579,33 @@ def test_a_backend_skipped_for_want_of_the_cutlass_dsl_is_no_failure():
     # the raised refusal, the same words, is still the class
     d = diagnose("\n".join([*_SG_START, "RuntimeError: MXFP6 requires nvidia-cutlass-dsl"]))
     assert d.cls == "cute_dsl_version_skew"
+
+
+def _speculative_traceback(message: str, building: bool) -> list[str]:
+    head = ["[2026-01-02 10:00:05 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+            '  File "/usr/lib/python3/dist-packages/sglang/srt/managers/scheduler.py", line 2600, in run_scheduler_process']
+    if building:
+        body = ["    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank)",
+                '  File "/usr/lib/python3/dist-packages/sglang/srt/speculative/eagle_worker.py", line 80, in __init__',
+                "    self.init_cuda_graphs()"]
+    else:
+        body = ["    scheduler.event_loop_overlap()",
+                '  File "/usr/lib/python3/dist-packages/sglang/srt/speculative/eagle_worker.py", line 300, in forward_batch_generation',
+                "    logits = self.draft_forward(batch)"]
+    return [*_SG_START, *head, *body, message]
+
+
+def test_a_cuda_runtime_error_raised_in_the_speculative_code_is_not_a_speculative_refusal():
+    # the speculative RuntimeError rule reads the program's own refusals ("... requires ...", "... not supported");
+    # the CUDA runtime's cudaErrorNotSupported ("operation not supported") and cudaErrorUnsupportedLimit ("limit is
+    # not supported on this architecture"), raised by any torch op the speculative worker calls, are not one
+    for message in ("RuntimeError: CUDA error: operation not supported",
+                    "RuntimeError: CUDA driver error: operation not supported",
+                    "RuntimeError: CUDA error: limit is not supported on this architecture"):
+        for building in (True, False):
+            d = diagnose("\n".join(_speculative_traceback(message, building)))
+            assert d.cls != "speculative_config", (message, building)
+    # the worker's own refusal there is still the class
+    d = diagnose("\n".join(_speculative_traceback(
+        "RuntimeError: DFLASH requires the target model to expose its aux hidden states", True)))
+    assert d.cls == "speculative_config"
