@@ -2609,3 +2609,17 @@ def test_a_cuda_runtime_error_raised_in_the_speculative_code_is_not_a_speculativ
     d = diagnose("\n".join(_speculative_traceback(
         "RuntimeError: DFLASH requires the target model to expose its aux hidden states", True)))
     assert d.cls == "speculative_config"
+
+
+def test_the_context_length_refusal_is_linear_on_a_line_of_its_words_repeated():
+    import time
+    line = "is greater than the derived context_length " * 2400
+    start = time.perf_counter()
+    diagnose(line)
+    assert time.perf_counter() - start < 0.5
+    # the refusal itself, with its hint about 200 characters on, is still read
+    refusal = ("ValueError: User-specified context_length (200000) is greater than the derived context_length (131072). "
+               "This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may differ "
+               "from max_position_embeddings in the model's config. To allow overriding this maximum, set the env var "
+               "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+    assert diagnose(refusal).cls == "invalid_server_args"
