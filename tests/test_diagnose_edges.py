@@ -2623,3 +2623,15 @@ def test_the_context_length_refusal_is_linear_on_a_line_of_its_words_repeated():
                "from max_position_embeddings in the model's config. To allow overriding this maximum, set the env var "
                "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
     assert diagnose(refusal).cls == "invalid_server_args"
+
+
+def test_a_capture_streams_own_record_is_no_capture_failure():
+    # the CUDA runtime's capture texts name the class ("... depend on a capturing blocking stream", "capturing stream
+    # has unjoined work", "... last recorded in a capturing stream"); the words "capturing stream" alone, in a
+    # record about the capture stream of a server that goes on, do not
+    note = "[2026-01-02 10:00:02 TP0] CUDA graph capturing stream priority set to -1"
+    assert diagnose("\n".join([*_SG_START, note])).cls == "healthy"
+    for error in ("RuntimeError: CUDA error: operation would make the legacy stream depend on a capturing blocking stream",
+                  "[2026-01-02 10:00:05 TP0] CUDA error (custom_all_reduce.cuh:412): capturing stream has unjoined work",
+                  "RuntimeError: CUDA error: operation not permitted on an event last recorded in a capturing stream"):
+        assert diagnose("\n".join([*_SG_START, error])).cls == "cuda_graph_capture", error
