@@ -2635,3 +2635,14 @@ def test_a_capture_streams_own_record_is_no_capture_failure():
                   "[2026-01-02 10:00:05 TP0] CUDA error (custom_all_reduce.cuh:412): capturing stream has unjoined work",
                   "RuntimeError: CUDA error: operation not permitted on an event last recorded in a capturing stream"):
         assert diagnose("\n".join([*_SG_START, error])).cls == "cuda_graph_capture", error
+
+
+def test_a_health_checks_http_return_code_is_no_failure():
+    # "return code N" is a failure said of a process that ran or ended; a health check's HTTP status is not
+    for note in ("[2026-01-02 10:00:02] Health check return code: 200",
+                 "[2026-01-02 10:00:02] GET /v1/models return code 404, retrying"):
+        assert diagnose("\n".join([*_SG_START, note])).cls == "healthy", note
+    for failure in ("nvidia-smi failed with return code 18",
+                    "[2026-01-02 10:00:02] Server process exited with return code 1",
+                    "subprocess return code: -9"):
+        assert diagnose("\n".join([*_SG_START, failure])).cls != "healthy", failure

@@ -80,7 +80,11 @@ _RUNNER = (r"Back-off restarting failed container|CrashLoopBackOff|OOMKilled|^\s
 # terminated unexpectedly", "An error occurred during model loading", "exited ... with return code 1"). SGLang's
 # level-less warnings say "Failed to <do something optional>"; only these subjects and verbs count.
 _PROSE = (r"\b(an|unexpected) error (occurred|happened)\b|\bencountered an? (fatal |unexpected )?error\b|"
-          r"\b(terminated|exited|stopped|died) unexpectedly\b|\breturn ?code:? -?[1-9]|"
+          r"\b(terminated|exited|stopped|died) unexpectedly\b|"
+          # a process's return code, said of what ran or ended ("nvidia-smi failed with return code 18"), not an HTTP
+          # status a health check reports under the same words ("Health check return code: 200")
+          r"\b(process|command|subprocess|worker|exited|exit|finished|failed|terminated|died|crashed|killed|ended)\b.{0,80}"
+          r"\breturn ?code:? -?[1-9]|"
           r"\bfailed to (start|launch|initiali[sz]e|boot)( the| its)? (server|engine|worker|scheduler|model|process)\b|"
           r"\b(server|engine|worker|scheduler|process)s? failed to (start|launch|initiali[sz]e|boot)\b|"
           r"\b(loading|initiali[sz]ation|startup|start-up|launch)( of [\w.-]+)? failed\b|"
