@@ -2646,3 +2646,14 @@ def test_a_health_checks_http_return_code_is_no_failure():
                     "[2026-01-02 10:00:02] Server process exited with return code 1",
                     "subprocess return code: -9"):
         assert diagnose("\n".join([*_SG_START, failure])).cls != "healthy", failure
+
+
+def test_a_health_check_that_failed_with_an_http_status_is_no_failure():
+    # "failed with exit code/status N" is a process that failed; "failed with status 503" a retried health check
+    for note in ("[2026-01-02 10:00:02] Health check failed with status 503, retrying",
+                 "[2026-01-02 10:00:02] Request to http://127.0.0.1:30000/health failed with status 503, retrying"):
+        assert diagnose("\n".join([*_SG_START, note])).cls == "healthy", note
+    for failure in ("Status message: Job entrypoint command failed with exit code 1, last available logs",
+                    "error: command 'x86_64-linux-gnu-gcc' failed with exit status 1",
+                    "[2026-01-02 10:00:02] Subprocess detokenizer (pid=31379) crashed with exit code -15."):
+        assert diagnose("\n".join([*_SG_START, failure])).cls != "healthy", failure

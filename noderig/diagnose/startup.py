@@ -100,7 +100,9 @@ FAILURE = re.compile(
     + CXX_RAISED.pattern + "|"
     r"\b(fatal error|FATAL|Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|returned non-zero exit status|"
     + _SGLANG_DEATH + r"|is dead\b|died unexpectedly|code=(killed|dumped)|"
-    r"status=[1-9]\d*/|Failed with result|(exit(ed)?|finished|failed|crashed|died) with (an? )?(exit )?(code|status) -?[1-9]|"
+    r"status=[1-9]\d*/|Failed with result|(exit(ed)?|finished|crashed|died) with (an? )?(exit )?(code|status) -?[1-9]|"
+    # "failed with" only with the exit status's own word: a health check's HTTP status is no exit ("failed with status 503")
+    r"failed with (an? )?exit (code|status) -?[1-9]|"
     + _RUNNER + ")|" + _SIGNAL + "|"
     r"^\[?(ERROR|CRITICAL)\b|\berror:|"
     # torch/c10's error records ("[E530 13:41:17.1 x.cpp:6] "; older torch without the date: "[E ProcessGroupNCCL.cpp:563] ")
