@@ -2657,3 +2657,11 @@ def test_a_health_check_that_failed_with_an_http_status_is_no_failure():
                     "error: command 'x86_64-linux-gnu-gcc' failed with exit status 1",
                     "[2026-01-02 10:00:02] Subprocess detokenizer (pid=31379) crashed with exit code -15."):
         assert diagnose("\n".join([*_SG_START, failure])).cls != "healthy", failure
+
+
+# (the line-anchored forms of what runs the server sit outside the word-boundary group: before, "^\s*Exit Code:"
+# could match only a line starting with its word, since \b cannot hold before leading blanks)
+@pytest.mark.parametrize("text", ["      Exit Code:    137", "  Exception in thread Thread-3 (run):"])
+def test_the_line_anchored_runner_forms_match_an_indented_line_too(text):
+    from noderig.diagnose.startup import FAILURE
+    assert FAILURE.search(text)

@@ -73,7 +73,7 @@ _SGLANG_DEATH = (r"(Scheduler|DataParallelController|DetokenizerManager|Tokenize
 # container", "CrashLoopBackOff", kubectl's "Reason: OOMKilled" and "Exit Code: 137"), a shell's or a CI runner's
 # "exit status 1", Python's header for a thread's uncaught exception ("Exception in thread Thread-3 (run):"), a
 # program's own "Unhandled exception" record.
-_RUNNER = (r"Back-off restarting failed container|CrashLoopBackOff|OOMKilled|^\s*Exit Code:\s+[1-9]|\bexit status [1-9]|"
+_RUNNER = (r"\bBack-off restarting failed container|\bCrashLoopBackOff\b|\bOOMKilled\b|^\s*Exit Code:\s+[1-9]|\bexit status [1-9]|"
            r"^\s*Exception in thread \S.*:\s*$|\b(Unhandled|Uncaught) exception\b")
 # A failure of the start said in prose, by what failed: the server, its engine, a worker or process, the model's
 # loading, the start itself ("The server failed to start", "Engine core initialization failed", "Server process
@@ -102,8 +102,7 @@ FAILURE = re.compile(
     + _SGLANG_DEATH + r"|is dead\b|died unexpectedly|code=(killed|dumped)|"
     r"status=[1-9]\d*/|Failed with result|(exit(ed)?|finished|crashed|died) with (an? )?(exit )?(code|status) -?[1-9]|"
     # "failed with" only with the exit status's own word: a health check's HTTP status is no exit ("failed with status 503")
-    r"failed with (an? )?exit (code|status) -?[1-9]|"
-    + _RUNNER + ")|" + _SIGNAL + "|"
+    r"failed with (an? )?exit (code|status) -?[1-9])|" + _RUNNER + "|" + _SIGNAL + "|"
     r"^\[?(ERROR|CRITICAL)\b|\berror:|"
     # torch/c10's error records ("[E530 13:41:17.1 x.cpp:6] "; older torch without the date: "[E ProcessGroupNCCL.cpp:563] ")
     r"^\[E(\d{3,4} [\d:.]+| [\w.-]+:\d+\]) |"
