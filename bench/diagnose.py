@@ -8,7 +8,9 @@ diagnosis, and ``grep -cE 'Error|Traceback'`` over the same file as the plain to
 each; 50,000 lines of a server still starting (no crash, no ready line: the healthy path); and
 the same 50,000 lines ending in a failure no signature knows, which the second tier names by its
 key tokens (the unknown path: every line read for a failure, then the tier); and 50,000 lines of
-NCCL_DEBUG=INFO records with NCCL's harmless libibverbs warning (every line reached by NCCL's words).
+NCCL_DEBUG=INFO records with NCCL's harmless libibverbs warning (every line reached by NCCL's words);
+and one 100 KB line of a signature's own words repeated (a pattern with an unbounded gap would be
+quadratic there: the --context-length refusal took 1.7 s before its gap was bounded).
 The product's contract is that a paste of any size is diagnosed in bounded time and memory;
 this says what that costs and how it grows with size. Results: a table on stdout and
 bench/results/diagnose.json.
@@ -110,10 +112,14 @@ def main() -> None:
     d = diagnose(text)
     nccl = {"lines": 50_000, "class": d.cls, "diagnose_s": round(best_of(3, lambda: diagnose(text)), 4)}
     print(f"{50_000:>8} lines of NCCL_DEBUG=INFO records: {nccl['diagnose_s']:.3f} s  {d.cls} ({d.stage})")
+    text = "is greater than the derived context_length " * 2400
+    d = diagnose(text)
+    long_line = {"bytes": len(text), "class": d.cls, "diagnose_s": round(best_of(3, lambda: diagnose(text)), 4)}
+    print(f"one {len(text) // 1000} KB line of a signature's words repeated: {long_line['diagnose_s']:.3f} s  {d.cls}")
     out = ROOT / "bench" / "results" / "diagnose.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"rows": rows, "growth": growth, "still_starting": starting, "by_tokens": tokens,
-                               "nccl_debug": nccl},
+                               "nccl_debug": nccl, "long_line": long_line},
                               indent=2))
 
 
