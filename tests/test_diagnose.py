@@ -182,9 +182,6 @@ KNOWN_MISSES = {
     "speculative_config/vllm-pr-55444-mtp-num-speculative-tokens-none": (
         "unknown", "a TypeError comparing None with an int, with no frame; only the command line says it is the "
                    "speculative config (an MTP method without num_speculative_tokens)"),
-    "deepgemm_jit_failure/sglang-7387-deepgemm-compile-failed-h20-cut": (
-        "unknown", "frames only, cut before the exception line, the innermost in concurrent.futures; only the title "
-                   "says DeepGEMM's compile failed (SGLang's compile_utils is a caller every DeepGEMM call passes)"),
     "speculative_config/sglang-pr-34361-nextn-without-eagle-topk-nonetype": (
         "unknown", "a TypeError multiplying None by an int, with no frame; only the PR's prose says NEXTN without "
                    "--speculative-eagle-topk left it None"),
@@ -206,15 +203,9 @@ KNOWN_MISSES = {
     "cuda_oom/vllm-9630-mllama-profile-run-cut": (
         "unknown", "frames only, cut at the engine's determine_num_available_blocks, where the profile run raises "
                    "for more than memory (unsupported_gpu_arch/vllm-11485 raised there too); only the title says OOM"),
-    "cuda_oom/vllm-10569-mllama-l20-rank0-cut": (
-        "unknown", "frames only, cut at the worker's determine_num_available_blocks (the profile run, which raises for "
-                   "more than memory); only the report's title says OOM"),
     "unsupported_gpu_arch/vllm-4604-engine-cut-at-kv-caches": (
         "unknown", "frames only, cut at the engine's _initialize_kv_caches, where unknown/vllm-18730 was cut too; "
                    "only the report's title says no kernel image"),
-    "nccl_failure/vllm-4383-ray-all-reduce-cut": (
-        "unknown", "frames only, cut inside torch.distributed's all_reduce, where a capture error is raised too "
-                   "(cuda_graph_capture/vllm-windows-5); only the report's title says ncclSystemError"),
     # the fourteenth round's tuning misses at its split commit's catalog (for now: each rule's commit removes
     # the ones it fixes)
     "speculative_config/angelslim-16-qwen3-eagle3-draft-index-out-of-bounds": (
@@ -241,10 +232,6 @@ KNOWN_MISSES = {
     "nccl_failure/nccl-1657-vllm-ray-init-device-cut": (
         "unknown", "frames only, cut at the Ray executor's init_device call; only the title says NCCL's unhandled "
                    "system error"),
-    "nccl_failure/vllm-39774-qwen35-pynccl-communicator-cut": (
-        "unknown", "frames only, the innermost in vLLM's CUDA communicator constructor, which builds the custom "
-                   "all-reduce too; only its source line names PyNcclCommunicator (frames keep no source line) and "
-                   "only the title says NCCL's unhandled system error"),
     "sgl_kernel_mismatch/sglang-9173-launch-server-import-cut": (
         "unknown", "frames only, cut inside SGLang's imports; only the report's title says sgl_kernel's undefined "
                    "symbol"),
@@ -264,8 +251,6 @@ KNOWN_MISSES = {
     "cuda_oom/vllm-15598-ray-deepseek-forward-cut": (
         "unknown", "frames only, cut inside the model's forward under a Ray worker; only the title says CUDA out of "
                    "memory"),
-    "port_in_use/skyrl-284-ray-enginecore-c10d-store-cut": (
-        "unknown", "frames only, cut in torch's rendezvous creating its TCP store; only the title says EADDRINUSE"),
     "too_many_open_files/qcg-pilotjob-41-zmq-1022-jobs": (
         "unknown", "frames only, cut in a ZMQ socket call; only the report's description says Too many open files"),
     # the twentieth round's tuning miss at its split commit's catalog
@@ -309,10 +294,6 @@ KNOWN_MISSES = {
         "unknown", "SGLang's scheduler frames cut inside initialize_model_parallel before the exception line; only the "
                    "report's prose says the child node hit an NCCL issue (a cut in SGLang's distributed setup names no "
                    "class)"),
-    "speculative_config/sglang-23490-kimi-k26-eagle3-gb300-draft-worker-init-cut": (
-        "unknown", "frames cut inside eagle_worker_v2.py before the exception line; only the thread says the draft "
-                   "inherited the target's trtllm_mla attention backend (no signature places a cut in the draft "
-                   "worker's init)"),
     "unknown/sglang-pr-10090-standalone-spec-merge-batch-sizes-of-tensors": (
         "speculative_config", "a RuntimeError raised in SGLang's speculative eagle_utils while merging batches reads "
                               "as that class by its module path; the thread shows a bug under load, not a "

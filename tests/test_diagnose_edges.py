@@ -232,7 +232,10 @@ def test_a_cut_traceback_in_a_class_module_is_a_symptom_with_its_other_symptoms(
     d = diagnose("\n".join(["wobble seen on the link", *cut]) + "\n", cat)
     # both symptoms of the class are its evidence; a symptom is never worth a decisive 0.9
     assert (d.cls, d.confidence) == ("wob", 0.6)
-    assert [e.line for e in d.evidence] == ["wobble seen on the link", "step()"]
+    # the cut's evidence is its innermost frame (where it stopped), not the source line or carets echoed under it
+    assert [e.line for e in d.evidence] == ["wobble seen on the link", 'File "/x/wobmod/run.py", line 3, in run']
+    carets = diagnose("\n".join(["wobble seen on the link", *cut, "    ^^^^^^"]) + "\n", cat)
+    assert [e.line for e in carets.evidence] == ["wobble seen on the link", 'File "/x/wobmod/run.py", line 3, in run']
     # a cut traceback inside a warning record is no symptom, not even of a consequence
     warned = ["beta exploded", "[rank0]: WARNING 05-24 00:20:47 [worker.py:12] retrying after:", *cut]
     assert diagnose("\n".join(warned) + "\n", cat).also_seen == []
@@ -2667,3 +2670,68 @@ def test_a_health_check_that_failed_with_an_http_status_is_no_failure():
 def test_the_line_anchored_runner_forms_match_an_indented_line_too(text):
     from noderig.diagnose.startup import FAILURE
     assert FAILURE.search(text)
+
+
+def _cut_frames(*frames: tuple[str, str]) -> str:
+    """A traceback cut before its exception line: (file, function) frames, each with an echoed source line."""
+    out = ["Traceback (most recent call last):"]
+    for n, (path, func) in enumerate(frames):
+        out += [f'  File "/venv/lib/python3.12/site-packages/{path}", line {100 + n}, in {func}', "    call()"]
+    return "\n".join(out)
+
+
+_DIST_INIT = ("vllm/worker/worker.py", "init_worker_distributed_environment")
+
+
+@pytest.mark.parametrize("frames, cls", [
+    # a collective torch.distributed runs on NCCL (vLLM's warm-up all_reduce), or the communicator a group builds
+    ((_DIST_INIT, ("torch/distributed/c10d_logger.py", "wrapper"), ("torch/distributed/distributed_c10d.py", "all_reduce")),
+     "nccl_failure"),
+    ((("vllm/distributed/parallel_state.py", "init_model_parallel_group"), ("vllm/distributed/parallel_state.py", "__init__"),
+      ("vllm/distributed/device_communicators/cuda_communicator.py", "__init__")), "nccl_failure"),
+    # the TCP store of the rendezvous: on one node, a port another process holds
+    ((("torch/distributed/c10d_logger.py", "wrapper"), ("torch/distributed/distributed_c10d.py", "init_process_group"),
+      ("torch/distributed/rendezvous.py", "_tcp_rendezvous_handler")), "port_in_use"),
+    # vLLM's memory profiling: the largest batch's forward pass, where an allocation most often fails
+    ((("vllm/engine/llm_engine.py", "_initialize_kv_caches"), ("vllm/executor/gpu_executor.py", "determine_num_available_blocks")),
+     "cuda_oom"),
+    ((("vllm/v1/worker/gpu_worker.py", "determine_available_memory"), ("vllm/v1/worker/gpu_model_runner.py", "profile_run"),
+      ("vllm/model_executor/models/llama.py", "forward")), "cuda_oom"),
+    # SGLang building the draft worker
+    ((("sglang/srt/managers/scheduler.py", "__init__"), ("sglang/srt/managers/scheduler.py", "init_model_worker"),
+      ("sglang/srt/managers/scheduler.py", "maybe_init_draft_worker")), "speculative_config"),
+    # SGLang compiling DeepGEMM's kernels ahead, in a thread pool
+    ((("sglang/srt/layers/deep_gemm_wrapper/compile_utils.py", "deep_gemm_execution_hook"),
+      ("sglang/srt/layers/deep_gemm_wrapper/compile_utils.py", "_maybe_compile_deep_gemm_one_type_all"),
+      ("concurrent/futures/_base.py", "result_iterator")), "deepgemm_jit_failure"),
+    # traps: SGLang's init_torch_distributed checks the GPUs' free memory too (a ValueError), and the engine's
+    # _initialize_kv_caches checks the KV cache after profiling: a cut there names nothing
+    ((("sglang/srt/model_executor/model_runner.py", "__init__"), ("sglang/srt/model_executor/model_runner.py",
+                                                                  "init_torch_distributed")), "unknown"),
+    ((("vllm/engine/llm_engine.py", "__init__"), ("vllm/engine/llm_engine.py", "_initialize_kv_caches")), "unknown"),
+    # the draft worker serving a batch says nothing of the speculative settings
+    ((("sglang/srt/managers/scheduler.py", "event_loop_normal"), ("sglang/srt/managers/scheduler.py", "run_batch")),
+     "unknown"),
+])
+def test_a_traceback_cut_inside_a_call_only_its_cause_makes_names_the_class(frames, cls):
+    d = diagnose(_cut_frames(*frames))
+    assert d.cls == cls, d.cause
+    if cls != "unknown":  # a guess from where it stopped: a symptom, never a signature's confidence
+        assert d.confidence < 0.9 and d.evidence[-1].line.startswith('File "'), d
+
+
+@pytest.mark.parametrize("frames, error, cls", [
+    # with its exception line the message decides, whatever call it stopped in
+    (((("vllm/v1/worker/gpu_worker.py", "determine_available_memory"), ("vllm/v1/worker/gpu_model_runner.py", "profile_run"))),
+     "RuntimeError: CUDA error: no kernel image is available for execution on the device", "unsupported_gpu_arch"),
+    (((("sglang/srt/managers/scheduler.py", "maybe_init_draft_worker"),)),
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB", "cuda_oom"),
+    ((_DIST_INIT, ("torch/distributed/distributed_c10d.py", "all_reduce")),
+     "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error", "nccl_failure"),
+    (((("torch/distributed/rendezvous.py", "_tcp_rendezvous_handler"),)),
+     "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.", None),
+])
+def test_a_call_that_places_a_cut_traceback_does_not_override_its_exception_line(frames, error, cls):
+    got = diagnose(_cut_frames(*frames) + "\n" + error).cls
+    # (None: a store that waited for its clients is no port taken, whatever else it is)
+    assert got == cls if cls else got not in ("port_in_use", "healthy")

@@ -52,8 +52,9 @@ def find_matches(lines: list[Line], cat: Catalog, tbs: list[Traceback], skip: se
             elif (ci, "s") in hits:
                 matches.append(Match(c, i, False))
     for tb in tbs:  # cut before its exception: where it failed is a symptom of that module's class
-        if tb.final.exc_index is None and lines[tb.end_index].level not in QUIET_LEVELS:
-            matches += [Match(c, tb.end_index, False) for c in cat.classes
+        last = _last_frame_line(tb)
+        if tb.final.exc_index is None and lines[last].level not in QUIET_LEVELS:
+            matches += [Match(c, last, False) for c in cat.classes
                         if any(sig.located_in(tb.final) for sig in c.exceptions)]
     for sec in [s for tb in tbs for s in tb.sections] + _lone_exceptions(lines, tbs, skip):
         if sec.exc_index is None or cat.is_benign(lines[sec.exc_index].text):
@@ -62,6 +63,12 @@ def find_matches(lines: list[Line], cat: Catalog, tbs: list[Traceback], skip: se
                     if any(sig.matches(sec) for sig in c.exceptions)]
     matches.sort(key=lambda m: m.index)
     return matches
+
+
+def _last_frame_line(tb: Traceback) -> int:
+    """The last line of a traceback cut before its exception that is not echoed source or a caret
+    line: the innermost frame, shown as the evidence of where it stopped."""
+    return next((i for i in range(tb.end_index, tb.start_index - 1, -1) if i not in tb.code_lines), tb.end_index)
 
 
 _LONE_EXC = re.compile(r"^\s*(?P<type>[A-Za-z_][\w.]*(?:Error|Exception))\b:? ?(?P<msg>.*)$")
