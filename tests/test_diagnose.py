@@ -379,10 +379,6 @@ KNOWN_MISSES = {
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
 KNOWN_LOW_CONFIDENCE = {
-    # the fortieth round: vLLM 0.5's Ray worker relaying NCCL's result as "NCCL Error 3: internal error"
-    "nccl_failure/deepseek-v2-76-coder-v2-lite-ray-tp16-nccl-error-3": (
-        "torch's old wording 'NCCL Error 3: internal error - please report this issue to the NCCL developers' (the "
-        "result code between 'Error' and the colon) matches no signature; the key-token tier names it"),
     # the thirty-seventh round: an unknown tuning log the tier names cuda_graph_capture (a miss, in KNOWN_MISSES too)
     "unknown/sglang-26987-dsv4-pro-b300-graph-replay-illegal-memory-xid31": (
         "a miss: CUDA graph replay words in a three-line summary of a crash after 1.5 days give the capture class "

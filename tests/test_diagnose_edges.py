@@ -2735,3 +2735,13 @@ def test_a_call_that_places_a_cut_traceback_does_not_override_its_exception_line
     got = diagnose(_cut_frames(*frames) + "\n" + error).cls
     # (None: a store that waited for its clients is no port taken, whatever else it is)
     assert got == cls if cls else got not in ("port_in_use", "healthy")
+
+
+def test_torchs_older_nccl_wording_with_its_result_code_is_nccl_failure():
+    # torch 2.3 and older put NCCL's result code between "Error" and the colon; a number after the words in a
+    # record that goes on (an info line counting errors) is not the form
+    line = ("(RayWorkerWrapper pid=23558) ERROR 07-28 13:53:40 worker_base.py:382] RuntimeError: NCCL Error 3: internal "
+            "error - please report this issue to the NCCL developers")
+    d = diagnose(line)
+    assert (d.cls, d.confidence) == ("nccl_failure", 0.9)
+    assert diagnose("RuntimeError: NCCL Error 2: unhandled system error").cls == "nccl_failure"
