@@ -3,9 +3,9 @@
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
 directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/ ..
-crashlogs_heldout31/, crashlogs_heldout35/ and crashlogs_heldout37/ .. crashlogs_heldout40/ hold real logs set
+crashlogs_heldout31/, crashlogs_heldout35/ and crashlogs_heldout37/ .. crashlogs_heldout41/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the
-accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the thirty-five held-out
+accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the thirty-six held-out
 splits (there is no crashlogs_heldout27, 32, 33, 34 or 36: those rounds made probes, not splits) is printed in the
 terminal summary of every run.
 """
@@ -46,7 +46,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout29", "crashlogs_heldout30",
                                                                  "crashlogs_heldout31", "crashlogs_heldout35",
                                                                  "crashlogs_heldout37", "crashlogs_heldout38",
-                                                                 "crashlogs_heldout39", "crashlogs_heldout40")]
+                                                                 "crashlogs_heldout39", "crashlogs_heldout40",
+                                                                 "crashlogs_heldout41")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -375,6 +376,13 @@ KNOWN_MISSES = {
     "unsupported_gpu_arch/sglang-7249-rtx5090-rmsnorm-cuda-graph-init-cut": (
         "unknown", "scheduler frames cut in CudaGraphRunner's constructor before any exception; only the title says "
                    "RMSNorm had no kernel image for the RTX 5090"),
+    # the forty-first round's tuning misses at its split commit's catalog (no catalog change in that round)
+    "cuda_oom/trl-3128-grpo-init-vllm-initialize-cache-oom-cut": (
+        "unknown", "TRL's GRPOTrainer frames into vLLM's LLM() cut at initialize_cache, before any exception line; "
+                   "only the title says vLLM ran out of memory while it initialised"),
+    "port_in_use/ms-swift-6866-second-rollout-server-collective-rpc-failed": (
+        "unknown", "a second swift rollout server starts, then 'Invocation of collective_rpc method failed' at "
+                   "init_communicator, cut at that line; only the report says the weight-sync group's address was in use"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
