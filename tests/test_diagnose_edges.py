@@ -2745,3 +2745,15 @@ def test_torchs_older_nccl_wording_with_its_result_code_is_nccl_failure():
     d = diagnose(line)
     assert (d.cls, d.confidence) == ("nccl_failure", 0.9)
     assert diagnose("RuntimeError: NCCL Error 2: unhandled system error").cls == "nccl_failure"
+
+
+def test_transformers_auto_class_without_a_model_for_the_config_is_unsupported_architecture():
+    for line in ("ValueError: Unrecognized configuration class <class 'transformers.models.qwen2_vl.configuration_qwen2_vl."
+                 "Qwen2VLConfig'> for this kind of AutoModel: AutoModelForCausalLM.",
+                 "(APIServer pid=1) ERROR 01-01 00:00:09 [core.py:700] Unrecognized configuration class <class "
+                 "'transformers_modules.m.configuration_m.MConfig'> for this kind of AutoModel: AutoModel."):
+        assert diagnose(line).cls == "unsupported_architecture", line
+    # a hint that names the words, in a record the server goes on from, is no failure
+    hint = ('INFO 01-01 00:00:01 [loader.py:10] Loading with AutoModelForCausalLM; "Unrecognized configuration class" '
+            "means the model needs --trust-remote-code")
+    assert diagnose(hint).cls == "healthy"
