@@ -204,6 +204,10 @@ KNOWN_MISSES = {
     "cuda_oom/vllm-9630-mllama-profile-run-cut": (
         "unknown", "frames only, cut at the engine's determine_num_available_blocks, where the profile run raises "
                    "for more than memory (unsupported_gpu_arch/vllm-11485 raised there too); only the title says OOM"),
+    "cuda_oom/vllm-10569-mllama-l20-rank0-cut": (
+        "unknown", "frames only, cut at the worker's determine_num_available_blocks (the profile run, the first forward "
+                   "pass, which fails for more than memory: unknown/glm-v-126 is an AttributeError cut there); only "
+                   "the report's title says OOM"),
     "unsupported_gpu_arch/vllm-4604-engine-cut-at-kv-caches": (
         "unknown", "frames only, cut at the engine's _initialize_kv_caches, where unknown/vllm-18730 was cut too; "
                    "only the report's title says no kernel image"),
@@ -388,9 +392,6 @@ KNOWN_MISSES = {
         "tokenizer_error", "vLLM's 'Failed to load the tokenizer. If the tokenizer is a custom tokenizer ... consider "
                            "setting trust_remote_code=True' is read by the tokenizer signature; the hint's words name "
                            "the missing flag (Qwen-14B-Chat's tokenizer is custom code)"),
-    "unknown/glm-v-126-glm45v-h20-profile-run-attributeerror-cut": (
-        "healthy", "a worker's ERROR-prefixed frames cut at both ends inside profile_run, no exception line; the "
-                   "AttributeError is only in the title, and frames alone are not read as a failure here"),
     "unknown/hunyuanocr-25-h200-architecture-failed-to-be-inspected": (
         "unsupported_architecture", "vLLM's 'Model architectures [...] failed to be inspected' is read as an "
                                     "unsupported architecture; the registry subprocess's own error is not in the "

@@ -2692,11 +2692,12 @@ _DIST_INIT = ("vllm/worker/worker.py", "init_worker_distributed_environment")
     # the TCP store of the rendezvous: on one node, a port another process holds
     ((("torch/distributed/c10d_logger.py", "wrapper"), ("torch/distributed/distributed_c10d.py", "init_process_group"),
       ("torch/distributed/rendezvous.py", "_tcp_rendezvous_handler")), "port_in_use"),
-    # vLLM's memory profiling: the largest batch's forward pass, where an allocation most often fails
+    # vLLM's memory profiling is the first forward pass: an allocation fails there, and so does a model's own bug
+    # (GLM-V 126: an AttributeError) or a kernel built for another GPU; a cut there names nothing
     ((("vllm/engine/llm_engine.py", "_initialize_kv_caches"), ("vllm/executor/gpu_executor.py", "determine_num_available_blocks")),
-     "cuda_oom"),
+     "unknown"),
     ((("vllm/v1/worker/gpu_worker.py", "determine_available_memory"), ("vllm/v1/worker/gpu_model_runner.py", "profile_run"),
-      ("vllm/model_executor/models/llama.py", "forward")), "cuda_oom"),
+      ("vllm/model_executor/models/llama.py", "forward")), "unknown"),
     # SGLang building the draft worker
     ((("sglang/srt/managers/scheduler.py", "__init__"), ("sglang/srt/managers/scheduler.py", "init_model_worker"),
       ("sglang/srt/managers/scheduler.py", "maybe_init_draft_worker")), "speculative_config"),
@@ -2757,3 +2758,15 @@ def test_transformers_auto_class_without_a_model_for_the_config_is_unsupported_a
     hint = ('INFO 01-01 00:00:01 [loader.py:10] Loading with AutoModelForCausalLM; "Unrecognized configuration class" '
             "means the model needs --trust-remote-code")
     assert diagnose(hint).cls == "healthy"
+
+
+def test_vllm_0_10_workers_name_their_rank_after_a_space():
+    # "(VllmWorker TP0 pid=N)": without the prefix stripped, a worker's frames were not read as a traceback and a
+    # paste of them alone came out healthy
+    frames = ['  File "/venv/lib/python3.11/site-packages/vllm/v1/worker/gpu_worker.py", line 244, in determine_available_memory',
+              "    self.model_runner.profile_run()"]
+    for who, rank in (("VllmWorker TP0", "TP0"), ("VllmWorker PP1_TP3", "PP1 TP3")):
+        text = "\n".join(f"({who} pid=2748156) ERROR 08-13 22:40:00 [multiproc_executor.py:596] {ln}" for ln in frames)
+        first = normalize(text)[0]
+        assert (first.text, first.rank, first.level) == (frames[0], rank, "ERROR")
+        assert diagnose(text).cls == "unknown"

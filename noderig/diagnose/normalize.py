@@ -123,8 +123,10 @@ _SHIP_TS = re.compile(r"^\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\
                       r"(?:(?:stdout|stderr) [FP] )?")
 # vLLM / Ray process prefix: "(Worker_TP4 pid=1234) ", "(VllmWorker rank=3 pid=99) ", "(EngineCore_DP0 pid=5) ",
 # "(LLMRayActor pid=20770) ", "(ServeReplica:app:Deployment pid=12249, ip=10.0.155.99) ", FastChat's workers
-# "(worker-oss-llama7b, pid=41756) " (the comma after the name is not the rank's)
-_PROC = re.compile(r"^\((?P<who>[^()\s,]+(?: rank=\d+)?),? pid=(?P<pid>\d+)(?:, ip=[\d.:a-f]+)?\)\s?")
+# "(worker-oss-llama7b, pid=41756) " (the comma after the name is not the rank's); vLLM 0.10's workers name their
+# rank after a space: "(VllmWorker TP0 pid=2748156) ", "(VllmWorker PP1_TP0 pid=9) "
+_PROC = re.compile(r"^\((?P<who>[^()\s,]+(?: rank=\d+| (?:TP|DP|PP|EP)\d+(?:_(?:TP|DP|PP|EP)\d+)*)?),? pid=(?P<pid>\d+)"
+                   r"(?:, ip=[\d.:a-f]+)?\)\s?")
 # vLLM logger: "ERROR 05-24 00:20:47 [core.py:1108] ", "INFO 01-11 15:51:02 llm_engine.py:70] ",
 # "WARNING 03-23 21:43:38.123 [engine.py:448] "
 _VLLM = re.compile(
@@ -173,7 +175,7 @@ def _proc_rank(who: str) -> str:
     m = re.search(r"rank=(\d+)", who)
     if m:
         return f"rank{m.group(1)}"
-    m = re.search(r"_((?:TP|DP|PP|EP)\d+(?:_(?:TP|DP|PP|EP)\d+)*)$", who)
+    m = re.search(r"[_ ]((?:TP|DP|PP|EP)\d+(?:_(?:TP|DP|PP|EP)\d+)*)$", who)
     if m:
         return m.group(1).replace("_", " ")
     return who
