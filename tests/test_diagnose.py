@@ -388,10 +388,6 @@ KNOWN_MISSES = {
         "unknown", "a second swift rollout server starts, then 'Invocation of collective_rpc method failed' at "
                    "init_communicator, cut at that line; only the report says the weight-sync group's address was in use"),
     # the forty-second round's tuning misses at its split commit's catalog (no catalog change in that round)
-    "trust_remote_code/qwen-513-qwen14b-chat-vllm-tokenizer-trust": (
-        "tokenizer_error", "vLLM's 'Failed to load the tokenizer. If the tokenizer is a custom tokenizer ... consider "
-                           "setting trust_remote_code=True' is read by the tokenizer signature; the hint's words name "
-                           "the missing flag (Qwen-14B-Chat's tokenizer is custom code)"),
     "unknown/hunyuanocr-25-h200-architecture-failed-to-be-inspected": (
         "unsupported_architecture", "vLLM's 'Model architectures [...] failed to be inspected' is read as an "
                                     "unsupported architecture; the registry subprocess's own error is not in the "

@@ -2770,3 +2770,14 @@ def test_vllm_0_10_workers_name_their_rank_after_a_space():
         first = normalize(text)[0]
         assert (first.text, first.rank, first.level) == (frames[0], rank, "ERROR")
         assert diagnose(text).cls == "unknown"
+
+
+def test_the_servers_custom_tokenizer_hint_is_trust_remote_code_not_a_tokenizer_error():
+    # get_tokenizer words it so only when remote code was not allowed; the same words wrapped by a paste, in
+    # SGLang's record, still name it; a tokenizer that failed for another reason stays tokenizer_error
+    hint = ("RuntimeError: Failed to load the tokenizer. If the tokenizer is a custom tokenizer not yet available in "
+            "the HuggingFace transformers library, consider setting `trust_remote_code=True` in LLM or using the "
+            "`--trust-remote-code` flag in the CLI.")
+    assert diagnose(hint).cls == "trust_remote_code"
+    assert diagnose("[2026-01-01 00:00:03 TP0] " + hint.split(": ", 1)[1]).cls == "trust_remote_code"
+    assert diagnose("RuntimeError: Failed to load the tokenizer. tokenizer.json is missing").cls == "tokenizer_error"
