@@ -398,42 +398,10 @@ KNOWN_MISSES = {
     "unsupported_architecture/ernie-1000-ernie45-vl-vllm092-transformers-modules": (
         "unknown", "ModuleNotFoundError importing the repository's own processor code (a module path cut at the "
                    "dot in 'ERNIE-4.5'); only the maintainer's reply says vLLM did not support the model yet"),
-    # the forty-third round's probes (speculative decoding and tokenizers from the source), misses of the catalog before
-    # its rules
-    "speculative_config/src43-sglang-nextn-draft-no-num-nextn-predict-layers": (
-        "unknown", "a NextN draft's ValueError raised in the target's model file (models/glm4_moe.py), not the speculative "
-                   "code: no signature knows num_nextn_predict_layers missing from the config"),
-    "speculative_config/src43-sglang-nextn-only-one-layer-logged": (
-        "unknown", "the NextN loader's bare 'Only 1 nextn layer is supported' assert, logged without a traceback"),
-    "speculative_config/src43-sglang-lilicorr-checkpoint-missing-head": (
-        "checkpoint_incomplete", "a DFLASH draft checkpoint without its LiLiCorr head, raised in models/lilicorr.py: the "
-                                 "key-token tier reads 'checkpoint is missing ... parameters' as a missing shard"),
-    "speculative_config/src43-vllm-eagle-layers-not-same-kv-cache-group-logged": (
-        "unknown", "vLLM's EAGLE proposer assert 'All eagle layers should belong to the same kv cache group' logged "
-                   "without a traceback: nothing opens on a method's name"),
-    "tokenizer_error/src43-sentencepiece-not-found-tokenizer-model-logged": (
-        "unknown", "sentencepiece's 'Not found: \"<file>\": No such file or directory' for tokenizer.model, logged alone"),
-    "tokenizer_error/src43-sglang-processor-class-cannot-be-determined-logged": (
-        "unknown", "SGLang's 'Cannot determine processor class for <model>' logged after its preprocessor_config.json "
-                   "warning: no signature for a processor that cannot be built"),
-    "tokenizer_error/src43-vllm-chat-template-path-failed-to-open": (
-        "unknown", "vLLM's --chat-template that looks like a path and fails to open, raised in entrypoints/chat_utils.py"),
-    "tokenizer_error/src43-vllm-chat-template-path-like-does-not-exist-alone": (
-        "unknown", "vLLM's 'The supplied chat template string (...) appears path-like, but doesn't exist!' alone"),
-    "tokenizer_error/src43-vllm-mistral-tokenizer-nonexistent-path-logged": (
-        "unknown", "vLLM's mistral tokenizer mode assert 'You have either provided a non-existent path ... or an invalid "
-                   "HF Hub repo id', logged without a traceback"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
 KNOWN_LOW_CONFIDENCE = {
-    # the forty-third round's probes named only by the key-token tier before its rules (one a miss, in KNOWN_MISSES too)
-    "speculative_config/src43-sglang-lilicorr-checkpoint-missing-head": (
-        "a miss: 'checkpoint is missing ... head parameters' gives checkpoint_incomplete its points"),
-    "speculative_config/src43-sglang-inkling-draft-needs-multi-layer-eagle-logged": (
-        "a draft model's NotImplementedError logged alone; 'draft' and the multi-layer EAGLE flag give the points"),
-    "speculative_config/src43-vllm-eagle-target-no-embed-tokens": (
-        "an AttributeError raised in vLLM's spec_decode/eagle.py load_model; the module path gives the points"),
     # the thirty-seventh round: an unknown tuning log the tier names cuda_graph_capture (a miss, in KNOWN_MISSES too)
     "unknown/sglang-26987-dsv4-pro-b300-graph-replay-illegal-memory-xid31": (
         "a miss: CUDA graph replay words in a three-line summary of a crash after 1.5 days give the capture class "

@@ -2781,3 +2781,83 @@ def test_the_servers_custom_tokenizer_hint_is_trust_remote_code_not_a_tokenizer_
     assert diagnose(hint).cls == "trust_remote_code"
     assert diagnose("[2026-01-01 00:00:03 TP0] " + hint.split(": ", 1)[1]).cls == "trust_remote_code"
     assert diagnose("RuntimeError: Failed to load the tokenizer. tokenizer.json is missing").cls == "tokenizer_error"
+# Forty-third round: speculative decoding and tokenizers from the source, by cause. Each test names the cause in other
+# words and other prefixes than the round's probes (tests/fixtures/crashlogs/*/src43-*.log), and keeps its traps.
+
+def test_forty_third_round_a_draft_that_does_not_fit_the_method_is_speculative_config():
+    named = [
+        # a NextN draft's config without its MTP layer count, another model's wording, under vLLM's engine-core prefix
+        "(EngineCore_DP0 pid=812) ERROR 12-04 10:00:00 [core.py:700] ValueError: num nextn_predict_layers is not in "
+        "the config",
+        # more MTP layers than the loader builds, another checkpoint, behind a journal prefix
+        "Dec 04 10:00:00 gpu-07 python3[4411]: ValueError: Only 1 nextn layer is supported for Step3p5 checkpoints.",
+        "[2026-12-04 10:00:00 TP3] AssertionError: only 1 MTP layer is supported",
+        # the draft's layers in several KV cache groups, in an SGLang-style record
+        "[2026-12-04 10:00:00 TP0] Scheduler hit an exception: AssertionError: All draft layers must share the same "
+        "KV cache group",
+        # the draft model lacking what the target shares, the other way round, alone
+        "AttributeError: Draft model has no 'lm_head' attribute to share with the target",
+        # a configuration exception naming the draft model near its start, under a compose prefix
+        "sglang-1  | NotImplementedError: This draft model keeps a recurrent state, which the multi-step decode "
+        "backend cannot carry.",
+        # a check raised in vLLM's EAGLE-3 draft model file, whatever its words
+        "\n".join([
+            "Traceback (most recent call last):",
+            f'  File "{_SP}/vllm/model_executor/models/llama_eagle3.py", line 250, in load_weights',
+            "    assert self.config.hidden_size == target_hidden",
+            "AssertionError: hidden sizes differ: 4096 vs 8192",
+        ]),
+    ]
+    assert_named_by_a_signature(named, "speculative_config")
+    # traps: a server_args dump, a config note and an INFO line name the same words and nothing failed
+    for line in ["[2026-12-04 10:00:00] server_args=ServerArgs(model_path='/models/glm-4.6', speculative_algorithm='EAGLE', "
+                 "speculative_draft_model_path=None, enable_multi_layer_eagle=False)",
+                 "INFO 12-04 10:00:00 [eagle.py:120] Draft model shares the embed_tokens attribute with the target model.",
+                 "[2026-12-04 10:00:00 TP0] num_nextn_predict_layers=1, using the MTP layer as the draft model",
+                 "WARNING 12-04 10:00:00 [eagle.py:900] Draft model does not have its own lm_head attribute; sharing "
+                 "the target's."]:
+        assert diagnose(line).cls == "healthy", line
+    # traps: the draft out of memory is not a configuration; a check raised in a target model's file that names no
+    # draft keeps its class (unknown)
+    assert diagnose("ValueError: The draft model could not be loaded: CUDA out of memory, requires 2.00 GiB more"
+                    ).cls != "speculative_config"
+    assert diagnose("\n".join([
+        "Traceback (most recent call last):",
+        f'  File "{_SP}/sglang/srt/models/glm4_moe.py", line 300, in __init__',
+        "    raise ValueError(",
+        "ValueError: Unsupported activation: gelu_new",
+    ])).cls != "speculative_config"
+
+
+def test_forty_third_round_a_tokenizer_chat_template_or_processor_file_not_there_is_tokenizer_error():
+    named = [
+        # the chat template path checks, under SGLang-style and journal prefixes
+        "[2026-12-04 10:00:00] ValueError: The supplied chat template (./tool_chat_template_llama3.1_json.jinja) "
+        "looks like a file path, but it failed to be opened. Reason: [Errno 13] Permission denied",
+        "Dec 04 10:00:00 gpu-07 vllm[311]: ValueError: The supplied chat template string (chatml.jinja) appears "
+        "path-like, but doesn't exist!",
+        # sentencepiece's status for another model file, under a compose prefix, raised as RuntimeError
+        'vllm-1  | RuntimeError: Not found: "/data/spm/sp.model": No such file or directory Error #2',
+        # the processor class, under vLLM's engine-core prefix
+        "(EngineCore_DP0 pid=9) ERROR 12-04 10:00:00 [core.py:700] ValueError: Cannot determine the processor class "
+        "for /models/Qwen2.5-VL-7B",
+        # the mistral mode's path check, in another product's words
+        "AssertionError: You have provided a nonexistent path: /models/mistral-small or an invalid Hugging Face Hub "
+        "repository id",
+    ]
+    assert_named_by_a_signature(named, "tokenizer_error")
+    # traps: the --chat-template help text, sentencepiece's training log, SGLang's preprocessor warning alone on a start
+    # that goes on
+    for line in ["  --chat-template CHAT_TEMPLATE  The file path to the chat template, or the template in single-line "
+                 "form for the specified model.",
+                 "trainer_interface.cc(409) LOG(INFO) Loaded all 1200 sentences",
+                 "[2026-12-04 10:00:00] _build_processor_manually: could not read preprocessor_config.json for "
+                 "/models/x: [Errno 2] No such file or directory: '/models/x/preprocessor_config.json'"]:
+        assert diagnose(line).cls == "healthy", line
+    # trap: a file a request names that is not there, after vLLM's ready line, is the request's error
+    d = diagnose("\n".join([
+        "(APIServer pid=1) INFO 12-04 10:00:00 [launcher.py:44] Route: /v1/chat/completions, Methods: POST",
+        "(APIServer pid=1) INFO:     Application startup complete.",
+        '(APIServer pid=1) ERROR 12-04 10:00:09 [serving_chat.py:200] Not found: "/tmp/upload.bin": No such file',
+    ]))
+    assert d.cls == "healthy"
