@@ -2834,8 +2834,6 @@ def test_forty_third_round_a_tokenizer_chat_template_or_processor_file_not_there
         # the chat template path checks, under SGLang-style and journal prefixes
         "[2026-12-04 10:00:00] ValueError: The supplied chat template (./tool_chat_template_llama3.1_json.jinja) "
         "looks like a file path, but it failed to be opened. Reason: [Errno 13] Permission denied",
-        "Dec 04 10:00:00 gpu-07 vllm[311]: ValueError: The supplied chat template string (chatml.jinja) appears "
-        "path-like, but doesn't exist!",
         # sentencepiece's status for another model file, under a compose prefix, raised as RuntimeError
         'vllm-1  | RuntimeError: Not found: "/data/spm/sp.model": No such file or directory Error #2',
         # the processor class, under vLLM's engine-core prefix
@@ -2854,6 +2852,10 @@ def test_forty_third_round_a_tokenizer_chat_template_or_processor_file_not_there
                  "[2026-12-04 10:00:00] _build_processor_manually: could not read preprocessor_config.json for "
                  "/models/x: [Errno 2] No such file or directory: '/models/x/preprocessor_config.json'"]:
         assert diagnose(line).cls == "healthy", line
+    # vLLM's check of the parsed serve arguments, before anything loads, refuses the same path: the command line
+    # (invalid_server_args), behind a journal prefix
+    assert_named_by_a_signature(["Dec 04 10:00:00 gpu-07 vllm[311]: ValueError: The supplied chat template string "
+                                 "(chatml.jinja) appears path-like, but doesn't exist!"], "invalid_server_args")
     # trap: a file a request names that is not there, after vLLM's ready line, is the request's error
     d = diagnose("\n".join([
         "(APIServer pid=1) INFO 12-04 10:00:00 [launcher.py:44] Route: /v1/chat/completions, Methods: POST",
