@@ -158,43 +158,6 @@ def accuracy_report(request):
 # paste alone. Each is asserted to come out exactly as stated, so one that starts coming out right
 # (or wrong in another way) fails the test and this list must change with it.
 KNOWN_MISSES = {
-    # the forty-fourth round's probes the catalog misses before its rules (removed by the rules commit)
-    "cuda_oom/src44-nccl-warn-failed-to-cuda-calloc-async-alone": (
-        "nccl_failure", "a round 44 source probe: NCCL's WARN line outranks the allocation it reports; no signature names the calloc yet"),
-    "cuda_oom/src44-nccl-warn-failed-to-cuda-calloc": (
-        "nccl_failure", "a round 44 source probe: NCCL's WARN line outranks the allocation it reports; no signature names the calloc yet"),
-    "cuda_oom/src44-sglang-memory-capacity-unbalanced": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "cuda_oom/src44-torch-cudnn-status-alloc-failed": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "driver_mismatch/src44-nvidia-container-cli-load-library-libnvidia-ml": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "driver_mismatch/src44-pynvml-library-not-found": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "driver_mismatch/src44-torch-cuda-driver-initialization-failed-raised": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "driver_mismatch/src44-torch-cuda-driver-initialization-failed-warning-then-failure": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "driver_mismatch/src44-triton-zero-active-drivers-sglang-record": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "kernel_abi_mismatch/src44-pybind11-incompatible-function-arguments-flash-attn": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "kernel_abi_mismatch/src44-pybind11-python-version-mismatch-import": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "kernel_abi_mismatch/src44-pybind11-python-version-mismatch-sglang-record": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "kernel_abi_mismatch/src44-torch-operator-torchvision-nms-does-not-exist": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "unsupported_gpu_arch/src44-sgl-kernel-fp8-blockwise-no-implemented-logged": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "unsupported_gpu_arch/src44-sglang-fa3-backend-requires-sm80-sm90": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "unsupported_gpu_arch/src44-torch-cublas-status-arch-mismatch": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "unsupported_gpu_arch/src44-vllm-cutlass-scaled-mm-no-compiled-sm103": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
-    "unsupported_gpu_arch/src44-vllm-flashmla-only-hopper-enginecore": (
-        "unknown", "a round 44 source probe: no signature names this message yet"),
     "flash_attn_cute_missing/megatron-lm-pr-6545-thrmma-annotation": (
         "cute_dsl_version_skew", "one line naming only the DSL module; the flash_attn.cute import that raised it "
                                  "is not in the paste"),

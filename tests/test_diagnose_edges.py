@@ -2863,3 +2863,138 @@ def test_forty_third_round_a_tokenizer_chat_template_or_processor_file_not_there
         '(APIServer pid=1) ERROR 12-04 10:00:09 [serving_chat.py:200] Not found: "/tmp/upload.bin": No such file',
     ]))
     assert d.cls == "healthy"
+# the forty-fourth round: GPU architecture, driver, kernel ABI and out-of-memory wordings from the source, by cause
+# (each case in other words and prefixes than the round's probes), and the lines that look like them but are not
+
+
+def test_forty_fourth_round_a_kernel_with_no_code_for_this_gpu_generation_is_unsupported_gpu_arch():
+    named = [
+        # another backend restricted to one generation by name, under SGLang's rank prefix
+        "[2026-03-04 08:00:00 TP0] AssertionError: Cutlass MLA is only supported on Blackwell.",
+        "(EngineCore_DP0 pid=9) ERROR 03-04 08:00:00 [core.py:708] ValueError: FP8 Marlin kernels are only supported "
+        "on NVIDIA Ampere or newer",
+        # another dispatcher with no kernel for the SM, as a C++ abort and in vLLM's worker record
+        "terminate called after throwing an instance of 'c10::NotImplementedError'\n"
+        "  what():  No compiled nvfp4 quantization kernel for SM 121",
+        "(VllmWorker TP3 pid=77) ERROR 03-04 08:00:00 [multiproc_executor.py:611] NotImplementedError: No implemented "
+        "cutlass_moe_mm for the current compute capability: 120",
+        # an SM range as a comparison, raised under vLLM's EngineCore prefix and alone
+        "(EngineCore_DP0 pid=4) ERROR 03-04 08:00:00 [core.py:708] AssertionError: FlashAttention v3 Backend "
+        "requires SM>=80 and SM<=90. Please use `--attention-backend flashinfer`.",
+        "RuntimeError: This kernel requires compute capability >= 90",
+        # cuBLAS's ARCH_MISMATCH in another caller's words, under a journal prefix
+        "Mar 04 08:00:00 node1 python3[77]: RuntimeError: CUDA error: CUBLAS_STATUS_ARCH_MISMATCH when calling "
+        "`cublasGemmEx( handle, opa, opb, m, n, k, &falpha, a, CUDA_R_8F_E4M3, lda, b, CUDA_R_8F_E4M3, ldb)`",
+        "cuSPARSE error: CUSPARSE_STATUS_ARCH_MISMATCH",
+    ]
+    assert_named_by_a_signature(named, "unsupported_gpu_arch")
+
+
+def test_forty_fourth_round_trap_arch_words_the_server_goes_on_from():
+    # vLLM's backend selector notes a backend it skips at INFO and picks another; a help text names SM ranges
+    assert diagnose("INFO 03-04 08:00:00 [cuda.py:287] Cannot use FlashMLA backend: FlashMLA is only supported on "
+                    "Hopper devices. Using TRITON_MLA backend.").cls == "healthy"
+    assert diagnose("  --attention-backend {fa3,flashinfer,triton}  fa3 requires SM>=80 and SM<=90 (default: "
+                    "None)").cls == "healthy"
+    # a compiled kernel named by its dispatcher for another reason than the GPU stays out of this class
+    assert diagnose("RuntimeError: cutlass_scaled_mm: No compiled kernel for the given dtype Float").cls \
+        != "unsupported_gpu_arch"
+
+
+def test_forty_fourth_round_a_missing_or_unloaded_driver_is_driver_mismatch():
+    named = [
+        # c10's cudaErrorInitializationError words under SGLang's prefix, and in torch's warning before a failure
+        "[2026-03-05 08:00:00 TP2] RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.",
+        "/opt/venv/lib/python3.10/site-packages/torch/cuda/__init__.py:141: UserWarning: CUDA initialization: CUDA "
+        "driver initialization failed, you might not have a CUDA gpu. (Triggered internally at "
+        "../c10/cuda/CUDAFunctions.cpp:108.)\nRuntimeError: Found no NVIDIA GPU to run on",
+        # Triton's driver lookup in vLLM's EngineCore record
+        "(EngineCore_DP0 pid=5) ERROR 03-05 08:00:00 [core.py:708] RuntimeError: 0 active drivers ([]). There "
+        "should only be one.",
+        # NVML's library missing, by its text and its class name, from other printers
+        "pynvml.nvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found",
+        "Error: NVML Shared Library Not Found",
+        # the container hook failing to load the host driver's libraries, in a compose log and from libnvidia-container
+        "Error response from daemon: could not select device driver \"\" with capabilities: [[gpu]]: "
+        "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared "
+        "object file: no such file or directory: unknown",
+        "E0305 08:00:00.000001 20854 driver.c:161] could not start driver service: load library failed: libcuda.so.1: "
+        "cannot open shared object file: no such file or directory",
+    ]
+    assert_named_by_a_signature(named, "driver_mismatch")
+
+
+def test_forty_fourth_round_trap_driver_words_the_server_goes_on_from():
+    # vLLM's platform detection on a CPU image logs NVML missing at DEBUG and goes on; a monitor warns and goes on
+    assert diagnose("DEBUG 06-12 19:58:31 [__init__.py:93] CUDA platform is not available because: NVML Shared "
+                    "Library Not Found").cls == "healthy"
+    assert diagnose("WARNING 03-05 08:00:00 [utils.py:12] Could not fetch GPU stats: NVML Shared Library Not "
+                    "Found").cls == "healthy"
+    # Triton choosing its GPU backend over its CPU one, and two drivers active, are not a missing driver
+    assert diagnose("Both CPU and GPU backends are available. Using the GPU backend.").cls == "healthy"
+    assert diagnose("RuntimeError: 2 active drivers ([<class 'CudaDriver'>, <class 'HIPDriver'>]). There should "
+                    "only be one.").cls != "driver_mismatch"
+
+
+def test_forty_fourth_round_an_extension_built_for_another_python_or_torch_is_kernel_abi_mismatch():
+    named = [
+        # pybind11's two wordings, under vLLM's worker prefix and alone
+        "(VllmWorker TP0 pid=3) ERROR 03-05 08:00:00 [multiproc_executor.py:611] ImportError: Python version mismatch: "
+        "module was compiled for Python 3.10, but the interpreter version is incompatible: 3.12.8.",
+        "ImportError: Python version mismatch: module was compiled for version 3.9, while the interpreter is running "
+        "version 3.11.",
+        # another extension's operator missing from the dispatcher, under SGLang's prefix
+        "[2026-03-05 08:00:00 TP0] RuntimeError: operator torchaudio::lfilter does not exist",
+    ]
+    assert_named_by_a_signature(named, "kernel_abi_mismatch")
+    # pybind11 refusing xFormers' wrapper's arguments to its compiled op, raised in the wrapper
+    tb = ("Traceback (most recent call last):\n"
+          '  File "/usr/lib/python3/dist-packages/xformers/ops/fmha/flash.py", line 120, in _flash_fwd\n'
+          "    ret = _C_flashattention.varlen_fwd(\n"
+          "TypeError: varlen_fwd(): incompatible function arguments. The following argument types are supported:\n"
+          "    1. (arg0: torch.Tensor, arg1: torch.Tensor) -> list[torch.Tensor]\n\n"
+          "Invoked with: None")
+    assert diagnose(tb).cls == "kernel_abi_mismatch"
+
+
+def test_forty_fourth_round_trap_abi_words_that_are_another_cause():
+    # sgl_kernel's operator missing stays its own class; a program's own binding refusing its arguments is no skew
+    assert diagnose("RuntimeError: operator sgl_kernel::moe_fused_gate does not exist").cls != "kernel_abi_mismatch"
+    tb = ("Traceback (most recent call last):\n"
+          '  File "/app/vision/face.py", line 40, in embed\n'
+          "    return model.compute_face_descriptor(img)\n"
+          "TypeError: compute_face_descriptor(): incompatible function arguments. The following argument types are "
+          "supported:\n    1. (self: face_recognition_model_v1, img: numpy.ndarray) -> list\n\nInvoked with: None")
+    assert diagnose(tb).cls == "unknown"
+    # a DeepGEMM entry point's refusal stays deepgemm_jit_failure
+    assert diagnose("TypeError: m_grouped_fp8_gemm_nt_contiguous(): incompatible function arguments. The following "
+                    "argument types are supported:").cls == "deepgemm_jit_failure"
+
+
+def test_forty_fourth_round_an_allocation_that_failed_in_other_words_is_cuda_oom():
+    named = [
+        # NCCL's calloc under a vLLM worker prefix, and torch quoting it as NCCL's last error
+        "(VllmWorker TP2 pid=8) node1:8:8 [2] include/alloc.h:184 NCCL WARN Failed to CUDA calloc 536870912 bytes",
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error, NCCL version 2.21.5\n"
+        "Last error:\nFailed to CUDA calloc async 4096 bytes",
+        # cuDNN's allocation failure from another printer, under SGLang's prefix
+        "[2026-03-06 08:00:00 TP1] RuntimeError: cuDNN Frontend error: CUDNN_STATUS_ALLOC_FAILED",
+        # SGLang's older ValueError for the unbalanced check, in a journal
+        "Mar 06 08:00:00 node1 python3[41]: ValueError: The memory capacity is unbalanced. Some GPUs may be occupied "
+        "by other processes.",
+    ]
+    assert_named_by_a_signature(named, "cuda_oom")
+
+
+def test_forty_fourth_round_trap_memory_words_the_server_goes_on_from():
+    # SGLang with the balance check disabled warns and goes on: ready after it
+    d = diagnose("[2026-03-06 08:00:00 TP0] WARNING: The memory capacity is unbalanced. Some GPUs may be occupied by "
+                 "other processes. min_per_gpu_memory=61.02, local_gpu_memory=78.5\n"
+                 "[2026-03-06 08:01:00] The server is fired up and ready to roll!")
+    assert (d.cls, d.ready) == ("healthy", True)
+    # a vLLM WARNING record quoting the check's words: nothing failed
+    assert diagnose("WARNING 03-06 08:00:00 [model_runner.py:1] The memory capacity is unbalanced; continuing").cls \
+        == "healthy"
+    # NCCL's INFO lines about its allocations are not a failure
+    assert diagnose("node1:8:8 [0] NCCL INFO Allocated 6291456 bytes of CUDA memory for channel buffers").cls \
+        == "healthy"
