@@ -2998,3 +2998,25 @@ def test_forty_fourth_round_trap_memory_words_the_server_goes_on_from():
     # NCCL's INFO lines about its allocations are not a failure
     assert diagnose("node1:8:8 [0] NCCL INFO Allocated 6291456 bytes of CUDA memory for channel buffers").cls \
         == "healthy"
+
+
+# A review of rounds 40 to 44: each test fails before its fix (docs/diagnose.md, "A review of rounds 40 to 44")
+
+# SGLang's own warning when its tensor-parallel memory check is disabled: its logger prints no level
+_UNBALANCED_WARNING = ("[2026-03-06 08:00:00 TP0] The memory capacity is unbalanced. Some GPUs may be occupied by other "
+                       "processes. min_per_gpu_memory=61.02, local_gpu_memory=78.5, local_gpu_memory * 0.9=70.65")
+
+
+def test_review_sglangs_level_less_unbalanced_memory_warning_is_neither_a_failure_nor_the_cause():
+    # the start goes on: still loading is healthy, not cuda_oom
+    d = diagnose(_UNBALANCED_WARNING + "\n[2026-03-06 08:00:01 TP0] Load weight begin. avail mem=61.02 GB")
+    assert d.cls == "healthy", d.cause
+    # a later failure keeps its own class
+    d = diagnose(_UNBALANCED_WARNING + "\n[2026-03-06 08:00:05 TP0] Scheduler hit an exception: RuntimeError: NCCL error "
+                 "in: ProcessGroupNCCL.cpp:1970, unhandled system error")
+    assert d.cls == "nccl_failure", d.cause
+    # the check raised stays cuda_oom, under SGLang's record and alone
+    for line in ("[2026-03-06 08:00:00 TP0] Scheduler hit an exception: ValueError: The memory capacity is unbalanced. "
+                 "Some GPUs may be occupied by other processes.",
+                 "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes."):
+        assert diagnose(line).cls == "cuda_oom", line
