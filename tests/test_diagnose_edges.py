@@ -3020,3 +3020,21 @@ def test_review_sglangs_level_less_unbalanced_memory_warning_is_neither_a_failur
                  "Some GPUs may be occupied by other processes.",
                  "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes."):
         assert diagnose(line).cls == "cuda_oom", line
+
+
+def test_review_a_level_less_note_that_a_gpu_generation_lacks_a_backend_and_goes_on_is_no_failure():
+    # SGLang's logger prints no level: a fallback note reaches the diagnosis as a plain line; a --flag's help text too
+    for line in ["[2026-03-06 08:00:00 TP0] FlashMLA is only supported on Hopper, using the triton backend instead.",
+                 "[2026-03-06 08:00:00] DeepGEMM is only supported on Hopper and Blackwell; falling back to Triton.",
+                 "[2026-03-06 08:00:00] No compiled flash_mla kernel for this compute capability, falling back to "
+                 "triton_mla",
+                 "  --enable-flashmla      Use the FlashMLA kernel (only supported on Hopper)."]:
+        assert diagnose(line).cls == "healthy", line
+    # a later failure keeps its own class
+    d = diagnose("[2026-03-06 08:00:00 TP0] FlashMLA is only supported on Hopper, using the triton backend instead.\n"
+                 "[2026-03-06 08:00:05 TP0] Scheduler hit an exception: RuntimeError: NCCL error in: "
+                 "ProcessGroupNCCL.cpp:1970, unhandled system error")
+    assert d.cls == "nccl_failure", d.cause
+    # a refusal that suggests another backend stays a refusal
+    assert diagnose("ValueError: TRTLLM MLA backend is only supported on Blackwell GPUs. Please use a different backend "
+                    "instead.").cls == "unsupported_gpu_arch"
