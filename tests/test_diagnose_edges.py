@@ -3038,3 +3038,26 @@ def test_review_a_level_less_note_that_a_gpu_generation_lacks_a_backend_and_goes
     # a refusal that suggests another backend stays a refusal
     assert diagnose("ValueError: TRTLLM MLA backend is only supported on Blackwell GPUs. Please use a different backend "
                     "instead.").cls == "unsupported_gpu_arch"
+
+
+def test_review_a_draft_model_that_hit_another_causes_error_is_not_speculative_config():
+    # noderig always runs speculative decoding: a message naming the draft is not a configuration refusal when what it
+    # says is memory, a CUDA error or a file not there
+    for line in ["ValueError: The draft model cannot fit: not enough memory for its KV cache; requires 3.2 GiB",
+                 "ValueError: draft model loading failed: CUDA error: an illegal memory access was encountered; requires "
+                 "a restart",
+                 "ValueError: draft model checkpoint /models/d cannot be opened: No such file or directory: "
+                 "'/models/d/model-00002-of-00004.safetensors'"]:
+        assert diagnose(line).cls != "speculative_config", line
+
+    def raised_in_draft_file(message: str) -> str:
+        return ("Traceback (most recent call last):\n"
+                f'  File "{_SP}/vllm/model_executor/models/deepseek_mtp.py", line 200, in __init__\n'
+                "    raise ValueError(msg)\n" + message)
+    # raised in a draft model's file, the message names the GPU or the memory: that cause's class, as before round 43
+    assert diagnose(raised_in_draft_file("ValueError: Unsupported quantization method: fp4 is not supported on sm_86")
+                    ).cls == "unsupported_gpu_arch"
+    assert diagnose(raised_in_draft_file("AssertionError: CUDA error: out of memory")).cls == "cuda_oom"
+    # a check on the draft's own config raised there stays speculative_config
+    assert diagnose(raised_in_draft_file("ValueError: mtp_start_layer_idx 61 is beyond the checkpoint's 61 layers")
+                    ).cls == "speculative_config"
