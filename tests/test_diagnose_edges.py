@@ -3061,3 +3061,20 @@ def test_review_a_draft_model_that_hit_another_causes_error_is_not_speculative_c
     # a check on the draft's own config raised there stays speculative_config
     assert diagnose(raised_in_draft_file("ValueError: mtp_start_layer_idx 61 is beyond the checkpoint's 61 layers")
                     ).cls == "speculative_config"
+
+
+def test_review_level_less_notes_in_a_draft_or_tokenizer_checks_words_are_no_failure():
+    # SGLang's logger prints no level: its INFO and WARNING notes reach the diagnosis as plain lines
+    for line in ["[2026-03-06 08:00:00 TP0] num_nextn_predict_layers is not set in the draft config; using 1",
+                 "[2026-03-06 08:00:00 TP0] Only 1 MTP layer is supported; using the first one.",
+                 "[2026-03-06 08:00:00 TP0] Target model does not have a lm_head attribute; sharing embed_tokens with "
+                 "the draft",
+                 "[2026-03-06 08:00:00 TP0] EAGLE layers are placed in the same KV cache group as the target",
+                 "[2026-03-06 08:00:00] Chat template looks like a file path; loading /templates/t.jinja",
+                 "[2026-03-06 08:00:00] Cannot determine processor class for /models/x, using the tokenizer only"]:
+        assert diagnose(line).cls == "healthy", line
+    # the raised checks stay named
+    assert diagnose("[2026-03-06 08:00:00 TP0] Scheduler hit an exception: ValueError: num_nextn_predict_layers is "
+                    "not in the config").cls == "speculative_config"
+    assert diagnose("AttributeError: Target model does not have 'embed_tokens' or 'embedding' attribute").cls \
+        == "speculative_config"
