@@ -3078,3 +3078,29 @@ def test_review_level_less_notes_in_a_draft_or_tokenizer_checks_words_are_no_fai
                     "not in the config").cls == "speculative_config"
     assert diagnose("AttributeError: Target model does not have 'embed_tokens' or 'embedding' attribute").cls \
         == "speculative_config"
+
+
+_DRAFT_BUILD = (("sglang/srt/managers/scheduler.py", "__init__"), ("sglang/srt/managers/scheduler.py", "maybe_init_draft_worker"),
+                ("sglang/srt/speculative/eagle_worker.py", "__init__"))
+
+
+@pytest.mark.parametrize("deeper, cls", [
+    # the draft's CUDA graphs: cuda_graph_capture's own place, as before round 40
+    ((("sglang/srt/speculative/eagle_worker.py", "init_cuda_graphs"),
+      ("sglang/srt/speculative/eagle_draft_cuda_graph_runner.py", "__init__"),
+      ("sglang/srt/model_executor/cuda_graph_runner.py", "capture"),
+      ("sglang/srt/model_executor/cuda_graph_runner.py", "capture_one_batch_size")), "cuda_graph_capture"),
+    # loading the draft's weights, its memory pool: an allocation, a shard, anything; where it stopped names nothing
+    ((("sglang/srt/managers/tp_worker.py", "__init__"), ("sglang/srt/model_executor/model_runner.py", "load_model"),
+      ("sglang/srt/model_loader/loader.py", "load_weights_and_postprocess"), ("safetensors/torch.py", "load_file")), "unknown"),
+    ((("sglang/srt/model_executor/model_runner.py", "init_memory_pool"),
+      ("sglang/srt/mem_cache/memory_pool.py", "_create_buffers")), "unknown"),
+    # a collective while the draft's groups form: nccl_failure's own place
+    ((("sglang/srt/model_executor/model_runner.py", "init_torch_distributed"),
+      ("torch/distributed/distributed_c10d.py", "all_reduce")), "nccl_failure"),
+    # cut in the draft worker's own code: the speculative set-up (round 40's rule)
+    ((), "speculative_config"),
+])
+def test_review_a_cut_deep_inside_the_draft_workers_build_is_not_named_by_the_draft(deeper, cls):
+    d = diagnose(_cut_frames(*_DRAFT_BUILD, *deeper))
+    assert d.cls == cls, d.cause
