@@ -3104,3 +3104,12 @@ _DRAFT_BUILD = (("sglang/srt/managers/scheduler.py", "__init__"), ("sglang/srt/m
 def test_review_a_cut_deep_inside_the_draft_workers_build_is_not_named_by_the_draft(deeper, cls):
     d = diagnose(_cut_frames(*_DRAFT_BUILD, *deeper))
     assert d.cls == cls, d.cause
+
+
+def test_review_the_unbalanced_memory_check_has_no_mem_fraction_remedy():
+    # the check compares the GPUs' free memory before anything is allocated: a lower --mem-fraction-static, which the
+    # deploy applies by itself, cannot pass it; an allocation that failed keeps that remedy
+    d = diagnose("RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+                 "min_per_gpu_memory=61.02, local_gpu_memory=78.5, local_gpu_memory * 0.9=70.65")
+    assert (d.cls, d.remedy) == ("cuda_oom", None)
+    assert diagnose("RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED").remedy == "lower:mem_fraction_static"
