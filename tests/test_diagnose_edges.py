@@ -3113,3 +3113,17 @@ def test_review_the_unbalanced_memory_check_has_no_mem_fraction_remedy():
                  "min_per_gpu_memory=61.02, local_gpu_memory=78.5, local_gpu_memory * 0.9=70.65")
     assert (d.cls, d.remedy) == ("cuda_oom", None)
     assert diagnose("RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED").remedy == "lower:mem_fraction_static"
+
+
+def test_a_gpu_generation_note_that_goes_on_is_no_failure_a_raised_refusal_is_whatever_it_adds():
+    # the older "only supported on ... GPUs" rule read a note the server goes on from as a refusal; a raised
+    # exception's line is a refusal even when it names the path it needed ("when using ...")
+    notes = ["[2026-01-01 00:00:03 TP0] FP4 quantization is only supported on Blackwell GPUs (compute capability 10.0+); "
+             "continuing with the FP8 path",
+             "[2026-01-01 00:00:03 TP0] MLA kernels are only supported on Hopper GPUs, using the triton backend instead"]
+    for note in notes:
+        assert diagnose(note).cls == "healthy", note
+    for error in ("ValueError: FlashInfer MLA is only supported on SM100 GPUs when using an FP8 KV cache",
+                  "RuntimeError: FlashAttention is only supported on Ampere GPUs or newer.",
+                  "RuntimeError: FlashMLA is only supported on Hopper devices when using the MLA backend"):
+        assert diagnose(error).cls == "unsupported_gpu_arch", error
