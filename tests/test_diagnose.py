@@ -3,10 +3,10 @@
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
 directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/ ..
-crashlogs_heldout31/, crashlogs_heldout35/ and crashlogs_heldout37/ .. crashlogs_heldout42/ hold real logs set
+crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/ and crashlogs_heldout45/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the
-accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the thirty-seven held-out
-splits (there is no crashlogs_heldout27, 32, 33, 34 or 36: those rounds made probes, not splits) is printed in the
+accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the thirty-eight held-out
+splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43 or 44: those rounds made probes, not splits) is printed in the
 terminal summary of every run.
 """
 
@@ -47,7 +47,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout31", "crashlogs_heldout35",
                                                                  "crashlogs_heldout37", "crashlogs_heldout38",
                                                                  "crashlogs_heldout39", "crashlogs_heldout40",
-                                                                 "crashlogs_heldout41", "crashlogs_heldout42")]
+                                                                 "crashlogs_heldout41", "crashlogs_heldout42",
+                                                                 "crashlogs_heldout45")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
