@@ -399,55 +399,10 @@ KNOWN_MISSES = {
     "unsupported_architecture/ernie-1000-ernie45-vl-vllm092-transformers-modules": (
         "unknown", "ModuleNotFoundError importing the repository's own processor code (a module path cut at the "
                    "dot in 'ERNIE-4.5'); only the maintainer's reply says vLLM did not support the model yet"),
-    # the forty-sixth round's probes at the catalog before its rules (synthesized from the source; the rules follow)
-    "cuda_graph_capture/src46-sglang-capture-bs-empty-logged": (
-        "unknown", "probe, first measure: SGLang's bare 'AssertionError: capture_bs=[]' in a scheduler record names no class"),
-    "cuda_graph_capture/src46-torch-currently-capturing-graph-outside-capture-logged": (
-        "unknown", "probe, first measure: torch's get_currently_capturing_graph() check alone names no class"),
-    "cuda_graph_capture/src46-vllm-full-cudagraph-not-supported-with-backend": (
-        "unknown", "probe, first measure: vLLM's 'CUDAGraphMode.FULL is not supported with ... backend' raised in "
-                   "initialize_cudagraph_capture names no class (the capture_model signature is for cut tracebacks only)"),
-    "cuda_graph_capture/src46-vllm-full-decode-cudagraph-not-supported-logged": (
-        "unknown", "probe, first measure: the same check's second wording alone in an EngineCore record names no class"),
-    "invalid_server_args/src46-sglang-hierarchical-cache-disable-radix-mutually-exclusive-alone": (
-        "unknown", "probe, first measure: server_args.py's ValueError pasted without its frames names no class"),
-    "invalid_server_args/src46-sglang-tokenizer-batching-cannot-enable-both-alone": (
-        "unknown", "probe, first measure: server_args.py's 'Cannot enable both --x and --y' alone names no class"),
-    "invalid_server_args/src46-vllm-async-scheduling-pipeline-parallel-raised": (
-        "unknown", "probe, first measure: a ValueError raised in vLLM's engine/arg_utils.py is no signature"),
-    "invalid_server_args/src46-vllm-gpu-memory-utilization-above-one-validation": (
-        "unknown", "probe, first measure: pydantic's ValidationError for vLLM's CacheConfig names no class"),
-    "invalid_server_args/src46-vllm-too-large-swap-space-raised": (
-        "unknown", "probe, first measure: a ValueError raised in vLLM's config/cache.py is no signature"),
-    "invalid_server_args/src46-vllm-use-v1-not-supported-with-flag-logged": (
-        "unknown", "probe, first measure: vLLM's 'VLLM_USE_V1=1 is not supported with --x' alone names no class"),
-    "kv_cache_insufficient/src46-sglang-decode-out-of-memory-raised": (
-        "cuda_oom", "probe, first measure: SGLang's KV token pool 'Decode out of memory' gives cuda_oom its key-token "
-                    "points ('out of memory')"),
-    "kv_cache_insufficient/src46-sglang-hicache-not-enough-host-memory": (
-        "unknown", "probe, first measure: the hierarchical cache's 'Not enough host memory available' names no class"),
-    "kv_cache_insufficient/src46-sglang-mamba-cache-not-enough-space-logged": (
-        "unknown", "probe, first measure: 'Not enough space for mamba cache' alone in a scheduler record names no class"),
-    "kv_cache_insufficient/src46-sglang-prefill-out-of-memory-logged": (
-        "unknown", "probe, first measure: SGLang's logged 'Prefill out of memory. Try to lower your batch size.' names "
-                   "no class"),
-    "port_in_use/src46-asyncio-bind-windows-wsaeaddrinuse-logged": (
-        "healthy", "probe, first measure: uvicorn's ERROR with Winsock's 10048 text is not read as a failure"),
-    "port_in_use/src46-ray-component-port-used-by-other-components": (
-        "unknown", "probe, first measure: Ray's 'is trying to use a port number N that is used by other components' "
-                   "names no class"),
-    "port_in_use/src46-sglang-port-in-use-process-not-found-attributeerror": (
-        "unknown", "probe, first measure: SGLang's port warning then an AttributeError on process.pid names no class"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
 KNOWN_LOW_CONFIDENCE = {
-    # the forty-sixth round's probe named only by the tier at the catalog before its rules
-    "cuda_graph_capture/src46-torch-cudagraph-instance-already-owns-captured-graph": (
-        "probe, first measure: torch's 'This CUDAGraph instance already owns a captured graph' under SGLang's capture "
-        "frames, by key tokens only"),
-    "kv_cache_insufficient/src46-sglang-decode-out-of-memory-raised": (
-        "a miss, in KNOWN_MISSES too: 'Decode out of memory' of SGLang's KV token pool gives cuda_oom its points"),
     # the thirty-seventh round: an unknown tuning log the tier names cuda_graph_capture (a miss, in KNOWN_MISSES too)
     "unknown/sglang-26987-dsv4-pro-b300-graph-replay-illegal-memory-xid31": (
         "a miss: CUDA graph replay words in a three-line summary of a crash after 1.5 days give the capture class "
@@ -832,11 +787,6 @@ PASTE_FORMS = {
 
 # Fixtures one paste form turns into another class, and why (like KNOWN_MISSES, each asserted exactly).
 KNOWN_FORM_MISSES: dict[tuple[str, str], tuple[str, str]] = {
-    # the forty-sixth round's probe at the catalog before its rules: under SGLang's prefix uvicorn's "Application
-    # startup complete" is not a ready line, so the ERROR record is read as a failure and the tier names its class
-    ("SGLang rank prefix", "port_in_use/src46-asyncio-bind-windows-wsaeaddrinuse-logged"): (
-        "port_in_use", "a miss bare (healthy: uvicorn's startup line reads as ready); under SGLang's prefix the "
-                       "ERROR record is a failure and the bind words give the key-token tier its class"),
     # the twenty-ninth round: a Markdown quote around a log that is itself one quoted klog line
     ("Markdown quote, tab indents", "cuda_oom/llm-d-fma-746-dpc-wake-up-500-cuda-error-out-of-memory"): (
         "cuda_oom", "under a second Markdown quote ('> > ') the response body's 'CUDA Error: out of memory' names the "

@@ -3127,3 +3127,145 @@ def test_a_gpu_generation_note_that_goes_on_is_no_failure_a_raised_refusal_is_wh
                   "RuntimeError: FlashAttention is only supported on Ampere GPUs or newer.",
                   "RuntimeError: FlashMLA is only supported on Hopper devices when using the MLA backend"):
         assert diagnose(error).cls == "unsupported_gpu_arch", error
+# the forty-sixth round: KV cache, CUDA graphs, server arguments and ports from the source, by cause (each case in
+# other words and prefixes than the round's probes), and the lines that look like them but are not
+
+
+def test_forty_sixth_round_a_kv_pool_with_no_room_in_other_words_is_kv_cache_insufficient():
+    named = [
+        # SGLang's token-pool allocator, its plain and prefill wordings, under another rank prefix and a journal
+        "[2026-03-07 08:00:00 DP1 TP3] RuntimeError: Prefill out of memory. Try to lower your batch size.",
+        "Mar 07 08:00:00 node1 python3[41]: RuntimeError: Out of memory. Try to lower your batch size.",
+        # the hybrid models' state cache in other words, alone
+        "RuntimeError: not enough space for mamba state cache; increase --max-mamba-cache-size",
+        # a host pool for the KV cache larger than the host memory free, in other words under a compose prefix
+        "sglang-1  | ValueError: Not enough CPU memory to allocate the host KV cache (requested 96.00 GiB).",
+    ]
+    assert_named_by_a_signature(named, "kv_cache_insufficient")
+
+
+def test_forty_sixth_round_trap_kv_pool_words_the_server_goes_on_from():
+    # SGLang retracts requests when decode runs out of KV slots and goes on: ready after it
+    d = diagnose("[2026-03-07 08:00:00 TP0] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: "
+                 "0.7000 -> 1.0000\n"
+                 "[2026-03-07 08:01:00] The server is fired up and ready to roll!")
+    assert (d.cls, d.ready) == ("healthy", True)
+    # its note on the host pool it allocates, and a help text naming the mamba cache, are no failure
+    assert diagnose("[2026-03-07 08:00:00 TP0] Allocating 24.00 GB host memory for hierarchical KV cache.").cls \
+        == "healthy"
+    assert diagnose("  --max-mamba-cache-size MAX_MAMBA_CACHE_SIZE\n"
+                    "                        The maximum size of the mamba cache. Without enough space for the "
+                    "mamba cache, requests wait.").cls == "healthy"
+    # a line saying there is not enough space for the mamba cache without the hint to enlarge it is not the check
+    assert diagnose("[2026-03-07 08:00:00 TP0] Not enough space for mamba cache for request 7; it waits.").cls \
+        == "healthy"
+    # torch's allocator running out of GPU memory stays cuda_oom
+    assert diagnose("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                    "capacity of 79.10 GiB of which 1.02 GiB is free.").cls == "cuda_oom"
+
+
+def test_forty_sixth_round_a_capture_the_runtime_or_the_backend_cannot_make_is_cuda_graph_capture():
+    named = [
+        # vLLM's refusal of a full-graph mode for a backend that never supports it, in a worker record and a journal
+        "(VllmWorker TP0 pid=3) ERROR 03-07 08:00:00 [multiproc_executor.py:611] ValueError: CUDAGraphMode.FULL is "
+        "not supported with Mamba2AttentionMetadataBuilder backend (support:AttentionCGSupport.NEVER) ; please try "
+        "cudagraph_mode=PIECEWISE, and make sure compilation level is piecewise",
+        "Mar 07 08:00:00 node1 vllm[41]: ValueError: CUDAGraphMode.FULL_AND_PIECEWISE is not supported with "
+        "FlashInferMLAMetadataBuilder backend (support: AttentionCGSupport.NEVER)",
+        # torch's capture-state checks under a journal prefix and SGLang's rank prefix
+        "Mar 07 08:00:00 node1 python3[41]: RuntimeError: This CUDAGraph instance already owns a captured graph. To "
+        "capture a new graph, create a new instance.",
+        "[2026-03-07 08:00:00 TP2] RuntimeError: get_currently_capturing_graph() can be used only between "
+        "capture_begin() and capture_end().",
+        # SGLang's empty capture list behind a compose prefix
+        "sglang-1  | [2026-03-07 08:00:00 TP0] Scheduler hit an exception: AssertionError: capture_bs=[]",
+    ]
+    assert_named_by_a_signature(named, "cuda_graph_capture")
+    # a mode the backend cannot capture is not fixed by a smaller capture batch: no remedy
+    d = diagnose(named[0])
+    assert d.remedy is None
+
+
+def test_forty_sixth_round_trap_capture_words_the_server_goes_on_from():
+    # vLLM downgrades a full-graph mode the backend supports only for decode, warns and goes on (also without the
+    # WARNING prefix, as a relay prints it)
+    warned = ("CUDAGraphMode.FULL_AND_PIECEWISE is not supported with FlashInferMetadataBuilder backend (support: "
+              "AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE); setting cudagraph_mode=FULL_DECODE_ONLY")
+    d = diagnose(f"(EngineCore_DP0 pid=5) WARNING 03-07 08:00:00 [gpu_model_runner.py:3650] {warned}\n"
+                 "(APIServer pid=1) INFO 03-07 08:01:00 [api_server.py:1] Starting vLLM API server on "
+                 "http://0.0.0.0:8000")
+    assert (d.cls, d.ready) == ("healthy", True)
+    assert diagnose(warned).cls == "healthy"
+    # SGLang's capture note lists the batch sizes it captures
+    assert diagnose("[2026-03-07 08:00:00 TP0] Capture cuda graph bs [1, 2, 4, 8, 16, 24, 32]").cls == "healthy"
+
+
+def test_forty_sixth_round_a_port_taken_in_other_words_is_port_in_use():
+    named = [
+        # Windows' EADDRINUSE from a plain socket bind and from asyncio, alone
+        "OSError: [WinError 10048] Only one usage of each socket address (protocol/network address/port) is "
+        "normally permitted",
+        "OSError: [Errno 10048] error while attempting to bind on address ('127.0.0.1', 8000): only one usage of "
+        "each socket address (protocol/network address/port) is normally permitted",
+        # Ray's collision between two of its components, from the raylet's log
+        "(raylet) ValueError: Ray component dashboard_agent_grpc is trying to use a port number 52365 that is used by "
+        "other components.",
+    ]
+    assert_named_by_a_signature(named, "port_in_use")
+    # SGLang's note that the port is taken by a process it cannot see, then the AttributeError it dies of
+    d = diagnose("[2026-03-07 08:00:00] The port 30011 is in use, but we could not find the process that uses it.\n"
+                 "AttributeError: 'NoneType' object has no attribute 'pid'")
+    assert d.cls == "port_in_use"
+
+
+def test_forty_sixth_round_trap_port_words_the_server_goes_on_from():
+    # the same note on a start whose port frees: ready after it
+    d = diagnose("[2026-03-07 08:00:00] The port 30000 is in use, but we could not find the process that uses it.\n"
+                 "[2026-03-07 08:01:00] The server is fired up and ready to roll!")
+    assert (d.cls, d.ready) == ("healthy", True)
+    # the free-port search moving on, and a bind refused for an address the host does not have
+    assert diagnose("[2026-03-07 08:00:00] Port 30000 is already in use, trying port 30001").cls == "healthy"
+    assert diagnose("OSError: [Errno 99] error while attempting to bind on address ('10.0.0.5', 8000): cannot "
+                    "assign requested address").cls != "port_in_use"
+
+
+def test_forty_sixth_round_flags_the_server_refuses_in_other_words_are_invalid_server_args():
+    named = [
+        # a flag combination refused, pasted alone under SGLang's prefix and a journal
+        "[2026-03-07 08:00:00] AssertionError: --enable-dp-attention and --enable-pdmux are mutually exclusive.",
+        "Mar 07 08:00:00 node1 python3[41]: ValueError: Cannot enable both --enable-lora and --enable-pdmux.",
+        # vLLM's V1 engine refusing another flag
+        "(APIServer pid=7) NotImplementedError: VLLM_USE_V1=1 is not supported with --preemption-mode.",
+        # pydantic's report for another of vLLM's argument configs
+        "(APIServer pid=7) pydantic_core._pydantic_core.ValidationError: 2 validation errors for ParallelConfig",
+        # checks raised in vLLM's parallel config and argument handling, in other words
+        _tb("/usr/local/lib/python3.12/dist-packages/vllm/config/parallel.py", "__post_init__",
+            "ValueError: data_parallel_size_local (4) must be <= data_parallel_size (2)"),
+        _tb("/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", "create_engine_config",
+            "NotImplementedError: --kv-sharing-fast-prefill is not supported with this attention backend",
+            prefix="(APIServer pid=7) "),
+    ]
+    assert_named_by_a_signature(named, "invalid_server_args")
+
+
+def test_forty_sixth_round_trap_flag_words_that_are_no_refusal_or_another_cause():
+    # a help text naming two flags that exclude each other
+    assert diagnose("  --enable-hierarchical-cache  Enable hierarchical cache; mutually exclusive with "
+                    "--disable-radix-cache. (default: False)").cls == "healthy"
+    # the V1 engine refusing a model's architecture is not a flag
+    assert diagnose("NotImplementedError: VLLM_USE_V1=1 is not supported with ['MllamaForConditionalGeneration'].") \
+        .cls != "invalid_server_args"
+    # a draft method refused in arg_utils.py stays out of this class (speculative settings have their own)
+    assert diagnose(_tb("/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", "create_engine_config",
+                        "NotImplementedError: Draft model speculative decoding is not supported yet.")).cls \
+        != "invalid_server_args"
+    # a traceback cut inside arg_utils.py names nothing (cut = false)
+    cut = ("Traceback (most recent call last):\n"
+           '  File "/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", line 1190, in '
+           "create_engine_config\n"
+           "    model_config = self.create_model_config()")
+    assert diagnose(cut).cls != "invalid_server_args"
+    # pydantic failing vLLM's ModelConfig (the model, not a flag) is not named by this class's header rule
+    assert diagnose("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+                    "  Value error, Invalid repository ID or local directory specified: 'x'.").cls \
+        != "invalid_server_args"
