@@ -3,10 +3,10 @@
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
 directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/ ..
-crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/ and crashlogs_heldout45/ hold real logs set
+crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/ and crashlogs_heldout47/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the
-accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the thirty-eight held-out
-splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43 or 44: those rounds made probes, not splits) is printed in the
+accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the thirty-nine held-out
+splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44 or 46: those rounds made probes, not splits) is printed in the
 terminal summary of every run.
 """
 
@@ -48,7 +48,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout37", "crashlogs_heldout38",
                                                                  "crashlogs_heldout39", "crashlogs_heldout40",
                                                                  "crashlogs_heldout41", "crashlogs_heldout42",
-                                                                 "crashlogs_heldout45")]
+                                                                 "crashlogs_heldout45", "crashlogs_heldout47")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -399,6 +399,11 @@ KNOWN_MISSES = {
     "unsupported_architecture/ernie-1000-ernie45-vl-vllm092-transformers-modules": (
         "unknown", "ModuleNotFoundError importing the repository's own processor code (a module path cut at the "
                    "dot in 'ERNIE-4.5'); only the maintainer's reply says vLLM did not support the model yet"),
+    # the forty-seventh round's tuning misses at its split commit's catalog (no catalog change in that round)
+    "invalid_server_args/vllm-6601-pipeline-parallel-not-supported-with-multiprocessing": (
+        "unknown", "ParallelConfig._verify_args' NotImplementedError 'Pipeline parallelism is not supported yet with "
+                   "multiprocessing' (vLLM 0.5.x config.py, an offline LLM(...) call) is read as an unrecognised "
+                   "failure: no signature of the catalog knows this refusal's wording"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
