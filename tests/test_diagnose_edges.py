@@ -3269,3 +3269,20 @@ def test_forty_sixth_round_trap_flag_words_that_are_no_refusal_or_another_cause(
     assert diagnose("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
                     "  Value error, Invalid repository ID or local directory specified: 'x'.").cls \
         != "invalid_server_args"
+
+
+# A review of rounds 45 and 46: each test fails before its fix (docs/diagnose.md, "A review of rounds 45 and 46")
+
+def test_review46_pydantics_config_header_leaves_the_cause_to_its_value_error_line():
+    # pydantic prints which config failed on the header and why on the "Value error, ..." line after it; the header
+    # came first in line order, so it named every cause of a config's validation invalid_server_args
+    header = "(APIServer pid=7) pydantic_core._pydantic_core.ValidationError: 1 validation error for CacheConfig\n"
+    d = diagnose(header + "(APIServer pid=7)   Value error, FP8 KV cache is only supported on Hopper GPUs "
+                 "[type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]")
+    assert d.cls == "unsupported_gpu_arch", d.cause
+    # a value error that names nothing else: still the flags' refusal, by the header (a symptom, without a remedy)
+    d = diagnose(header + "(APIServer pid=7)   Value error, GPU memory utilization must be less than 1.0. Got 9.0. "
+                 "[type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]")
+    assert (d.cls, d.remedy) == ("invalid_server_args", None)
+    assert diagnose("pydantic_core._pydantic_core.ValidationError: 2 validation errors for ParallelConfig").cls \
+        == "invalid_server_args"
