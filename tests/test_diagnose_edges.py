@@ -3286,3 +3286,28 @@ def test_review46_pydantics_config_header_leaves_the_cause_to_its_value_error_li
     assert (d.cls, d.remedy) == ("invalid_server_args", None)
     assert diagnose("pydantic_core._pydantic_core.ValidationError: 2 validation errors for ParallelConfig").cls \
         == "invalid_server_args"
+
+
+def test_review46_a_check_raised_in_vllms_config_modules_for_the_model_the_gpu_or_a_missing_package_is_no_flag():
+    # round 46 took any ValueError / NotImplementedError raised in vLLM's arg_utils.py or its cache / scheduler /
+    # parallel / compilation configs as a refused flag; these modules also refuse for the model's architecture, the
+    # GPU and a package not installed (vLLM 0.11.0: _raise_or_fallback with model_config.architectures,
+    # ParallelConfig.__post_init__'s "Unable to load Ray"; vLLM 0.9's "Compute Capability < 8.0")
+    for path, fn, message in [
+        ("engine/arg_utils.py", "_raise_or_fallback",
+         "NotImplementedError: VLLM_USE_V1=1 is not supported with ['MllamaForConditionalGeneration']."),
+        ("engine/arg_utils.py", "_raise_or_fallback",
+         "NotImplementedError: VLLM_USE_V1=1 is not supported with Compute Capability < 8.0."),
+        ("config/parallel.py", "__post_init__",
+         "ValueError: Unable to load Ray: No module named 'ray'. Ray is required for multi-node inference, please "
+         "install Ray with `pip install ray`."),
+    ]:
+        d = diagnose(_tb(f"/usr/local/lib/python3.12/dist-packages/vllm/{path}", fn, message, prefix="(APIServer pid=7) "))
+        assert d.cls != "invalid_server_args", message
+    # a flag refused there stays invalid_server_args (the round's probes and tests)
+    assert diagnose(_tb("/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", "_raise_or_fallback",
+                        "NotImplementedError: VLLM_USE_V1=1 is not supported with --logits-processor-pattern.")).cls \
+        == "invalid_server_args"
+    assert diagnose(_tb("/usr/local/lib/python3.12/dist-packages/vllm/config/scheduler.py", "_verify_args",
+                        "ValueError: max_num_batched_tokens (2048) is smaller than max_model_len (32768). Please "
+                        "increase max_num_batched_tokens or decrease max_model_len.")).cls == "invalid_server_args"
