@@ -3311,3 +3311,14 @@ def test_review46_a_check_raised_in_vllms_config_modules_for_the_model_the_gpu_o
     assert diagnose(_tb("/usr/local/lib/python3.12/dist-packages/vllm/config/scheduler.py", "_verify_args",
                         "ValueError: max_num_batched_tokens (2048) is smaller than max_model_len (32768). Please "
                         "increase max_num_batched_tokens or decrease max_model_len.")).cls == "invalid_server_args"
+
+
+def test_review46_rays_port_collision_between_its_own_components_has_no_free_port_remedy():
+    # Ray refuses ports its own components were given twice (a component inside the worker port range); the deploy's
+    # free_port moves the server's HTTP port, which Ray's table does not hold, and would relaunch into the same refusal
+    d = diagnose("ValueError: Ray component worker_ports is trying to use a port number 16379 that is used by other "
+                 "components.")
+    assert (d.cls, d.remedy) == ("port_in_use", None)
+    # a port another process holds keeps the remedy, Windows' wording included
+    assert diagnose("OSError: [WinError 10048] Only one usage of each socket address (protocol/network "
+                    "address/port) is normally permitted").remedy == "free_port"
