@@ -3322,3 +3322,15 @@ def test_review46_rays_port_collision_between_its_own_components_has_no_free_por
     # a port another process holds keeps the remedy, Windows' wording included
     assert diagnose("OSError: [WinError 10048] Only one usage of each socket address (protocol/network "
                     "address/port) is normally permitted").remedy == "free_port"
+
+
+def test_review46_the_hierarchical_caches_host_pool_gets_no_larger_gpu_fraction():
+    # SGLang sizes the host pool as --hicache-ratio times the GPU pool (when --hicache-size is not set): a larger
+    # mem_fraction_static grows the GPU pool and with it the host pool that did not fit; the message asks for a
+    # smaller hierarchical cache
+    d = diagnose("ValueError: Not enough host memory available. Requesting 412.00 GB but only have 240.13 GB free. "
+                 "Please reduce the size of the hierarchical cache.")
+    assert (d.cls, d.remedy) == ("kv_cache_insufficient", None)
+    # the GPU pool too small keeps its remedy
+    assert diagnose("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.").remedy \
+        == "raise:mem_fraction_static"
