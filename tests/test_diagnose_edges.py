@@ -996,8 +996,7 @@ def test_twenty_second_round_alarming_benign_lines_of_the_new_logs_and_their_tra
         "model my-org/custom-moe does not support it. Please open an issue on GitHub if you want it to be supported.",
         "[Gloo] Rank 7 is connected to 7 peer ranks. Expected number of connected peer ranks is : 7",
     ]
-    for line in healthy:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(healthy)
     # traps: the same words in a real error line, and a traceback logged at ERROR
     assert diagnose("RuntimeError: SymmMemCommunicator: Device capability 7.5 not supported").cls != "healthy"
     trace = "\n".join(f"(Worker_TP1 pid=77) ERROR 01-05 09:00:01 [multiproc_executor.py:600] {ln}" for ln in (
@@ -1303,8 +1302,7 @@ def test_twenty_fifth_round_cuda_graph_words_on_a_healthy_start_are_not_a_failed
         "[2026-05-01 08:00:00] Disable cuda graph because --enable-return-hidden-states is set.",
         "  --disable-cuda-graph  Disable cuda graph.",
     ]
-    for line in healthy:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(healthy)
 
 
 def test_twenty_fifth_round_nccls_cuda_check_naming_out_of_memory_is_cuda_oom():
@@ -1333,8 +1331,7 @@ def test_twenty_fifth_round_memory_profiling_and_safetensors_lines_of_a_healthy_
         "/usr/lib/python3/site-packages/transformers/tokenization_utils_base.py:1601: FutureWarning: "
         "`clean_up_tokenization_spaces` was not set. It will be set to `True` by default.",
     ]
-    for line in healthy:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(healthy)
 
 
 # round 26's tuning logs: a refusal that asks for another speculative setting, or names speculative
@@ -1371,6 +1368,12 @@ def assert_named_by_a_signature(logs: list[str], cls: str) -> None:
         assert (d.cls, d.confidence >= 0.5) == (cls, True), log
 
 
+def assert_each_healthy(logs: list[str]) -> None:
+    """Each log alone comes out healthy: nothing in it is a failure (the traps beside each rule)."""
+    for log in logs:
+        assert diagnose(log).cls == "healthy", log
+
+
 def test_twenty_seventh_round_an_extensions_compiled_ops_built_for_another_library_are_an_abi_mismatch():
     named = [
         # torchvision's refusal under a compose prefix, without the sentence after it
@@ -1382,10 +1385,9 @@ def test_twenty_seventh_round_an_extensions_compiled_ops_built_for_another_libra
     ]
     assert_named_by_a_signature(named, "kernel_abi_mismatch")
     # traps: the same words as Cython's RuntimeWarning (a size it accepts), which a program prints and goes on from
-    for line in ["<frozen importlib._bootstrap>:241: RuntimeWarning: numpy.ufunc size changed, may indicate binary "
-                 "incompatibility. Expected 192 from C header, got 216 from PyObject",
-                 "RuntimeWarning: numpy.dtype size changed, may indicate binary incompatibility. Expected 96, got 88"]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["<frozen importlib._bootstrap>:241: RuntimeWarning: numpy.ufunc size changed, may indicate binary "
+                         "incompatibility. Expected 192 from C header, got 216 from PyObject",
+                         "RuntimeWarning: numpy.dtype size changed, may indicate binary incompatibility. Expected 96, got 88"])
 
 
 def test_twenty_seventh_round_an_allocation_failing_through_any_cuda_wrapper_is_cuda_oom():
@@ -1418,10 +1420,9 @@ def test_twenty_seventh_round_nvml_and_cuda_enum_names_for_a_driver_that_does_no
     ]
     assert_named_by_a_signature(named, "driver_mismatch")
     # traps: a WARNING record of a server that checked NVML and went on, and nvidia-smi's header
-    for line in ["WARNING 11-05 10:00:00 [__init__.py:49] Exception happens when checking CUDA platform: "
-                 "pynvml.NVMLError_DriverNotLoaded: Driver Not Loaded",
-                 "| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |"]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["WARNING 11-05 10:00:00 [__init__.py:49] Exception happens when checking CUDA platform: "
+                         "pynvml.NVMLError_DriverNotLoaded: Driver Not Loaded",
+                         "| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |"])
 
 
 def _hook_raise(message: str, module: str = "arg_groups/speculative_hook", exc: str = "ValueError") -> str:
@@ -1453,14 +1454,13 @@ def test_twenty_seventh_round_sglangs_speculative_checks_are_speculative_config_
     assert diagnose(_hook_raise("CUDA out of memory. Tried to allocate 2.00 GiB",
                                 exc="torch.OutOfMemoryError")).cls == "cuda_oom"
     # traps: SGLang's notes that it changed a speculative argument itself (its logger has no level) and goes on
-    for line in ["[2026-11-05 10:00:00] DSpark only supports speculative_eagle_topk == 1; overriding "
-                 "speculative_eagle_topk=4 to 1.",
-                 "[2026-11-05 10:00:00] speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
-                 "speculative_eagle_topk == 1",
-                 "[2026-11-05 10:00:00] Overlap schedule is not implemented for speculative decoding on CPU.",
-                 "[2026-11-05 10:00:00] Max running requests is reset to 48 for speculative decoding. You can "
-                 "override this by explicitly setting --max-running-requests."]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["[2026-11-05 10:00:00] DSpark only supports speculative_eagle_topk == 1; overriding "
+                         "speculative_eagle_topk=4 to 1.",
+                         "[2026-11-05 10:00:00] speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+                         "speculative_eagle_topk == 1",
+                         "[2026-11-05 10:00:00] Overlap schedule is not implemented for speculative decoding on CPU.",
+                         "[2026-11-05 10:00:00] Max running requests is reset to 48 for speculative decoding. You can "
+                         "override this by explicitly setting --max-running-requests."])
 
 
 def test_twenty_seventh_round_tokenizer_libraries_own_failures_are_tokenizer_error():
@@ -1476,10 +1476,9 @@ def test_twenty_seventh_round_tokenizer_libraries_own_failures_are_tokenizer_err
     ]
     assert_named_by_a_signature(named, "tokenizer_error")
     # traps: sentencepiece's training log, vLLM's chat-template note at start
-    for line in ["sentencepiece_trainer.cc(77) LOG(INFO) Starts training with : ",
-                 "INFO 11-05 10:00:00 [chat_utils.py:470] Detected the chat template content format to be 'string'. "
-                 "You can set `--chat-template-content-format` to override this."]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["sentencepiece_trainer.cc(77) LOG(INFO) Starts training with : ",
+                         "INFO 11-05 10:00:00 [chat_utils.py:470] Detected the chat template content format to be 'string'. "
+                         "You can set `--chat-template-content-format` to override this."])
     # trap: a request's missing template after the server is ready is the request's error, not a crash
     served = "\n".join([
         "INFO 11-05 10:00:00 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000",
@@ -1982,10 +1981,9 @@ def test_thirty_sixth_round_deepgemms_jit_failing_in_any_of_its_compilers_is_a_d
     ]
     assert_named_by_a_signature(named, "deepgemm_jit_failure")
     # traps: DeepGEMM's own notes, printed while it goes on, and a debug print of its NVRTC options
-    for line in ["Warning: please use at least NVCC 12.9 for the best DeepGEMM performance",
-                 "Compiling JIT runtime with NVRTC options: -std=c++20 --gpu-architecture=sm_90a -default-device",
-                 "NVRTC log: kernel.cu(12): warning #177-D: variable \"x\" was declared but never referenced"]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["Warning: please use at least NVCC 12.9 for the best DeepGEMM performance",
+                         "Compiling JIT runtime with NVRTC options: -std=c++20 --gpu-architecture=sm_90a -default-device",
+                         "NVRTC log: kernel.cu(12): warning #177-D: variable \"x\" was declared but never referenced"])
     # an assert raised in deep_gemm/__init__.py about something else is not the CUDA home
     other = ('Traceback (most recent call last):\n  File "/opt/venv/lib/python3.12/site-packages/deep_gemm/__init__.py", '
              "line 90, in set_num_sms\n    assert 0 < num_sms <= 132\nAssertionError")
@@ -2002,12 +2000,11 @@ def test_thirty_sixth_round_a_kernel_requiring_the_cute_dsl_is_cute_dsl_version_
     ]
     assert_named_by_a_signature(named, "cute_dsl_version_skew")
     # traps: pip's resolver notices at install time and a help text that names the package stay healthy
-    for line in ["flashinfer-python 0.6.1 requires nvidia-cutlass-dsl, which is not installed.",
-                 "flashinfer-python 0.6.1 requires nvidia-cutlass-dsl>=4.6.0, but you have nvidia-cutlass-dsl 4.5.2 "
-                 "which is incompatible.",
-                 "  --moe-runner-backend {auto,triton,cutlass,flashinfer_cutedsl}  MoE runner backend "
-                 "(flashinfer_cutedsl requires nvidia-cutlass-dsl)"]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["flashinfer-python 0.6.1 requires nvidia-cutlass-dsl, which is not installed.",
+                         "flashinfer-python 0.6.1 requires nvidia-cutlass-dsl>=4.6.0, but you have nvidia-cutlass-dsl 4.5.2 "
+                         "which is incompatible.",
+                         "  --moe-runner-backend {auto,triton,cutlass,flashinfer_cutedsl}  MoE runner backend "
+                         "(flashinfer_cutedsl requires nvidia-cutlass-dsl)"])
 
 
 def test_thirty_sixth_round_the_token_tier_leaves_flash_attn_cute_to_its_signature():
@@ -2042,9 +2039,8 @@ def test_thirty_sixth_round_nccls_transport_warnings_without_failure_words_are_n
            "RuntimeError: Engine core initialization failed. See root cause above."]
     assert diagnose("\n".join(log)).cls == "nccl_failure"
     # traps: NCCL's INFO lines for a transport it does not use, and a start that goes on past the binding's record
-    for line in ["gpu-node-2:77:77 [0] NCCL INFO NET/IB : No device found.",
-                 "gpu-node-2:77:77 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.0.8<0>"]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["gpu-node-2:77:77 [0] NCCL INFO NET/IB : No device found.",
+                         "gpu-node-2:77:77 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.0.8<0>"])
     went_on = ["ERROR 11-05 10:00:00 [pynccl_wrapper.py:344] Failed to load NCCL library from libnccl.so.2.",
                "INFO 11-05 10:00:09 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000"]
     assert diagnose("\n".join(went_on)).cls == "healthy"
@@ -2064,12 +2060,11 @@ def test_thirty_sixth_round_the_runtimes_and_torchs_capture_errors_are_cuda_grap
     ]
     assert_named_by_a_signature(named, "cuda_graph_capture")
     # traps: the engines' capture progress and torch's warning about an empty graph stay healthy
-    for line in ["INFO 11-05 10:00:00 [gpu_model_runner.py:3480] Capturing CUDA graphs (mixed prefill-decode, "
-                 "PIECEWISE): 100%|##########| 67/67 [00:05<00:00, 12.1it/s]",
-                 "[2026-11-05 10:00:00 TP0] Capture cuda graph begin. This can take up to several minutes.",
-                 "W1105 10:00:00.123000 77 torch/cuda/graphs.py:88] The CUDA Graph is empty. This usually means that "
-                 "the graph was attempted to be captured on wrong device or stream."]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["INFO 11-05 10:00:00 [gpu_model_runner.py:3480] Capturing CUDA graphs (mixed prefill-decode, "
+                         "PIECEWISE): 100%|##########| 67/67 [00:05<00:00, 12.1it/s]",
+                         "[2026-11-05 10:00:00 TP0] Capture cuda graph begin. This can take up to several minutes.",
+                         "W1105 10:00:00.123000 77 torch/cuda/graphs.py:88] The CUDA Graph is empty. This usually means that "
+                         "the graph was attempted to be captured on wrong device or stream."])
 
 
 def test_thirty_sixth_round_checkpoint_readers_on_a_damaged_file_are_checkpoint_corrupt():
@@ -2129,12 +2124,11 @@ def test_thirty_third_round_a_configuration_exception_opening_on_a_speculative_s
     ]
     assert_named_by_a_signature(named, "speculative_config")
     # traps: a help text, a server_args dump and vLLM's INFO note name the same words and nothing failed
-    for line in ["  --speculative-num-steps SPECULATIVE_NUM_STEPS  The number of steps sampled from draft model in "
-                 "Speculative Decoding.",
-                 "[2026-11-05 10:00:00] server_args=ServerArgs(model_path='/models/k2', speculative_algorithm='DFLASH', "
-                 "speculative_num_draft_tokens=16, speculative_draft_model_path='/models/k2-dflash')",
-                 "INFO 11-05 10:00:00 [speculative.py:300] Overriding draft model max model len from 262144 to 131072"]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["  --speculative-num-steps SPECULATIVE_NUM_STEPS  The number of steps sampled from draft model in "
+                         "Speculative Decoding.",
+                         "[2026-11-05 10:00:00] server_args=ServerArgs(model_path='/models/k2', speculative_algorithm='DFLASH', "
+                         "speculative_num_draft_tokens=16, speculative_draft_model_path='/models/k2-dflash')",
+                         "INFO 11-05 10:00:00 [speculative.py:300] Overriding draft model max model len from 262144 to 131072"])
     # traps: the KV cache refusal that mentions speculative decoding late in its message keeps its class; a CUDA error
     # raised in the speculative code is not a configuration; a context length refused stays the command line
     assert diagnose("ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.8. "
@@ -2159,12 +2153,11 @@ def test_thirty_third_round_a_loader_with_no_implementation_for_the_architecture
     ]
     assert_named_by_a_signature(named, "unsupported_architecture")
     # traps: the fallback note and the explicit-impl note, on a server that goes on
-    for line in ["[2026-11-05 10:00:00 TP0] Ovis2_5 has no SGLang implementation, falling back to Transformers "
-                 "implementation. Some features may not be supported and performance may not be optimal.",
-                 "WARNING 11-05 10:00:00 [utils.py:190] The Transformers implementation of Ovis reports it is not "
-                 "backend-compatible (_supports_attention_backend=False). Proceeding anyway because "
-                 "--model-impl=transformers was explicitly requested."]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["[2026-11-05 10:00:00 TP0] Ovis2_5 has no SGLang implementation, falling back to Transformers "
+                         "implementation. Some features may not be supported and performance may not be optimal.",
+                         "WARNING 11-05 10:00:00 [utils.py:190] The Transformers implementation of Ovis reports it is not "
+                         "backend-compatible (_supports_attention_backend=False). Proceeding anyway because "
+                         "--model-impl=transformers was explicitly requested."])
 
 
 def test_thirty_third_round_sglangs_tokenizer_and_template_loaders_are_tokenizer_error():
@@ -2186,12 +2179,11 @@ def test_thirty_third_round_sglangs_tokenizer_and_template_loaders_are_tokenizer
     ]
     assert_named_by_a_signature(named, "tokenizer_error")
     # traps: the template loader's note, the flags' help texts
-    for line in ["[2026-11-05 10:00:00] Loading chat template from argument: kimi.jinja",
-                 "  --tokenizer-mode {auto,slow}  Tokenizer mode. 'auto' will use the fast tokenizer if available, and "
-                 "'slow' will always use the slow tokenizer.",
-                 "  --tokenizer-backend {huggingface,fastokens}  Which tokenizer backend to use. fastokens requires the "
-                 "fastokens package."]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["[2026-11-05 10:00:00] Loading chat template from argument: kimi.jinja",
+                         "  --tokenizer-mode {auto,slow}  Tokenizer mode. 'auto' will use the fast tokenizer if available, and "
+                         "'slow' will always use the slow tokenizer.",
+                         "  --tokenizer-backend {huggingface,fastokens}  Which tokenizer backend to use. fastokens requires the "
+                         "fastokens package."])
     # trap: a chat request refused after SGLang's ready line is the request's error
     d = diagnose("\n".join([
         "[2026-11-05 10:00:00] The server is fired up and ready to roll!",
@@ -2233,13 +2225,12 @@ def test_thirty_third_round_limits_refused_against_each_other_are_invalid_server
     assert_named_by_a_signature(named, "invalid_server_args")
     # traps: vLLM's warning that one limit exceeds the product, its chunked-prefill note, SGLang's warning when the
     # override is allowed (the same sentence without the hint; the server goes on)
-    for line in ["WARNING 11-05 10:00:00 [scheduler.py:280] max_num_batched_tokens (65536) exceeds max_num_seqs * "
-                 "max_model_len (32768). This may lead to unexpected behavior.",
-                 "INFO 11-05 10:00:00 [scheduler.py:210] Chunked prefill is enabled with max_num_batched_tokens=8192.",
-                 "[2026-11-05 10:00:00] Warning: User-specified context_length (300000) is greater than the derived "
-                 "context_length (131072). This may lead to incorrect model outputs or CUDA errors. Note that the "
-                 "derived context_length may differ from max_position_embeddings in the model's config."]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["WARNING 11-05 10:00:00 [scheduler.py:280] max_num_batched_tokens (65536) exceeds max_num_seqs * "
+                         "max_model_len (32768). This may lead to unexpected behavior.",
+                         "INFO 11-05 10:00:00 [scheduler.py:210] Chunked prefill is enabled with max_num_batched_tokens=8192.",
+                         "[2026-11-05 10:00:00] Warning: User-specified context_length (300000) is greater than the derived "
+                         "context_length (131072). This may lead to incorrect model outputs or CUDA errors. Note that the "
+                         "derived context_length may differ from max_position_embeddings in the model's config."])
 
 
 def test_thirty_third_round_trap_a_draft_that_ran_out_of_memory_is_not_a_speculative_configuration():
@@ -2372,15 +2363,14 @@ def test_thirty_fourth_round_a_toolkit_that_does_not_fit_the_build_is_toolkit_mi
 
 
 def test_thirty_fourth_round_trap_toolkit_notes_the_build_goes_on_from():
-    for line in [
+    assert_each_healthy([
         "/usr/local/lib/python3.12/dist-packages/torch/utils/cpp_extension.py:480: UserWarning: There are no g++ "
         "version bounds defined for CUDA version 12.8",
         "/usr/local/lib/python3.12/dist-packages/torch/utils/cpp_extension.py:421: UserWarning: The detected CUDA "
         "version (12.8) has a minor version mismatch with the version that was used to compile PyTorch (12.6). Most "
         "likely this shouldn't be a problem.",
         "INFO 03-04 08:00:00 [envs.py:40] TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas",
-    ]:
-        assert diagnose(line).cls == "healthy", line
+    ])
 
 
 def test_thirty_fourth_round_the_shell_not_finding_nvcc_is_nvcc_not_found():
@@ -2810,13 +2800,12 @@ def test_forty_third_round_a_draft_that_does_not_fit_the_method_is_speculative_c
     ]
     assert_named_by_a_signature(named, "speculative_config")
     # traps: a server_args dump, a config note and an INFO line name the same words and nothing failed
-    for line in ["[2026-12-04 10:00:00] server_args=ServerArgs(model_path='/models/glm-4.6', speculative_algorithm='EAGLE', "
-                 "speculative_draft_model_path=None, enable_multi_layer_eagle=False)",
-                 "INFO 12-04 10:00:00 [eagle.py:120] Draft model shares the embed_tokens attribute with the target model.",
-                 "[2026-12-04 10:00:00 TP0] num_nextn_predict_layers=1, using the MTP layer as the draft model",
-                 "WARNING 12-04 10:00:00 [eagle.py:900] Draft model does not have its own lm_head attribute; sharing "
-                 "the target's."]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["[2026-12-04 10:00:00] server_args=ServerArgs(model_path='/models/glm-4.6', speculative_algorithm='EAGLE', "
+                         "speculative_draft_model_path=None, enable_multi_layer_eagle=False)",
+                         "INFO 12-04 10:00:00 [eagle.py:120] Draft model shares the embed_tokens attribute with the target model.",
+                         "[2026-12-04 10:00:00 TP0] num_nextn_predict_layers=1, using the MTP layer as the draft model",
+                         "WARNING 12-04 10:00:00 [eagle.py:900] Draft model does not have its own lm_head attribute; sharing "
+                         "the target's."])
     # traps: the draft out of memory is not a configuration; a check raised in a target model's file that names no
     # draft keeps its class (unknown)
     assert diagnose("ValueError: The draft model could not be loaded: CUDA out of memory, requires 2.00 GiB more"
@@ -2846,12 +2835,11 @@ def test_forty_third_round_a_tokenizer_chat_template_or_processor_file_not_there
     assert_named_by_a_signature(named, "tokenizer_error")
     # traps: the --chat-template help text, sentencepiece's training log, SGLang's preprocessor warning alone on a start
     # that goes on
-    for line in ["  --chat-template CHAT_TEMPLATE  The file path to the chat template, or the template in single-line "
-                 "form for the specified model.",
-                 "trainer_interface.cc(409) LOG(INFO) Loaded all 1200 sentences",
-                 "[2026-12-04 10:00:00] _build_processor_manually: could not read preprocessor_config.json for "
-                 "/models/x: [Errno 2] No such file or directory: '/models/x/preprocessor_config.json'"]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["  --chat-template CHAT_TEMPLATE  The file path to the chat template, or the template in single-line "
+                         "form for the specified model.",
+                         "trainer_interface.cc(409) LOG(INFO) Loaded all 1200 sentences",
+                         "[2026-12-04 10:00:00] _build_processor_manually: could not read preprocessor_config.json for "
+                         "/models/x: [Errno 2] No such file or directory: '/models/x/preprocessor_config.json'"])
     # vLLM's check of the parsed serve arguments, before anything loads, refuses the same path: the command line
     # (invalid_server_args), behind a journal prefix
     assert_named_by_a_signature(["Dec 04 10:00:00 gpu-07 vllm[311]: ValueError: The supplied chat template string "
@@ -3024,12 +3012,11 @@ def test_review_sglangs_level_less_unbalanced_memory_warning_is_neither_a_failur
 
 def test_review_a_level_less_note_that_a_gpu_generation_lacks_a_backend_and_goes_on_is_no_failure():
     # SGLang's logger prints no level: a fallback note reaches the diagnosis as a plain line; a --flag's help text too
-    for line in ["[2026-03-06 08:00:00 TP0] FlashMLA is only supported on Hopper, using the triton backend instead.",
-                 "[2026-03-06 08:00:00] DeepGEMM is only supported on Hopper and Blackwell; falling back to Triton.",
-                 "[2026-03-06 08:00:00] No compiled flash_mla kernel for this compute capability, falling back to "
-                 "triton_mla",
-                 "  --enable-flashmla      Use the FlashMLA kernel (only supported on Hopper)."]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["[2026-03-06 08:00:00 TP0] FlashMLA is only supported on Hopper, using the triton backend instead.",
+                         "[2026-03-06 08:00:00] DeepGEMM is only supported on Hopper and Blackwell; falling back to Triton.",
+                         "[2026-03-06 08:00:00] No compiled flash_mla kernel for this compute capability, falling back to "
+                         "triton_mla",
+                         "  --enable-flashmla      Use the FlashMLA kernel (only supported on Hopper)."])
     # a later failure keeps its own class
     d = diagnose("[2026-03-06 08:00:00 TP0] FlashMLA is only supported on Hopper, using the triton backend instead.\n"
                  "[2026-03-06 08:00:05 TP0] Scheduler hit an exception: RuntimeError: NCCL error in: "
@@ -3065,14 +3052,13 @@ def test_review_a_draft_model_that_hit_another_causes_error_is_not_speculative_c
 
 def test_review_level_less_notes_in_a_draft_or_tokenizer_checks_words_are_no_failure():
     # SGLang's logger prints no level: its INFO and WARNING notes reach the diagnosis as plain lines
-    for line in ["[2026-03-06 08:00:00 TP0] num_nextn_predict_layers is not set in the draft config; using 1",
-                 "[2026-03-06 08:00:00 TP0] Only 1 MTP layer is supported; using the first one.",
-                 "[2026-03-06 08:00:00 TP0] Target model does not have a lm_head attribute; sharing embed_tokens with "
-                 "the draft",
-                 "[2026-03-06 08:00:00 TP0] EAGLE layers are placed in the same KV cache group as the target",
-                 "[2026-03-06 08:00:00] Chat template looks like a file path; loading /templates/t.jinja",
-                 "[2026-03-06 08:00:00] Cannot determine processor class for /models/x, using the tokenizer only"]:
-        assert diagnose(line).cls == "healthy", line
+    assert_each_healthy(["[2026-03-06 08:00:00 TP0] num_nextn_predict_layers is not set in the draft config; using 1",
+                         "[2026-03-06 08:00:00 TP0] Only 1 MTP layer is supported; using the first one.",
+                         "[2026-03-06 08:00:00 TP0] Target model does not have a lm_head attribute; sharing embed_tokens with "
+                         "the draft",
+                         "[2026-03-06 08:00:00 TP0] EAGLE layers are placed in the same KV cache group as the target",
+                         "[2026-03-06 08:00:00] Chat template looks like a file path; loading /templates/t.jinja",
+                         "[2026-03-06 08:00:00] Cannot determine processor class for /models/x, using the tokenizer only"])
     # the raised checks stay named
     assert diagnose("[2026-03-06 08:00:00 TP0] Scheduler hit an exception: ValueError: num_nextn_predict_layers is "
                     "not in the config").cls == "speculative_config"
