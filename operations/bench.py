@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,8 +44,55 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM: stop the sweep, then restore."""
 
 
-def _raise_interrupted(signum, frame):
-    raise Interrupted(signal.Signals(signum).name)
+class StopRequest:
+    """Ctrl-C and SIGTERM during a bench run, raised where Python delivers them *and* remembered.
+
+    Remembered because Python can swallow the raise: a signal that lands while ``subprocess``
+    forks runs its handler inside logging's at-fork hook, which prints "Exception ignored in
+    _releaseLock" and carries on, and the sweep would go on to the next layout. The run calls
+    ``check()`` before each deploy, each measured run and each child it waits for, so a
+    swallowed signal stops it at the next step."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+        self.holding = False
+
+    def handle(self, signum, frame) -> None:
+        self.remember(signum)
+        raise Interrupted(self.signal_name)
+
+    def remember(self, signum) -> None:
+        self.signal_name = signal.Signals(signum).name
+
+    def check(self) -> None:
+        if self.signal_name and not self.holding:
+            raise Interrupted(self.signal_name)
+
+    def install(self) -> dict:
+        """This request as the SIGINT and SIGTERM handler; the handlers it replaced."""
+        self.signal_name = None
+        return {sig: signal.signal(sig, self.handle) for sig in STOP_SIGNALS}
+
+    @contextmanager
+    def held(self, announce):
+        """Inside the block a signal is remembered and announced, never raised: for a step
+        that must finish (the restore). The run stops at its next ``check()`` after it."""
+        def hold(signum, frame):
+            self.remember(signum)
+            announce()
+
+        previous = {sig: signal.signal(sig, hold) for sig in STOP_SIGNALS}
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP = StopRequest()  # one per process, as signal handlers are
 
 
 def load_targets(inventory_path: Path, limit: list[str] | None) -> list:
@@ -128,8 +176,10 @@ def find_aiperf() -> str | None:
 
 
 def _wait(proc: subprocess.Popen) -> int:
-    """Wait for a child; on Ctrl-C/SIGTERM stop it (SIGINT, then SIGKILL) and re-raise."""
+    """Wait for a child; on Ctrl-C/SIGTERM (also one swallowed while it was forked) stop it
+    (SIGINT, then SIGKILL) and re-raise."""
     try:
+        STOP.check()
         return proc.wait()
     except KeyboardInterrupt:
         proc.send_signal(signal.SIGINT)
@@ -289,6 +339,7 @@ class Bench:
                            speculative_draft=data.get("draft_repo"))
         for workload in self.workloads:
             for concurrency in workload.concurrency:
+                STOP.check()
                 self._status(f"{host.name} {layout.name}: {workload.name} at concurrency {concurrency}")
                 if facts["bench_serving"]:
                     metrics, command = run_on_node(host, facts, data, workload, concurrency, api_key)
@@ -317,6 +368,7 @@ class Bench:
         logs = self.out_dir / "runs" / self.stamp
         try:
             for layout in layouts:
+                STOP.check()
                 self._status(f"{host.name}: deploying {layout.name}")
                 ok, error, command = run_deploy(self.inventory, host.name, data.get("reference_host"),
                                                 layout.data_overrides(data),
@@ -333,18 +385,14 @@ class Bench:
     def restore(self, host, data: dict, logs: Path) -> bool:
         """The inventory's own layout, deployed with no overrides. Ctrl-C and SIGTERM wait
         until it is done: stopping here would leave the node serving a layout under test."""
-        def hold(signum, frame):
+        def announce():
             self.console.print(f"[yellow]{host.name}: restoring the inventory's layout first; "
                                "the sweep stops when it is done[/yellow]")
 
-        previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
+        with STOP.held(announce):
             self._status(f"{host.name}: restoring {bm.inventory_layout(data).name}")
             ok, error, _ = run_deploy(self.inventory, host.name, data.get("reference_host"), [],
                                       logs / f"{host.name}-restore.log")
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
         if ok:
             self.console.print(f"{host.name}: restored the inventory's layout ({bm.inventory_layout(data).name})")
         else:
@@ -369,7 +417,7 @@ def run_bench(inventory: Path, *, limit: list[str] | None, workload_names: list[
     if not inventory.exists():
         raise NoderigError(f"no inventory at {inventory}")
     console = Console(stderr=True)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    previous = STOP.install()
     restored, interrupted = True, False
     setup = ClientSetup(aiperf=find_aiperf(), tokenizer=tokenizer, workdir=out_dir)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("elapsed"),
@@ -381,6 +429,7 @@ def run_bench(inventory: Path, *, limit: list[str] | None, workload_names: list[
             per_host = bench.runs_per_layout() * (len(layouts) if layouts else 1)
             bench.task = progress.add_task("connecting", total=per_host * len(hosts))
             for host in hosts:
+                STOP.check()
                 data = host_data(host)
                 facts = node_facts(host, data)
                 if layouts:
@@ -390,7 +439,9 @@ def run_bench(inventory: Path, *, limit: list[str] | None, workload_names: list[
         except KeyboardInterrupt:
             interrupted = True
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    interrupted = interrupted or STOP.signal_name is not None  # also one held during a restore
     return _report(bench, console, print_table, write_plot, restored, interrupted)
 
 

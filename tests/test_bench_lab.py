@@ -112,4 +112,5 @@ def test_a_sweep_interrupted_after_its_first_layout_still_restores(served, tmp_p
     assert proc.returncode == 130, out[-4000:]
     assert "restored the inventory's layout (tp8-ddtree)" in out, out[-4000:]
     assert "interrupted" in out
+    assert [r["layout"] for r in records(tmp_path)] == ["tp4-ep2"], "the sweep went on after the Ctrl-C"
     assert unit_state(served) == before
