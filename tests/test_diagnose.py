@@ -393,9 +393,6 @@ KNOWN_MISSES = {
         "unsupported_architecture", "vLLM's 'Model architectures [...] failed to be inspected' is read as an "
                                     "unsupported architecture; the registry subprocess's own error is not in the "
                                     "excerpt and the thread names no cause"),
-    "unknown/step3-vl-11-vllm014-transformers-backend-mm-profiling": (
-        "healthy", "EngineCore ERROR records relayed behind a launcher's `[time] [/bin/sh]: ` prefix, frames only, "
-                   "cut before the exception; the relay prefix is not peeled, so no failure is read"),
     "unsupported_architecture/ernie-1000-ernie45-vl-vllm092-transformers-modules": (
         "unknown", "ModuleNotFoundError importing the repository's own processor code (a module path cut at the "
                    "dot in 'ERNIE-4.5'); only the maintainer's reply says vLLM did not support the model yet"),
@@ -1816,6 +1813,15 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
     ("[rank1]: " * 7 + "x", "[rank1]: x", {"rank": "rank1", "prefixed": True}),  # six layers peeled, no more
     ("sglang-1  | Dec 02 13:31:17 b300 sglang[536]: [rank3]: x", "x",
      {"source": "sglang-1", "rank": "rank3", "prefixed": True}),
+    # tags no rule names, before vLLM's record head (a launcher relaying a subprocess, a worker's own tag)
+    ("[2026-01-22 20:05:33] [/bin/sh]: [EngineCore_DP0][pid=1242] ERROR 01-22 12:05:33.129 [core.py:1302]   File x",
+     "  File x", {"time": "2026-01-22 20:05:33", "prefixed": True, "level": "ERROR"}),
+    ("(launcher) : INFO 01-22 12:05:33 [api_server.py:9] x", "x",
+     {"prefixed": True, "time": "01-22 12:05:33", "level": "INFO"}),
+    # without a record head after them, tags stay: they may be the message
+    ("[EngineCore_DP0][pid=1242] x", "[EngineCore_DP0][pid=1242] x", {}),
+    ("[a] ERROR is not a record head", "[a] ERROR is not a record head", {}),
+    ("[x] words [y] ERROR 01-22 12:05:33 [core.py:1] z", "[x] words [y] ERROR 01-22 12:05:33 [core.py:1] z", {}),
 ])
 def test_strip_prefixes_in_full(raw, text, info):
     assert strip_prefixes(raw) == (text, info)

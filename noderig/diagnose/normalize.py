@@ -133,6 +133,13 @@ _VLLM = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) "
     r"\[?[\w./-]+:\d+\] ?"
 )
+# tags a launcher or supervisor puts before vLLM's own record head, in forms no rule above names:
+# "[/bin/sh]: [EngineCore_DP0][pid=1242] ERROR 01-22 12:05:33.129 [core.py:1302] ". Only brackets,
+# parentheses, colons and spaces, and only when the record head follows (its level is the line's)
+_TAGS_BEFORE_VLLM = re.compile(
+    r"^(?:\[[^\[\]]{1,80}\]|\([^()]{1,80}\)|[: ])+?(?=(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
+    r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+:\d+\] ?)"
+)
 # SGLang logger: "[2026-05-30 14:47:43 TP0] ", "[2026-05-30 14:47:43 DP3 TP3] ", "[23:23:54 TP7] ",
 # "[2025-03-10 14:17:52,123 TP0 EP0] ", "[2026-05-30 14:47:43] "
 _SGLANG = re.compile(
@@ -238,6 +245,10 @@ def _peel(text: str, info: dict) -> re.Match | None:
             info["prefixed"] = True
     if m is None and c == "[":
         m = _logger_bracket(text, info)
+    if m is None and c in "[(":
+        m = _TAGS_BEFORE_VLLM.match(text)
+        if m:
+            info["prefixed"] = True
     if m is None and c in "DIWECF":
         m = _logger_level(text, c, info)
     if m is None and c.isalpha() and info.get("time") is not None:  # only behind the time a prefix gave
