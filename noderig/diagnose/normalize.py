@@ -62,9 +62,11 @@ _JOURNAL_ISO = re.compile(
     r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?P<tz>Z|[+-]\d\d:?\d\d)? "
     r"(?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?"
 )
-# journalctl -o short-full: "Wed 2026-12-02 13:31:17 UTC host ident[pid]: "
+# journalctl -o short-full: "Wed 2026-12-02 13:31:17 UTC host ident[pid]: " (the zone an abbreviation or
+# "+03": not a level word, "ERROR 03-24 09:43:07 x.py:1]" or "error: invalid argument: -V" behind a bare time)
 _JOURNAL_FULL = re.compile(
-    r"^(?:[^\W\d_]{2,4} )?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [A-Za-z+\d:-]{2,6} "
+    r"^(?:[^\W\d_]{2,4} )?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+    r"(?!(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE) )(?:[A-Z]{2,5}|[+-]\d\d(?::?\d\d)?) "
     r"(?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?"
 )
 # journalctl -o short-unix: "1733146277.123456 host ident[pid]: "
@@ -106,6 +108,10 @@ _RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ (?:- (?:[\w.<>-]
 # "2023-08-15 00:59:12 | ERROR | stderr | Traceback ..."): peeled the same way, its level not the record's
 _PIPE_RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? \| (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| "
                          r"[\w.<>-]+ \| ")
+# a bare time a wrapper writes before every line of its child's output (`ts '%Y-%m-%d %H:%M:%S'`, a job
+# runner's log, an export with a tab between time and line): "2026-01-22 20:05:33 ", "2026-01-22 20:05:33.123\t".
+# The one separator goes, the line's own indentation (a traceback's) stays. Tried after every form above
+_BARE_TS = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]")
 # a CI log's gutter before its timestamp (Buildkite): "  | [2025-03-10T15:07:20Z] "
 _GUTTER = re.compile(r"^ *\| (?=\[\d{4}-\d\d-\d\dT)")
 # a paste quoted in Markdown: "> " before every line (not Python's ">>>" prompt)
@@ -124,8 +130,10 @@ _SHIP_TS = re.compile(r"^\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\
 # vLLM / Ray process prefix: "(Worker_TP4 pid=1234) ", "(VllmWorker rank=3 pid=99) ", "(EngineCore_DP0 pid=5) ",
 # "(LLMRayActor pid=20770) ", "(ServeReplica:app:Deployment pid=12249, ip=10.0.155.99) ", FastChat's workers
 # "(worker-oss-llama7b, pid=41756) " (the comma after the name is not the rank's); vLLM 0.10's workers name their
-# rank after a space: "(VllmWorker TP0 pid=2748156) ", "(VllmWorker PP1_TP0 pid=9) "
-_PROC = re.compile(r"^\((?P<who>[^()\s,]+(?: rank=\d+| (?:TP|DP|PP|EP)\d+(?:_(?:TP|DP|PP|EP)\d+)*)?),? pid=(?P<pid>\d+)"
+# rank after a space: "(VllmWorker TP0 pid=2748156) ", "(VllmWorker PP1_TP0 pid=9) "; Ray's unnamed tasks and its
+# own daemons: "(pid=4242) ", "(pid=4242, ip=10.0.0.2) ", "(raylet) ", "(raylet, ip=10.0.0.2) "
+_PROC = re.compile(r"^\((?:(?P<who>[^()\s,]+(?: rank=\d+| (?:TP|DP|PP|EP)\d+(?:_(?:TP|DP|PP|EP)\d+)*)?),? )?"
+                   r"(?:pid=(?P<pid>\d+)|(?P<daemon>raylet|gcs_server|dashboard_agent|log_monitor)(?=[,)]))"
                    r"(?:, ip=[\d.:a-f]+)?\)\s?")
 # vLLM logger: "ERROR 05-24 00:20:47 [core.py:1108] ", "INFO 01-11 15:51:02 llm_engine.py:70] ",
 # "WARNING 03-23 21:43:38.123 [engine.py:448] "
@@ -140,6 +148,10 @@ _TAGS_BEFORE_VLLM = re.compile(
     r"^(?:\[[^\[\]]{1,80}\]|\([^()]{1,80}\)|[: ])+?(?=(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
     r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+:\d+\] ?)"
 )
+# a launcher that relays its child's output under the child's name, behind its own time:
+# "[2026-01-22 20:05:33] [/bin/sh]: " (read only after a bare time was peeled: SGLang's own "[time TP0] " is
+# followed by its message)
+_BRACKET_SOURCE = re.compile(r"^\[(?P<source>[^\[\]\s]{1,64})\]: ?")
 # SGLang logger: "[2026-05-30 14:47:43 TP0] ", "[2026-05-30 14:47:43 DP3 TP3] ", "[23:23:54 TP7] ",
 # "[2025-03-10 14:17:52,123 TP0 EP0] ", "[2026-05-30 14:47:43] "
 _SGLANG = re.compile(
@@ -236,18 +248,26 @@ def _peel(text: str, info: dict) -> re.Match | None:
             if m:
                 info.setdefault("level", _ROUTER_LEVEL.get(m["level"], m["level"]))
             else:
-                m = _RELAY.match(text) or _PIPE_RELAY.match(text) or _SHIP_TS.match(text)
+                m = _RELAY.match(text) or _PIPE_RELAY.match(text) or _SHIP_TS.match(text) or _BARE_TS.match(text)
     if m is None and c == "(":
         m = _PROC.match(text)
         if m:
-            info.setdefault("rank", _proc_rank(m["who"]))
-            info.setdefault("source", f"pid{m['pid']}")
+            _time_was_the_relays(info)
+            if m["who"]:
+                info.setdefault("rank", _proc_rank(m["who"]))
+            info.setdefault("source", f"pid{m['pid']}" if m["pid"] else m["daemon"])
             info["prefixed"] = True
     if m is None and c == "[":
         m = _logger_bracket(text, info)
+    if m is None and c == "[" and info.get("time") is not None and not info.get("rank"):
+        m = _BRACKET_SOURCE.match(text)
+        if m:
+            _time_was_the_relays(info)
+            info.setdefault("source", m["source"])
     if m is None and c in "[(":
         m = _TAGS_BEFORE_VLLM.match(text)
         if m:
+            _time_was_the_relays(info)
             info["prefixed"] = True
     if m is None and c in "DIWECF":
         m = _logger_level(text, c, info)
@@ -270,6 +290,15 @@ def _peel(text: str, info: dict) -> re.Match | None:
         else:
             m = _GUTTER.match(text)
     return m
+
+
+def _time_was_the_relays(info: dict) -> None:
+    """A process or child name after a bare time ("[2026-01-22 20:05:33] (APIServer pid=7) "): that time is
+    the relay's, not a logger record's; a record's own time is what separates it from the traceback its
+    exc_info prints under it, so the relay's would split every such traceback from its warning."""
+    if info.get("time") is not None and not info.get("rank") and not info.get("level"):
+        del info["time"]
+        info.pop("prefixed", None)
 
 
 def _logger_bracket(text: str, info: dict) -> re.Match | None:
