@@ -112,6 +112,14 @@ _PIPE_RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? \| (?:
 # runner's log, an export with a tab between time and line): "2026-01-22 20:05:33 ", "2026-01-22 20:05:33.123\t".
 # The one separator goes, the line's own indentation (a traceback's) stays. Tried after every form above
 _BARE_TS = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]")
+# `kubectl logs --prefix`: "[pod/sglang-0/sglang] "; Open MPI's `mpirun --tag-output`: "[1,0]<stderr>:"
+_KUBECTL_PREFIX = re.compile(r"^\[(?:pod|deployment|statefulset|job|daemonset|replicaset)/(?P<source>[^\s\]/]+/[^\s\]]+)\] ")
+_MPI_TAG = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:")
+# a label every line of the paste starts with, that names a task, a rank or a node by number: `srun --label`'s
+# "0: ", pdsh's "gpu-node-3: ". Read over the whole paste (a line alone could be a message), and only with a
+# number in it ("Error: " or "sglang: " before most lines is no label)
+_LABEL = re.compile(r"^[A-Za-z0-9][\w.-]{0,39}: ")
+_LABEL_SHARE = 0.8  # of the paste's non-blank lines, at least
 # a CI log's gutter before its timestamp (Buildkite): "  | [2025-03-10T15:07:20Z] "
 _GUTTER = re.compile(r"^ *\| (?=\[\d{4}-\d\d-\d\dT)")
 # a paste quoted in Markdown: "> " before every line (not Python's ">>>" prompt)
@@ -131,8 +139,9 @@ _SHIP_TS = re.compile(r"^\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\
 # "(LLMRayActor pid=20770) ", "(ServeReplica:app:Deployment pid=12249, ip=10.0.155.99) ", FastChat's workers
 # "(worker-oss-llama7b, pid=41756) " (the comma after the name is not the rank's); vLLM 0.10's workers name their
 # rank after a space: "(VllmWorker TP0 pid=2748156) ", "(VllmWorker PP1_TP0 pid=9) "; Ray's unnamed tasks and its
-# own daemons: "(pid=4242) ", "(pid=4242, ip=10.0.0.2) ", "(raylet) ", "(raylet, ip=10.0.0.2) "
-_PROC = re.compile(r"^\((?:(?P<who>[^()\s,]+(?: rank=\d+| (?:TP|DP|PP|EP)\d+(?:_(?:TP|DP|PP|EP)\d+)*)?),? )?"
+# own daemons: "(pid=4242) ", "(pid=4242, ip=10.0.0.2) ", "(raylet) ", "(raylet, ip=10.0.0.2) "; SkyPilot's nodes
+# "(head, rank=0, pid=2345) ", "(worker1, rank=1, pid=2346, ip=10.0.0.2) "
+_PROC = re.compile(r"^\((?:(?P<who>[^()\s,]+(?: rank=\d+| (?:TP|DP|PP|EP)\d+(?:_(?:TP|DP|PP|EP)\d+)*|, rank=\d+)?),? )?"
                    r"(?:pid=(?P<pid>\d+)|(?P<daemon>raylet|gcs_server|dashboard_agent|log_monitor)(?=[,)]))"
                    r"(?:, ip=[\d.:a-f]+)?\)\s?")
 # vLLM logger: "ERROR 05-24 00:20:47 [core.py:1108] ", "INFO 01-11 15:51:02 llm_engine.py:70] ",
@@ -315,7 +324,18 @@ def _logger_bracket(text: str, info: dict) -> re.Match | None:
         info.setdefault("time", m["time"])
         info["prefixed"] = True
         return m
+    m = _KUBECTL_PREFIX.match(text)
+    if m:
+        info.setdefault("source", m["source"])
+        return m
     m = _TORCH_RANK.match(text) or _SHIP_TS.match(text)
+    if m is None:
+        m = _MPI_TAG.match(text)
+        if m:
+            info.setdefault("rank", f"rank{m['rank']}")
+            info.setdefault("source", f"rank{m['rank']}")
+            info["prefixed"] = True
+            return m
     if m and "rank" in m.groupdict():
         info.setdefault("rank", m["rank"])
         info["prefixed"] = True
@@ -408,7 +428,7 @@ def _undecorated(text: str) -> list[str]:
     to quote it). Relative indentation, which tracebacks are read by, is kept."""
     if "&" in text and _HTML_ENTITY.search(text):
         text = html.unescape(text)
-    lines = text.splitlines()
+    lines = _unlabelled(text.splitlines())
     margin = None  # the leading whitespace every non-blank line starts with
     for x in lines:
         if x.strip():
@@ -418,6 +438,29 @@ def _undecorated(text: str) -> list[str]:
             if not margin:
                 return lines
     return [x[len(margin):] for x in lines] if margin else lines
+
+
+def _unlabelled(lines: list[str]) -> list[str]:
+    """The lines without the numbered label most of them start with (_LABEL), when there is one."""
+    shapes: dict[str, int] = {}
+    filled = 0
+    for x in lines:
+        if x.strip():
+            filled += 1
+            m = _LABEL.match(x)
+            if m and any(ch.isdigit() for ch in m.group()):
+                shape = re.sub(r"\d+", "#", m.group())
+                shapes[shape] = shapes.get(shape, 0) + 1
+    if filled < 3 or not shapes:
+        return lines
+    shape, count = max(shapes.items(), key=lambda kv: kv[1])
+    if count < _LABEL_SHARE * filled:
+        return lines
+    out = []
+    for x in lines:
+        m = _LABEL.match(x)
+        out.append(x[m.end():] if m and re.sub(r"\d+", "#", m.group()) == shape else x)
+    return out
 
 
 def normalize(text: str) -> list[Line]:
