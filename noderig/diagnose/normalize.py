@@ -109,9 +109,10 @@ _RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ (?:- (?:[\w.<>-]
 _PIPE_RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? \| (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| "
                          r"[\w.<>-]+ \| ")
 # a bare time a wrapper writes before every line of its child's output (`ts '%Y-%m-%d %H:%M:%S'`, a job
-# runner's log, an export with a tab between time and line): "2026-01-22 20:05:33 ", "2026-01-22 20:05:33.123\t".
+# runner's log, an export with a tab between time and line): "2026-01-22 20:05:33 ", "2026-01-22 20:05:33.123\t",
+# "20:05:33 ".
 # The one separator goes, the line's own indentation (a traceback's) stays. Tried after every form above
-_BARE_TS = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]")
+_BARE_TS = re.compile(r"^(?:\d{4}-\d\d-\d\d[ T])?\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]")
 # `kubectl logs --prefix`: "[pod/sglang-0/sglang] "; Open MPI's `mpirun --tag-output`: "[1,0]<stderr>:"
 _KUBECTL_PREFIX = re.compile(r"^\[(?:pod|deployment|statefulset|job|daemonset|replicaset)/(?P<source>[^\s\]/]+/[^\s\]]+)\] ")
 _MPI_TAG = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:")
