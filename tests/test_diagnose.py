@@ -439,35 +439,6 @@ def test_fixture_is_diagnosed_as_its_class(path, accuracy_report):
         assert (d.confidence >= 0.5) != (fixture_id(path) in KNOWN_LOW_CONFIDENCE), d.confidence
 
 
-# What a transport writes before every line of a log it carries. The diagnosis of a log must not depend
-# on how it was carried: each tuning fixture diagnosed right is read once more behind one of these (in
-# turn), and must come out the same. Not here: an ISO time with a numeric offset and no pid before "word word:",
-# which is how journalctl's short-iso reads too (the journal's reading wins).
-TRANSPORTS = {
-    "kubectl logs --timestamps": "2026-01-22T20:05:33.123456789Z ",
-    "a Kubernetes node's CRI log": "2026-01-22T20:05:33.123456789Z stderr F ",
-    "docker compose": "sglang-1  | ",
-    "journalctl": "Dec 02 13:31:17 b300 sglang[536]: ",
-    "docker compose over journald": "sglang-1  | Dec 02 13:31:17 b300 sglang[536]: ",
-    "a Markdown quote": "> ",
-    "a Ray task with no name": "(pid=1234) ",
-    "a Ray task on another node": "(pid=1234, ip=10.0.0.2) ",
-    "a bare time": "2026-01-22 20:05:33 ",
-    "a bare time and a tab": "2026-01-22 20:05:33.123\t",
-    "a time of day": "20:05:33 ",
-    "docker compose logs -t": "sglang-1  | 2026-01-22T20:05:33.123456789Z ",
-    "journalctl -o short-full": "Wed 2026-12-02 13:31:17 UTC b300 sglang[536]: ",
-    "a launcher relaying its child": "[2026-01-22 20:05:33] [/bin/sh]: ",
-    "kubectl logs --prefix": "[pod/sglang-0/sglang] ",
-    "mpirun --tag-output": "[1,0]<stderr>:",
-    "SkyPilot": "(head, rank=0, pid=2345) ",
-    # a label read over the whole paste: not on a paste of one or two lines (there a line may just say "0: x")
-    "srun --label": "0: ",
-    "pdsh": "gpu-node-3: ",
-}
-LABELS = ("srun --label", "pdsh")
-
-
 def test_a_numbered_label_on_most_lines_is_dropped_and_nothing_else_is():
     def texts(paste: str) -> list[str]:
         return [line.text for line in normalize(paste)]
@@ -481,29 +452,6 @@ def test_a_numbered_label_on_most_lines_is_dropped_and_nothing_else_is():
     mixed = [f"0: {x}" for x in frames[:3]] + ["a", "b", "c"]
     assert texts("\n".join(mixed)) == mixed
     assert texts("0: RuntimeError: x\n1: y") == ["0: RuntimeError: x", "1: y"]
-
-
-def test_a_log_is_diagnosed_the_same_whatever_transport_carried_it():
-    names = list(TRANSPORTS)
-    changed = []
-    for i, path in enumerate(ALL_FIXTURES):
-        text = fixture_text(path)
-        name = names[i % len(names)]
-        if name in LABELS and sum(1 for line in text.split("\n") if line.strip()) < 3:
-            name = names[0]
-        prefix = TRANSPORTS[name]
-        carried = "\n".join(prefix + line for line in text.split("\n"))
-        bare = diagnose(text).cls
-        if bare != path.parent.name:
-            continue  # a known miss: wrong either way
-        got = diagnose(carried).cls
-        if got != bare:
-            changed.append(f"{path.parent.name}/{path.stem} behind {name}: {bare} -> {got}")
-    assert not changed, "\n".join(changed)
-    # CRLF line ends too (a paste from Windows), on every seventh fixture
-    for path in ALL_FIXTURES[::7]:
-        text = fixture_text(path)
-        assert diagnose(text.replace("\n", "\r\n")).cls == diagnose(text).cls, path.stem
 
 
 def test_accuracy_is_total_but_for_the_known_misses():
@@ -851,7 +799,33 @@ PASTE_FORMS = {
                                                               for x in s.split("\n")),
     "relayed by TorchServe at WARN": lambda s: "\n".join(
         f"2024-09-13T22:25:37,532 [WARN ] W-9000-model_1.0-stderr MODEL_LOG - {x}" for x in s.split("\n")),
+    # what other tools write before every line they carry
+    "kubectl logs --timestamps": lambda s: _before_each("2026-01-22T20:05:33.123456789Z ", s),
+    "kubectl logs --prefix": lambda s: _before_each("[pod/sglang-0/sglang] ", s),
+    "docker compose logs -t": lambda s: _before_each("sglang-1  | 2026-01-22T20:05:33.123456789Z ", s),
+    "journalctl": lambda s: _before_each("Dec 02 13:31:17 b300 sglang[536]: ", s),
+    "journalctl -o short-full": lambda s: _before_each("Wed 2026-12-02 13:31:17 UTC b300 sglang[536]: ", s),
+    "docker compose over journald": lambda s: _before_each("sglang-1  | Dec 02 13:31:17 b300 sglang[536]: ", s),
+    "a Ray task with no name": lambda s: _before_each("(pid=1234) ", s),
+    "a Ray task on another node": lambda s: _before_each("(pid=1234, ip=10.0.0.2) ", s),
+    "SkyPilot": lambda s: _before_each("(head, rank=0, pid=2345) ", s),
+    "mpirun --tag-output": lambda s: _before_each("[1,0]<stderr>:", s),
+    "a bare time": lambda s: _before_each("2026-01-22 20:05:33 ", s),
+    "a bare time and a tab": lambda s: _before_each("2026-01-22 20:05:33.123\t", s),
+    "a time of day": lambda s: _before_each("20:05:33 ", s),
+    "a launcher relaying its child": lambda s: _before_each("[2026-01-22 20:05:33] [/bin/sh]: ", s),
+    # a label is read over the whole paste: on one or two lines it may be a message ("0: x"), so it is left there
+    "srun --label": lambda s: _before_each("0: ", s) if _filled(s) >= 3 else s,
+    "pdsh": lambda s: _before_each("gpu-node-3: ", s) if _filled(s) >= 3 else s,
 }
+
+
+def _before_each(prefix: str, text: str) -> str:
+    return "\n".join(prefix + line for line in text.split("\n"))
+
+
+def _filled(text: str) -> int:
+    return sum(1 for line in text.split("\n") if line.strip())
 
 
 # Fixtures one paste form turns into another class, and why (like KNOWN_MISSES, each asserted exactly).
@@ -871,6 +845,15 @@ KNOWN_FORM_MISSES: dict[tuple[str, str], tuple[str, str]] = {
         "unknown", "under a timed SGLang prefix on every line the tier no longer gives the capture class its 2-point "
                    "lead and the log comes out as labelled (unknown); why the form differs was not investigated"),
 }
+
+
+# the same tuning miss behind the process prefixes a launcher writes (this round's forms): each of its three lines
+# is then a prefixed record, and the key-token tier reads it as labelled (unknown), as under the SGLang prefix
+KNOWN_FORM_MISSES.update({
+    (form, "unknown/sglang-26987-dsv4-pro-b300-graph-replay-illegal-memory-xid31"): (
+        "unknown", "under a launcher's process prefix on every line the tier no longer gives the capture class its "
+                   "lead, as under the SGLang rank prefix")
+    for form in ("a Ray task with no name", "a Ray task on another node", "SkyPilot", "mpirun --tag-output")})
 
 
 @pytest.mark.parametrize("form", PASTE_FORMS)
@@ -1895,6 +1878,10 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
     ("(raylets) x", "(raylets) x", {}),
     ("(worker1, rank=1, pid=2346, ip=10.0.0.2) x", "x", {"rank": "rank1", "source": "pid2346", "prefixed": True}),
     ("[pod/sglang-0/sglang]   File x", "  File x", {"source": "sglang-0/sglang"}),
+    # behind a launcher's process prefix the engine's own names the writer
+    ("(pid=1234) (EngineCore_DP0 pid=5) x", "x", {"source": "pid5", "rank": "DP0", "prefixed": True}),
+    ("[1,0]<stderr>:(EngineCore_DP0 pid=5) x", "x", {"source": "pid5", "rank": "DP0", "prefixed": True}),
+    ("sglang-1  | (EngineCore_DP0 pid=5) x", "x", {"source": "sglang-1", "rank": "DP0", "prefixed": True}),
     ("[pod/sglang-0] x", "[pod/sglang-0] x", {}),
     ("[1,3]<stderr>:  File x", "  File x", {"rank": "rank3", "source": "rank3", "prefixed": True}),
     # a bare time before each line: one separator goes, a traceback's indentation stays

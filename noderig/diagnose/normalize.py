@@ -263,9 +263,13 @@ def _peel(text: str, info: dict) -> re.Match | None:
         m = _PROC.match(text)
         if m:
             _time_was_the_relays(info)
-            if m["who"]:
-                info.setdefault("rank", _proc_rank(m["who"]))
-            info.setdefault("source", f"pid{m['pid']}" if m["pid"] else m["daemon"])
+            # behind a launcher's own process or rank prefix (Ray's, SkyPilot's, mpirun's), the innermost
+            # process is the writer: its name and rank are the line's
+            launched = str(info.get("source", "pid")).startswith(("pid", "rank"))
+            if m["who"] and (launched or "rank" not in info):
+                info["rank"] = _proc_rank(m["who"])
+            if launched:
+                info["source"] = f"pid{m['pid']}" if m["pid"] else m["daemon"]
             info["prefixed"] = True
     if m is None and c == "[":
         m = _logger_bracket(text, info)
