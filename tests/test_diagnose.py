@@ -814,6 +814,9 @@ PASTE_FORMS = {
     "a bare time and a tab": lambda s: _before_each("2026-01-22 20:05:33.123\t", s),
     "a time of day": lambda s: _before_each("20:05:33 ", s),
     "a launcher relaying its child": lambda s: _before_each("[2026-01-22 20:05:33] [/bin/sh]: ", s),
+    "Loki's logcli": lambda s: _before_each('2026-01-22T20:05:33Z {container="sglang", pod="sglang-0"} ', s),
+    "relayed by Loguru at ERROR": lambda s: _before_each("2026-01-22 20:05:33.123 | ERROR    | __main__:run:42 - ", s),
+    "cat -n": lambda s: "\n".join(f"{n:6}\t{x}" for n, x in enumerate(s.split("\n"), 1)),
     # a label is read over the whole paste: on one or two lines it may be a message ("0: x"), so it is left there
     "srun --label": lambda s: _before_each("0: ", s) if _filled(s) >= 3 else s,
     "pdsh": lambda s: _before_each("gpu-node-3: ", s) if _filled(s) >= 3 else s,
@@ -1878,6 +1881,11 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
     ("(raylets) x", "(raylets) x", {}),
     ("(worker1, rank=1, pid=2346, ip=10.0.0.2) x", "x", {"rank": "rank1", "source": "pid2346", "prefixed": True}),
     ("[pod/sglang-0/sglang]   File x", "  File x", {"source": "sglang-0/sglang"}),
+    ('2026-01-22T20:05:33Z {container="sglang", pod="sglang-0"}   File x', "  File x", {}),
+    ("2026-01-22T20:05:33Z {not labels} x", "{not labels} x", {}),
+    ("2026-01-22 20:05:33.123 | ERROR    | __main__:run:42 -   File x", "  File x", {}),
+    ("    12\t  File x", "  File x", {}),
+    ("12\tx", "x", {}),
     # behind a launcher's process prefix the engine's own names the writer
     ("(pid=1234) (EngineCore_DP0 pid=5) x", "x", {"source": "pid5", "rank": "DP0", "prefixed": True}),
     ("[1,0]<stderr>:(EngineCore_DP0 pid=5) x", "x", {"source": "pid5", "rank": "DP0", "prefixed": True}),

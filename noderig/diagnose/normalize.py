@@ -107,7 +107,10 @@ _RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ (?:- (?:[\w.<>-]
 # the same relay in FastChat's format, "<time> | LEVEL | logger | " (its workers log a subprocess's stderr as
 # "2023-08-15 00:59:12 | ERROR | stderr | Traceback ..."): peeled the same way, its level not the record's
 _PIPE_RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? \| (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| "
-                         r"[\w.<>-]+ \| ")
+                         r"[\w.<>-]+ \| "
+                         # and Loguru's default, "<time> | LEVEL    | module:function:line - ", the same way
+                         r"|^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? \| (?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL) *"
+                         r"\| [\w.<>-]+:[\w.<>-]+:\d+ - ")
 # a bare time a wrapper writes before every line of its child's output (`ts '%Y-%m-%d %H:%M:%S'`, a job
 # runner's log, an export with a tab between time and line): "2026-01-22 20:05:33 ", "2026-01-22 20:05:33.123\t",
 # "20:05:33 ".
@@ -121,6 +124,8 @@ _MPI_TAG = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:")
 # number in it ("Error: " or "sglang: " before most lines is no label)
 _LABEL = re.compile(r"^[A-Za-z0-9][\w.-]{0,39}: ")
 _LABEL_SHARE = 0.8  # of the paste's non-blank lines, at least
+# `cat -n` / `nl`: a line number, right-aligned, and a tab
+_LINE_NUMBER = re.compile(r"^ *\d+\t")
 # a CI log's gutter before its timestamp (Buildkite): "  | [2025-03-10T15:07:20Z] "
 _GUTTER = re.compile(r"^ *\| (?=\[\d{4}-\d\d-\d\dT)")
 # a paste quoted in Markdown: "> " before every line (not Python's ">>>" prompt)
@@ -135,7 +140,8 @@ _PYTEST_SUMMARY = re.compile(r"^(?:FAILED|ERROR) \S+ - (?=[A-Za-z_][\w.]*(?:Erro
 # log shippers / kubectl --timestamps / GitHub Actions: "2024-06-28T06:11:52.685300953Z ", "[2025-11-06T02:09:46.576Z] ";
 # a Kubernetes node's container log (CRI format) adds the stream and a full/partial flag: "... stdout F "
 _SHIP_TS = re.compile(r"^\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]? "
-                      r"(?:(?:stdout|stderr) [FP] )?")
+                      r"(?:(?:stdout|stderr) [FP] )?"
+                      r'(?:\{\w+="[^"]*"(?:, ?\w+="[^"]*")*\} )?')  # Loki's logcli: the stream's labels
 # vLLM / Ray process prefix: "(Worker_TP4 pid=1234) ", "(VllmWorker rank=3 pid=99) ", "(EngineCore_DP0 pid=5) ",
 # "(LLMRayActor pid=20770) ", "(ServeReplica:app:Deployment pid=12249, ip=10.0.155.99) ", FastChat's workers
 # "(worker-oss-llama7b, pid=41756) " (the comma after the name is not the rank's); vLLM 0.10's workers name their
@@ -289,6 +295,8 @@ def _peel(text: str, info: dict) -> re.Match | None:
         m = _NAMED_LEVEL.match(text)
         if m:
             info.setdefault("level", m["level"])
+    if m is None and (c == " " or c.isdigit()) and "\t" in text[:12]:
+        m = _LINE_NUMBER.match(text)
     if m is None and c == ">":
         m = _QUOTE.match(text)
     if m is None and c == "E":
@@ -402,12 +410,15 @@ def _rejoin(raw_lines: list[str]) -> list[tuple[int, str]]:
         while i + 1 < len(clean):
             nxt = clean[i + 1]
             wrapped = width is not None and len(clean[i]) == width and nxt and not _looks_like_line_start(nxt)
-            cut_frame = ('File "' in text and bool(_FRAME_OPEN.match(strip_prefixes(text)[0])) and bool(nxt)
+            # a frame cut inside its path goes on with the next line's message: a transport's prefix on that
+            # line is not part of the path, and a line of the prefix alone is a blank line
+            rest = strip_prefixes(nxt)[0] if 'File "' in text else nxt
+            cut_frame = ('File "' in text and bool(_FRAME_OPEN.match(strip_prefixes(text)[0])) and bool(rest.strip())
                          and not _looks_like_line_start(nxt))
-            cut_func = 'File "' in text and bool(_FRAME_NO_FUNC.match(strip_prefixes(text)[0])) and bool(_FUNC_NAME.match(nxt))
+            cut_func = 'File "' in text and bool(_FRAME_NO_FUNC.match(strip_prefixes(text)[0])) and bool(_FUNC_NAME.match(rest))
             if not (wrapped or cut_frame or cut_func):
                 break
-            text += (" " + nxt.strip()) if cut_func and not (wrapped or cut_frame) else nxt
+            text += nxt if wrapped else (" " + rest.strip()) if cut_func and not cut_frame else rest
             i += 1
         out.append((start + 1, text))
         i += 1
