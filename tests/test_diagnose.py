@@ -817,6 +817,9 @@ PASTE_FORMS = {
     "Loki's logcli": lambda s: _before_each('2026-01-22T20:05:33Z {container="sglang", pod="sglang-0"} ', s),
     "relayed by Loguru at ERROR": lambda s: _before_each("2026-01-22 20:05:33.123 | ERROR    | __main__:run:42 - ", s),
     "cat -n": lambda s: "\n".join(f"{n:6}\t{x}" for n, x in enumerate(s.split("\n"), 1)),
+    # a person's words around the paste
+    "a question around the paste": lambda s: ("When I start the server I get this error:\n\n" + s
+                                              + "\n\nAny idea how to fix this? Thanks!"),
     # a label is read over the whole paste: on one or two lines it may be a message ("0: x"), so it is left there
     "srun --label": lambda s: _before_each("0: ", s) if _filled(s) >= 3 else s,
     "pdsh": lambda s: _before_each("gpu-node-3: ", s) if _filled(s) >= 3 else s,
@@ -1018,6 +1021,22 @@ def test_after_ready_only_a_dead_process_is_a_failure():
 def test_each_benign_trap_alone_is_healthy(benign):
     d = diagnose("\n".join([sg(None, "server_args=ServerArgs(model_path='/m')"), benign]))
     assert d.cls == "healthy" and not d.ready, d.cause
+
+
+@pytest.mark.parametrize("caption", [
+    "When I start the server I get this error:", "I got the following error:", "we keep getting this crash.",
+    "After upgrading to 0.5.6 I see this traceback:",
+])
+def test_a_person_s_caption_above_a_paste_is_no_failure(caption):
+    assert diagnose("\n".join([caption, sg(None, "server_args=ServerArgs(model_path='/m')")])).cls == "healthy"
+
+
+@pytest.mark.parametrize("line", [
+    "error: invalid argument: -V", "Error log: /var/log/sglang.log is not writable: Permission denied",
+    "Error message: CUDA out of memory", "I get this error: RuntimeError: CUDA error: out of memory",
+])
+def test_a_log_line_with_a_caption_s_words_stays_a_failure(line):
+    assert diagnose("\n".join([sg(None, "server_args=ServerArgs(model_path='/m')"), line])).cls != "healthy"
 
 
 def test_benign_text_glued_to_a_real_error_does_not_hide_it():
