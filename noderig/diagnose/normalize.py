@@ -256,39 +256,13 @@ def _peel(text: str, info: dict) -> re.Match | None:
         if m:
             info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
     if m is None and c.isdigit():
-        m = _journal_iso(text) or _JOURNAL_UNIX.match(text) or _JOURNAL_FULL.match(text)
-        if m:
-            info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
-        else:
-            m = _PYLOG.match(text) or _PYLOG_OWN.match(text) or _PYLOG_PID.match(text) or _RUST_TRACING.match(text)
-            if m:
-                info.setdefault("level", _ROUTER_LEVEL.get(m["level"], m["level"]))
-            else:
-                m = _RELAY.match(text) or _PIPE_RELAY.match(text) or _SHIP_TS.match(text) or _BARE_TS.match(text)
+        m = _dated(text, info)
     if m is None and c == "(":
-        m = _PROC.match(text)
-        if m:
-            _time_was_the_relays(info)
-            # behind a launcher's own process or rank prefix (Ray's, SkyPilot's, mpirun's), the innermost
-            # process is the writer: its name and rank are the line's
-            launched = str(info.get("source", "pid")).startswith(("pid", "rank"))
-            if m["who"] and (launched or "rank" not in info):
-                info["rank"] = _proc_rank(m["who"])
-            if launched:
-                info["source"] = f"pid{m['pid']}" if m["pid"] else m["daemon"]
-            info["prefixed"] = True
+        m = _process_prefix(text, info)
     if m is None and c == "[":
         m = _logger_bracket(text, info)
-    if m is None and c == "[" and info.get("time") is not None and not info.get("rank"):
-        m = _BRACKET_SOURCE.match(text)
-        if m:
-            _time_was_the_relays(info)
-            info.setdefault("source", m["source"])
     if m is None and c in "[(":
-        m = _TAGS_BEFORE_VLLM.match(text)
-        if m:
-            _time_was_the_relays(info)
-            info["prefixed"] = True
+        m = _relayed(text, c, info)
     if m is None and c in "DIWECF":
         m = _logger_level(text, c, info)
     if m is None and c.isalpha() and info.get("time") is not None:  # only behind the time a prefix gave
@@ -311,6 +285,51 @@ def _peel(text: str, info: dict) -> re.Match | None:
             info.setdefault("source", m["name"] or m["named"] or m["bracketed"])
         else:
             m = _GUTTER.match(text)
+    return m
+
+
+def _dated(text: str, info: dict) -> re.Match | None:
+    """A prefix that starts with a date or a time: a journal's, a program's logging record, a relay's, a shipper's."""
+    m = _journal_iso(text) or _JOURNAL_UNIX.match(text) or _JOURNAL_FULL.match(text)
+    if m:
+        info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
+        return m
+    m = _PYLOG.match(text) or _PYLOG_OWN.match(text) or _PYLOG_PID.match(text) or _RUST_TRACING.match(text)
+    if m:
+        info.setdefault("level", _ROUTER_LEVEL.get(m["level"], m["level"]))
+        return m
+    return _RELAY.match(text) or _PIPE_RELAY.match(text) or _SHIP_TS.match(text) or _BARE_TS.match(text)
+
+
+def _process_prefix(text: str, info: dict) -> re.Match | None:
+    """vLLM's / Ray's / SkyPilot's process prefix. Behind a launcher's own process or rank prefix (Ray's,
+    SkyPilot's, mpirun's) the innermost process is the writer: its name and rank are the line's."""
+    m = _PROC.match(text)
+    if m:
+        _time_was_the_relays(info)
+        launched = str(info.get("source", "pid")).startswith(("pid", "rank"))
+        if m["who"] and (launched or "rank" not in info):
+            info["rank"] = _proc_rank(m["who"])
+        if launched:
+            info["source"] = f"pid{m['pid']}" if m["pid"] else m["daemon"]
+        info["prefixed"] = True
+    return m
+
+
+def _relayed(text: str, c: str, info: dict) -> re.Match | None:
+    """A launcher's name for its child after its own time ("[time] [/bin/sh]: "), or tags no rule names
+    directly before vLLM's record head."""
+    m = None
+    if c == "[" and info.get("time") is not None and not info.get("rank"):
+        m = _BRACKET_SOURCE.match(text)
+        if m:
+            _time_was_the_relays(info)
+            info.setdefault("source", m["source"])
+            return m
+    m = _TAGS_BEFORE_VLLM.match(text)
+    if m:
+        _time_was_the_relays(info)
+        info["prefixed"] = True
     return m
 
 
