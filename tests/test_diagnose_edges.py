@@ -3320,3 +3320,26 @@ def test_review46_the_hierarchical_caches_host_pool_gets_no_larger_gpu_fraction(
     # the GPU pool too small keeps its remedy
     assert diagnose("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.").remedy \
         == "raise:mem_fraction_static"
+
+
+# --------------------------------------------------------------------------------------------
+# review5: the transport forms of this round, behind one another
+
+_ROLLOUT = [  # a vLLM server reaches ready, then its engine core fails (ms-swift#6866's shape)
+    "(EngineCore_DP0 pid=1558904) INFO 12-03 10:27:30 [core.py:210] init engine (profile, create kv cache, warmup "
+    "model) took 15.98 seconds",
+    "INFO:     Application startup complete.",
+    "INFO:     Uvicorn running on http://0.0.0.0:8001 (Press CTRL+C to quit)",
+    "(EngineCore_DP0 pid=1558904) ERROR 12-03 10:29:14 [core.py:780] Invocation of collective_rpc method failed",
+]
+
+
+@pytest.mark.parametrize("launcher", ["(head, rank=0, pid=2345) ", "[1,0]<stderr>:"])
+@pytest.mark.parametrize("transport", ["", "sglang-1  | ", "Dec 02 13:31:17 b300 sglang[536]: "])
+def test_review5_behind_a_launcher_the_engine_names_the_writer_whatever_carried_both(transport, launcher):
+    # the launcher's rank is the launched process's; the engine's own prefix inside it names the writer (DP0), under
+    # a container's or a journal's name as without one: the failure after ready is the engine's, not the server's
+    log = "\n".join(transport + launcher + x for x in _ROLLOUT)
+    assert [ln.rank for ln in normalize(log)] == ["DP0", "rank0", "rank0", "DP0"]
+    assert diagnose(log).cls == diagnose("\n".join(_ROLLOUT)).cls == "unknown"
+

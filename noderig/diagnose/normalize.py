@@ -167,6 +167,9 @@ _TAGS_BEFORE_VLLM = re.compile(
 # a launcher that relays its child's output under the child's name, behind its own time:
 # "[2026-01-22 20:05:33] [/bin/sh]: " (read only after a bare time was peeled: SGLang's own "[time TP0] " is
 # followed by its message)
+# (while a line is peeled: which of its writer's fields a launcher's process or rank prefix gave, "source" or
+# "rank", so that a process prefix inside it overrides them and not what a transport said; never returned)
+_LAUNCHER = "_launcher"
 _BRACKET_SOURCE = re.compile(r"^\[(?P<source>[^\[\]\s]{1,64})\]: ?")
 # SGLang logger: "[2026-05-30 14:47:43 TP0] ", "[2026-05-30 14:47:43 DP3 TP3] ", "[23:23:54 TP7] ",
 # "[2025-03-10 14:17:52,123 TP0 EP0] ", "[2026-05-30 14:47:43] "
@@ -233,6 +236,7 @@ def strip_prefixes(raw: str) -> tuple[str, dict]:
         text = text[m.end():]
     if "\t" in text:  # a paste that turned indentation into tabs: tracebacks are read by their indentation
         text = text.expandtabs(4)
+    info.pop(_LAUNCHER, None)
     return text.rstrip("\n"), info
 
 
@@ -307,11 +311,16 @@ def _process_prefix(text: str, info: dict) -> re.Match | None:
     m = _PROC.match(text)
     if m:
         _time_was_the_relays(info)
-        launched = str(info.get("source", "pid")).startswith(("pid", "rank"))
+        # what a launcher's prefix before this one said is overridden, what a transport said (a container's or a
+        # journal's name, the key its lines are continued by) is kept
+        launched = info.get(_LAUNCHER, False)
         if m["who"] and (launched or "rank" not in info):
             info["rank"] = _proc_rank(m["who"])
-        if launched:
+        if "source" not in info or launched == "source":
             info["source"] = f"pid{m['pid']}" if m["pid"] else m["daemon"]
+            info[_LAUNCHER] = "source"
+        else:
+            info[_LAUNCHER] = "rank"
         info["prefixed"] = True
     return m
 
@@ -365,6 +374,7 @@ def _logger_bracket(text: str, info: dict) -> re.Match | None:
         m = _MPI_TAG.match(text)
         if m:
             info.setdefault("rank", f"rank{m['rank']}")
+            info[_LAUNCHER] = "rank" if "source" in info else "source"
             info.setdefault("source", f"rank{m['rank']}")
             info["prefixed"] = True
             return m
