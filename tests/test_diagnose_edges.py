@@ -3343,3 +3343,24 @@ def test_review5_behind_a_launcher_the_engine_names_the_writer_whatever_carried_
     assert [ln.rank for ln in normalize(log)] == ["DP0", "rank0", "rank0", "DP0"]
     assert diagnose(log).cls == diagnose("\n".join(_ROLLOUT)).cls == "unknown"
 
+
+def test_review5_a_level_in_brackets_after_a_records_time_is_its_level_not_a_relayed_childs_name():
+    # an SGLang build's record head "[time][LEVEL]: " (tests/fixtures/crashlogs/unknown/sglang-9508-...): the bracket
+    # after the time is the record's level, and the time the record's; a launcher's "[time] [/bin/sh]: " is a relay
+    assert strip_prefixes("[2025-08-27 13:51:19][ERROR]: TP1 Scheduler hit an exception: x") == (
+        "TP1 Scheduler hit an exception: x", {"time": "2025-08-27 13:51:19", "prefixed": True, "level": "ERROR"})
+    assert strip_prefixes("[2026-01-22 20:05:33] [/bin/sh]: x") == ("x", {"source": "/bin/sh"})
+    # each record keeps its time and is read at its level (a rankless record's traceback lines, which carry no
+    # prefix, inherit neither: as before this round, under "[time] " alone)
+    log = "\n".join([
+        "[2025-08-27 13:51:19][INFO]: Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16",
+        "[2025-08-27 13:51:20][WARNING]: Failed to import an optional kernel, falling back: Traceback (most recent "
+        "call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/layers/fast.py", line 12, in <module>',
+        "    import flashinfer_fast",
+        "ModuleNotFoundError: No module named 'flashinfer_fast'",
+        "[2025-08-27 13:51:21][INFO]: Memory pool end. avail mem=20.00 GB",
+    ])
+    got = [(ln.level, ln.time, ln.prefixed, ln.source) for ln in normalize(log)]
+    assert got == [("INFO", "2025-08-27 13:51:19", True, None), ("WARNING", "2025-08-27 13:51:20", True, None),
+                   *[(None, None, False, None)] * 3, ("INFO", "2025-08-27 13:51:21", True, None)]

@@ -171,6 +171,8 @@ _TAGS_BEFORE_VLLM = re.compile(
 # "rank", so that a process prefix inside it overrides them and not what a transport said; never returned)
 _LAUNCHER = "_launcher"
 _BRACKET_SOURCE = re.compile(r"^\[(?P<source>[^\[\]\s]{1,64})\]: ?")
+# a level word in that bracket is a logger's ("[2025-08-27 13:51:19][ERROR]: ", an SGLang build's record head)
+_BRACKET_LEVELS = frozenset({"DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL"})
 # SGLang logger: "[2026-05-30 14:47:43 TP0] ", "[2026-05-30 14:47:43 DP3 TP3] ", "[23:23:54 TP7] ",
 # "[2025-03-10 14:17:52,123 TP0 EP0] ", "[2026-05-30 14:47:43] "
 _SGLANG = re.compile(
@@ -331,6 +333,9 @@ def _relayed(text: str, c: str, info: dict) -> re.Match | None:
     m = None
     if c == "[" and info.get("time") is not None and not info.get("rank"):
         m = _BRACKET_SOURCE.match(text)
+        if m and m["source"].upper() in _BRACKET_LEVELS:  # "[time][ERROR]: ": the record's own level, not a child
+            info.setdefault("level", _ROUTER_LEVEL.get(m["source"].upper(), m["source"].upper()))
+            return m
         if m:
             _time_was_the_relays(info)
             info.setdefault("source", m["source"])
