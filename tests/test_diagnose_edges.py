@@ -3364,3 +3364,19 @@ def test_review5_a_level_in_brackets_after_a_records_time_is_its_level_not_a_rel
     got = [(ln.level, ln.time, ln.prefixed, ln.source) for ln in normalize(log)]
     assert got == [("INFO", "2025-08-27 13:51:19", True, None), ("WARNING", "2025-08-27 13:51:20", True, None),
                    *[(None, None, False, None)] * 3, ("INFO", "2025-08-27 13:51:21", True, None)]
+
+
+def test_review5_cat_n_numbers_go_once_and_only_in_cat_n_shape():
+    # `cat -n` writes "%6d\t" before every line, once: a line of its own that starts with numbers and tabs (du's
+    # "52428800\t/dev/shm", a script's "0\t1.23\t4.56") keeps them
+    assert texts(["52428800\t/dev/shm", "0\t1.23\t4.56", "RuntimeError: x"]) == [
+        "52428800    /dev/shm", "0   1.23    4.56", "RuntimeError: x"]
+    numbered = ["Traceback (most recent call last):", '  File "a.py", line 1, in f', "", "0\t1.23\t4.56",
+                "ValueError: x"]
+    assert texts([f"{n:6}\t{x}" for n, x in enumerate(numbered, 1)]) == [*numbered[:3], "0   1.23    4.56",
+                                                                          numbered[4]]
+    # numbers not right-aligned in cat -n's six columns are a table's column, on every line of a paste too
+    table = ["8\t1.23", "4\t2.46", "2\t4.92", "1\t9.84"]
+    assert texts(table) == [x.expandtabs(4) for x in table]
+    # a paste of one numbered line loses its number too
+    assert texts(["   412\tRuntimeError: x"]) == ["RuntimeError: x"]

@@ -124,8 +124,10 @@ _MPI_TAG = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:")
 # number in it ("Error: " or "sglang: " before most lines is no label)
 _LABEL = re.compile(r"^[A-Za-z0-9][\w.-]{0,39}: ")
 _LABEL_SHARE = 0.8  # of the paste's non-blank lines, at least
-# `cat -n` / `nl`: a line number, right-aligned, and a tab
-_LINE_NUMBER = re.compile(r"^ *\d+\t")
+# `cat -n` / `nl`: a line number right-aligned in six columns ("%6d") and a tab, peeled once, as the outermost
+# prefix it is. Only that shape: a line of its own may start with numbers and tabs (du's "52428800\t/dev/shm",
+# a script's "0\t1.23\t4.56")
+_LINE_NUMBER = re.compile(r"^(?: {5}\d| {4}\d\d| {3}\d{3}| {2}\d{4}| \d{5}|\d{6})\t")
 # a CI log's gutter before its timestamp (Buildkite): "  | [2025-03-10T15:07:20Z] "
 _GUTTER = re.compile(r"^ *\| (?=\[\d{4}-\d\d-\d\dT)")
 # a paste quoted in Markdown: "> " before every line (not Python's ">>>" prompt)
@@ -275,8 +277,6 @@ def _peel(text: str, info: dict) -> re.Match | None:
         m = _NAMED_LEVEL.match(text)
         if m:
             info.setdefault("level", m["level"])
-    if m is None and (c == " " or c.isdigit()) and "\t" in text[:12]:
-        m = _LINE_NUMBER.match(text)
     if m is None and c == ">":
         m = _QUOTE.match(text)
     if m is None and c == "E":
@@ -478,7 +478,7 @@ def _undecorated(text: str) -> list[str]:
     to quote it). Relative indentation, which tracebacks are read by, is kept."""
     if "&" in text and _HTML_ENTITY.search(text):
         text = html.unescape(text)
-    lines = _unlabelled(text.splitlines())
+    lines = _unlabelled(_unnumbered(text.splitlines()))
     margin = None  # the leading whitespace every non-blank line starts with
     for x in lines:
         if x.strip():
@@ -488,6 +488,13 @@ def _undecorated(text: str) -> list[str]:
             if not margin:
                 return lines
     return [x[len(margin):] for x in lines] if margin else lines
+
+
+def _unnumbered(lines: list[str]) -> list[str]:
+    """The lines without the number `cat -n` put before each (_LINE_NUMBER): once, as the outermost prefix."""
+    if not any("\t" in x[:7] for x in lines):
+        return lines
+    return [_LINE_NUMBER.sub("", x, count=1) if "\t" in x[:7] else x for x in lines]
 
 
 def _unlabelled(lines: list[str]) -> list[str]:
