@@ -56,9 +56,14 @@ class StopRequest:
     def __init__(self) -> None:
         self.signal_name: str | None = None
         self.holding = False
+        self.announce = None  # while held: says the stop waits
 
     def handle(self, signum, frame) -> None:
         self.remember(signum)
+        if self.holding:  # a step that must finish: remembered and announced, not raised
+            if self.announce is not None:
+                self.announce()
+            return
         raise Interrupted(self.signal_name)
 
     def remember(self, signum) -> None:
@@ -76,19 +81,22 @@ class StopRequest:
     @contextmanager
     def held(self, announce):
         """Inside the block a signal is remembered and announced, never raised: for a step
-        that must finish (the restore). The run stops at its next ``check()`` after it."""
-        def hold(signum, frame):
-            self.remember(signum)
-            announce()
-
-        previous = {sig: signal.signal(sig, hold) for sig in STOP_SIGNALS}
-        self.holding = True
+        that must finish (the restore). The run stops at its next ``check()`` after it.
+        Holding is this request's own state, set before any handler is read or changed: a
+        signal that lands while the block begins is held too (swapping in a holding handler
+        left a moment when the raising one still answered, and the restore was skipped)."""
+        self.holding, self.announce = True, announce
+        previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
         try:
+            for sig in STOP_SIGNALS:  # the raising handler when the run did not install it (a step alone)
+                if previous[sig] != self.handle:
+                    signal.signal(sig, self.handle)
             yield
         finally:
-            self.holding = False
+            self.holding, self.announce = False, None
             for sig, handler in previous.items():
-                signal.signal(sig, handler)
+                if handler != self.handle:
+                    signal.signal(sig, handler)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

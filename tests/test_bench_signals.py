@@ -146,3 +146,35 @@ def test_run_bench_exits_130_when_the_stop_was_swallowed_or_held(monkeypatch, tm
         assert status == 130, signal_during
         assert sweep.steps == steps, "the second host was swept after the stop"
         assert signal.getsignal(signal.SIGINT) is handler_before
+
+
+def test_review5_a_signal_while_the_restore_starts_to_hold_does_not_skip_it(monkeypatch, tmp_path, stop_handlers):
+    # a second Ctrl-C or a SIGTERM that lands as the restore begins to hold (between its handlers' changes) is held
+    # like one inside it: the restore runs, and the stop waits for the next step
+    sweep = Sweep(monkeypatch, signal_during="none")
+    real = {"signal": signal.signal, "getsignal": signal.getsignal}
+    landed = []
+
+    def then_sigterm(name):
+        def call(*args):
+            result = real[name](*args)
+            if not landed and sweep.steps[-1:] == ["smoke c4"]:  # the restore's first look at a handler
+                landed.append(name)
+                signal.raise_signal(signal.SIGTERM)
+            return result
+        return call
+
+    bench = new_bench(tmp_path)
+    signal.signal, signal.getsignal = then_sigterm("signal"), then_sigterm("getsignal")  # undone below, before
+    try:                                                                                   # any other handler change
+        restored = bench.sweep(FakeHost(), INVENTORY_DATA, NODE_FACTS, bm.parse_layouts("tp4-ep2"))
+    except KeyboardInterrupt:
+        restored = "raised out of the restore"
+    finally:
+        signal.signal, signal.getsignal = real["signal"], real["getsignal"]
+    assert landed and restored is True
+    assert sweep.steps == ["deploy tp4-ep2", "smoke c1", "smoke c4", "restore"]
+    with pytest.raises(ob.Interrupted, match="SIGTERM"):
+        stop_handlers.check()
+    assert signal.getsignal(signal.SIGINT) == signal.getsignal(signal.SIGTERM) == stop_handlers.handle
+
