@@ -425,14 +425,16 @@ def run_bench(inventory: Path, *, limit: list[str] | None, workload_names: list[
     if not inventory.exists():
         raise NoderigError(f"no inventory at {inventory}")
     console = Console(stderr=True)
-    previous = STOP.install()
     restored, interrupted = True, False
     setup = ClientSetup(aiperf=find_aiperf(), tokenizer=tokenizer, workdir=out_dir)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("elapsed"),
                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
     with Progress(*columns, console=console) as progress:
         bench = Bench(inventory.resolve(), workloads, out_dir, setup, progress, console)
+        # the handlers to put back, read before ours replace them and restored whatever is raised from then on
+        previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
         try:
+            STOP.install()
             hosts = load_targets(inventory, limit)
             per_host = bench.runs_per_layout() * (len(layouts) if layouts else 1)
             bench.task = progress.add_task("connecting", total=per_host * len(hosts))

@@ -178,3 +178,15 @@ def test_review5_a_signal_while_the_restore_starts_to_hold_does_not_skip_it(monk
         stop_handlers.check()
     assert signal.getsignal(signal.SIGINT) == signal.getsignal(signal.SIGTERM) == stop_handlers.handle
 
+
+def test_review5_a_ctrl_c_before_the_first_host_leaves_the_handlers_as_they_were(monkeypatch, tmp_path):
+    # a Ctrl-C while the bench is still setting up (no host touched yet) ends it, and takes its handlers with it
+    inventory = tmp_path / "inventory.py"
+    inventory.write_text("hosts = []\n")
+    monkeypatch.setattr(ob, "find_aiperf", lambda: signal.raise_signal(signal.SIGINT))
+    before = {sig: signal.getsignal(sig) for sig in ob.STOP_SIGNALS}
+    with pytest.raises(KeyboardInterrupt):
+        ob.run_bench(inventory, limit=None, workload_names=["smoke"], workloads_file=None, layouts_text="tp4-ep2",
+                     out_dir=tmp_path / "out", tokenizer=None)
+    assert {sig: signal.getsignal(sig) for sig in ob.STOP_SIGNALS} == before
+    ob.STOP.signal_name = None
