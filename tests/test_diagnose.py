@@ -1882,7 +1882,7 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
     ("a\r\r", "a", {}),
     ("\r \r", "", {}),
     ("x\n", "x", {}),
-    ("[rank1]: " * 7 + "x", "[rank1]: x", {"rank": "rank1", "prefixed": True}),  # six layers peeled, no more
+    ("[rank1]: " * 11 + "x", "[rank1]: x", {"rank": "rank1", "prefixed": True}),  # ten layers peeled, no more
     ("sglang-1  | Dec 02 13:31:17 b300 sglang[536]: [rank3]: x", "x",
      {"source": "sglang-1", "rank": "rank3", "prefixed": True}),
     # tags no rule names, before vLLM's record head (a launcher relaying a subprocess, a worker's own tag)

@@ -3380,3 +3380,12 @@ def test_review5_cat_n_numbers_go_once_and_only_in_cat_n_shape():
     assert texts(table) == [x.expandtabs(4) for x in table]
     # a paste of one numbered line loses its number too
     assert texts(["   412\tRuntimeError: x"]) == ["RuntimeError: x"]
+
+
+def test_review5_a_relay_and_a_journal_around_a_quoted_compose_paste_are_all_peeled():
+    # a launcher's relay takes two layers ("[time] [/bin/sh]: "): under a journal, around a Markdown-quoted compose
+    # line of vLLM's (tests/fixtures/crashlogs/deepgemm_jit_failure/miaai-119-...), seven layers come off
+    line = ("Dec 02 13:31:17 b300 run[536]: [2026-01-22 20:05:33] [/bin/sh]: > vllm-dspark-1  | (Worker_TP1 pid=263) "
+            "ERROR 08-23 03:00:54 [multiproc_executor.py:1004]   File x")
+    text, info = strip_prefixes(line)
+    assert (text, info["rank"], info["level"]) == ("  File x", "TP1", "ERROR")

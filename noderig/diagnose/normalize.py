@@ -233,7 +233,7 @@ def strip_prefixes(raw: str) -> tuple[str, dict]:
     info: dict = {}
     if text.startswith("│"):
         text = _PANE_END.sub("", text)
-    for _ in range(6):  # transports nest in either order; each pass peels one layer
+    for _ in range(10):  # transports nest in either order; each pass peels one layer (a relay takes two)
         m = _peel(text, info)
         if m is None:
             break
