@@ -35,18 +35,9 @@ class Progress:
     def advance(self, *args, **kwargs):
         pass
 
-    def add_task(self, *args, **kwargs):
-        return 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
 
 class Console:
-    def __init__(self, *args, **kwargs):
+    def __init__(self):
         self.printed: list[str] = []
 
     def print(self, text="", *args, **kwargs):

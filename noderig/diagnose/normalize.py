@@ -446,10 +446,11 @@ def _rejoin(raw_lines: list[str]) -> list[tuple[int, str]]:
             wrapped = width is not None and len(clean[i]) == width and nxt and not _looks_like_line_start(nxt)
             # a frame cut inside its path goes on with the next line's message: a transport's prefix on that
             # line is not part of the path, and a line of the prefix alone is a blank line
-            rest = strip_prefixes(nxt)[0] if 'File "' in text else nxt
-            cut_frame = ('File "' in text and bool(_FRAME_OPEN.match(strip_prefixes(text)[0])) and bool(rest.strip())
-                         and not _looks_like_line_start(nxt))
-            cut_func = 'File "' in text and bool(_FRAME_NO_FUNC.match(strip_prefixes(text)[0])) and bool(_FUNC_NAME.match(rest))
+            framed = 'File "' in text
+            own = strip_prefixes(text)[0] if framed else text
+            rest = strip_prefixes(nxt)[0] if framed else nxt
+            cut_frame = framed and bool(_FRAME_OPEN.match(own)) and bool(rest.strip()) and not _looks_like_line_start(nxt)
+            cut_func = framed and bool(_FRAME_NO_FUNC.match(own)) and bool(_FUNC_NAME.match(rest))
             if not (wrapped or cut_frame or cut_func):
                 break
             text += nxt if wrapped else (" " + rest.strip()) if cut_func and not cut_frame else rest
@@ -497,27 +498,22 @@ def _unnumbered(lines: list[str]) -> list[str]:
     return [_LINE_NUMBER.sub("", x, count=1) if "\t" in x[:7] else x for x in lines]
 
 
+def _label_shape(line: str) -> str | None:
+    """The line's _LABEL with its numbers as "#" ("gpu-node-#: "), or None (no label, or one without a number)."""
+    m = _LABEL.match(line)
+    return re.sub(r"\d+", "#", m.group()) if m and any(ch.isdigit() for ch in m.group()) else None
+
+
 def _unlabelled(lines: list[str]) -> list[str]:
     """The lines without the numbered label most of them start with (_LABEL), when there is one."""
-    shapes: dict[str, int] = {}
-    filled = 0
-    for x in lines:
-        if x.strip():
-            filled += 1
-            m = _LABEL.match(x)
-            if m and any(ch.isdigit() for ch in m.group()):
-                shape = re.sub(r"\d+", "#", m.group())
-                shapes[shape] = shapes.get(shape, 0) + 1
-    if filled < 3 or not shapes:
+    filled = [x for x in lines if x.strip()]
+    shapes = Counter(shape for shape in map(_label_shape, filled) if shape)
+    if len(filled) < 3 or not shapes:
         return lines
-    shape, count = max(shapes.items(), key=lambda kv: kv[1])
-    if count < _LABEL_SHARE * filled:
+    shape, count = shapes.most_common(1)[0]
+    if count < _LABEL_SHARE * len(filled):
         return lines
-    out = []
-    for x in lines:
-        m = _LABEL.match(x)
-        out.append(x[m.end():] if m and re.sub(r"\d+", "#", m.group()) == shape else x)
-    return out
+    return [x[_LABEL.match(x).end():] if _label_shape(x) == shape else x for x in lines]
 
 
 def normalize(text: str) -> list[Line]:
