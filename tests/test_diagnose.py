@@ -817,6 +817,19 @@ PASTE_FORMS = {
     "Loki's logcli": lambda s: _before_each('2026-01-22T20:05:33Z {container="sglang", pod="sglang-0"} ', s),
     "relayed by Loguru at ERROR": lambda s: _before_each("2026-01-22 20:05:33.123 | ERROR    | __main__:run:42 - ", s),
     "cat -n": lambda s: "\n".join(f"{n:6}\t{x}" for n, x in enumerate(s.split("\n"), 1)),
+    # each line carried as a JSON record: docker's json-file driver, a shipper (Vector), a Cloud Logging export,
+    # and `journalctl -o json`, which writes a line holding a control character (a colour code) as its bytes
+    "docker's json-file log": lambda s: _as_records(s, lambda x: {"log": x + "\n", "stream": "stderr",
+                                                                  "time": "2026-01-22T20:05:33.123456789Z"}),
+    "shipped by Vector": lambda s: _as_records(s, lambda x: {"message": x, "source_type": "docker_logs",
+                                                             "timestamp": "2026-01-22T20:05:33.123Z"}),
+    "Cloud Logging export": lambda s: _as_records(s, lambda x: {"textPayload": x, "severity": "ERROR",
+                                                                "resource": {"type": "k8s_container"}}),
+    "journalctl -o json, colours kept": lambda s: _as_records(s, lambda x: {
+        "__REALTIME_TIMESTAMP": "1769112333123456", "_SYSTEMD_UNIT": "sglang.service", "PRIORITY": "6",
+        "MESSAGE": list(f"\x1b[32m{x}\x1b[0m".encode()) if x.strip() else x}),
+    # a program quoting the log it reports as a failure, its line breaks escaped (a traceback marks it as a log)
+    "quoted in a JSON string": lambda s: json.dumps({"detail": s}) if "Traceback (most recent call last)" in s else s,
     # a person's words around the paste
     "a question around the paste": lambda s: ("When I start the server I get this error:\n\n" + s
                                               + "\n\nAny idea how to fix this? Thanks!"),
@@ -828,6 +841,10 @@ PASTE_FORMS = {
 
 def _before_each(prefix: str, text: str) -> str:
     return "\n".join(prefix + line for line in text.split("\n"))
+
+
+def _as_records(text: str, record) -> str:
+    return "\n".join(json.dumps(record(line)) for line in text.split("\n"))
 
 
 def _filled(text: str) -> int:

@@ -4,6 +4,7 @@ Pure core (no pyinfra, no SSH): `diagnose(text) -> Diagnosis`. The signatures li
 `catalog.toml` beside this file (data, versioned); `report.py` renders a Diagnosis for people
 (rich) and machines (JSON). The modules, in the order a log goes through them:
 
+    carried.py     a log carried as data (JSON log records, escaped strings) -> the lines it holds
     normalize.py   raw text -> clean lines with their rank (prefixes, ANSI, wrapped lines)
     tracebacks.py  every Python traceback per rank, and call chains
     catalog.py     catalog.toml and benign.toml loaded and checked (anchors.py: the cheap first pass)

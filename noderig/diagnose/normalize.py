@@ -24,6 +24,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from .carried import expand_carried
+
 __all__ = ["CXX_FRAME", "CXX_RAISED", "QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
 
 
@@ -432,10 +434,10 @@ def _looks_like_line_start(text: str) -> bool:
             or bool(_EXC_LINE.match(text)) or bool(_NEW_RECORD.match(s)))
 
 
-def _rejoin(raw_lines: list[str]) -> list[tuple[int, str]]:
+def _rejoin(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """Join lines a terminal hard-wrapped, and frame lines cut inside their path. Keeps the
     1-based number of each logical line's first raw line."""
-    clean = [strip_ansi(line).rstrip("\n") for line in raw_lines]
+    clean = [strip_ansi(line).rstrip("\n") for _, line in numbered]
     width = _wrap_width(clean)
     out: list[tuple[int, str]] = []
     i = 0
@@ -455,7 +457,7 @@ def _rejoin(raw_lines: list[str]) -> list[tuple[int, str]]:
                 break
             text += nxt if wrapped else (" " + rest.strip()) if cut_func and not cut_frame else rest
             i += 1
-        out.append((start + 1, text))
+        out.append((numbered[start][0], text))
         i += 1
     return out
 
@@ -473,13 +475,15 @@ class _Block:
 _HTML_ENTITY = re.compile(r"&(quot|#39|#x27|gt|lt|amp);")
 
 
-def _undecorated(text: str) -> list[str]:
-    """The paste's lines without what a web page or an editor added to the whole of it: HTML
-    escapes (``File &quot;/x.py&quot;``) and an indentation every line shares (a block indented
-    to quote it). Relative indentation, which tracebacks are read by, is kept."""
+def _undecorated(text: str) -> list[tuple[int, str]]:
+    """The paste's lines, each numbered by the raw line it came from, without what a web page or an
+    editor added to the whole of it: HTML escapes (``File &quot;/x.py&quot;``) and an indentation every
+    line shares (a block indented to quote it). Relative indentation, which tracebacks are read by, is
+    kept. A line carried as data (a JSON log record, an escaped string) is first the lines it holds."""
     if "&" in text and _HTML_ENTITY.search(text):
         text = html.unescape(text)
-    lines = _unlabelled(_unnumbered(text.splitlines()))
+    numbered = expand_carried(text.splitlines())
+    lines = _unlabelled(_unnumbered([x for _, x in numbered]))
     margin = None  # the leading whitespace every non-blank line starts with
     for x in lines:
         if x.strip():
@@ -487,8 +491,8 @@ def _undecorated(text: str) -> list[str]:
             margin = lead if margin is None else margin[:next((k for k, (a, b) in enumerate(zip(margin, lead))
                                                                 if a != b), min(len(margin), len(lead)))]
             if not margin:
-                return lines
-    return [x[len(margin):] for x in lines] if margin else lines
+                break
+    return [(no, x[len(margin):] if margin else x) for (no, _), x in zip(numbered, lines)]
 
 
 def _unnumbered(lines: list[str]) -> list[str]:
@@ -519,10 +523,10 @@ def _unlabelled(lines: list[str]) -> list[str]:
 def normalize(text: str) -> list[Line]:
     """Split, clean and attribute every line of a log. Empty lines are kept (they delimit
     tracebacks) as Line(text="")."""
-    raw_lines = _undecorated(text)
+    numbered = _undecorated(text)
     blocks: dict[str | None, _Block | None] = {}
     out: list[Line] = []
-    for no, raw in _rejoin(raw_lines):
+    for no, raw in _rejoin(numbered):
         msg, info = strip_prefixes(raw)
         source = info.get("source")
         # journald gives every line of one unit the main PID; key continuation by the transport

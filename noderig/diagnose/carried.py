@@ -1,0 +1,158 @@
+"""Log lines carried as data, back to the lines they hold.
+
+A log does not always reach us as text. Docker's json-file driver stores each line as a JSON record
+(``{"log": "...\\n", "stream": "stderr", "time": ...}``), `journalctl -o json` writes one record per line
+with the line under ``MESSAGE`` (a list of byte values when the line holds a control character, a colour
+code), Google Cloud Logging exports it as ``textPayload`` or ``jsonPayload.message``, a shipper (Vector,
+Fluent Bit) as ``message``; vLLM's own JSON formatter (``--logging-config.formatter json``) and
+python-json-logger write a record's level, logger, message and traceback as fields. And a launcher that
+reports its child's failure quotes the child's output as a string literal: a Python bytes repr
+(``stderr=b'Traceback (most recent call last):\\n  File ...'``) or a JSON string, its line breaks escaped.
+
+`expand_carried` gives every such line back as the lines it carries, each numbered by the raw line it
+came from. A transport's record holds the line as the program wrote it (its logger prefix included); its
+level fields are the transport's (journald and Cloud Logging give a service's whole stdout one priority)
+and are not read. A program's own record is written back in Python logging's default form,
+``LEVEL:logger:message``, which the normaliser reads with its level; a record at a quiet level stays one
+line, its traceback included, since a warning's traceback is no crash. An escaped string is split only
+where it holds a Python traceback, and not inside a record its logger marked quiet (a request log quoting
+a prompt that holds a traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+__all__ = ["expand_carried"]
+
+# the field a transport puts the line in, as written (docker and Fluent Bit, journald, Cloud Logging)
+_TRANSPORT_FIELDS = ("log", "MESSAGE", "textPayload")
+# a program's own record (and a shipper's, which has no level): the message, then where it was, then the trace
+_MESSAGE_FIELDS = ("message", "msg", "@message")
+_PAYLOAD_FIELDS = ("jsonPayload",)  # Cloud Logging nests a program's JSON record under it
+_LEVEL_FIELDS = ("levelname", "level", "severity", "log.level")
+_LOGGER_FIELDS = ("name", "logger", "logger_name", "log.logger")
+_TRACE_FIELDS = ("exc_info", "exc_text", "exception", "stack_trace", "traceback", "stack_info", "error.stack_trace")
+_LOGGER_NAME = re.compile(r"[A-Za-z_][\w.]*")  # a name Python logging's default form can show
+# what programs call their levels, by Python logging's names
+_LEVEL_NAMES = {"trace": "DEBUG", "debug": "DEBUG", "info": "INFO", "notice": "INFO", "warn": "WARNING",
+                "warning": "WARNING", "error": "ERROR", "err": "ERROR", "critical": "CRITICAL", "fatal": "CRITICAL",
+                "alert": "CRITICAL", "emergency": "CRITICAL"}
+_QUIET = frozenset({"DEBUG", "INFO", "WARNING"})
+# an escaped line break right after a traceback's header: a string literal that holds a traceback
+_ESCAPED_TRACEBACK = re.compile(r"Traceback \(most recent call last\):? *(?:\\r)?\\n")
+_ESCAPE = re.compile(r"\\(u001[bB]|x1[bB]|r\\n|[nrt\"'\\])")
+_UNESCAPED = {"n": "\n", "r\\n": "\n", "r": "", "t": "\t", '"': '"', "'": "'", "\\": "\\"}
+# what a line says before the string literal it quotes (before its first quote mark): a record its logger
+# marked quiet ("INFO 01-22 ...", "INFO:x:", "W0430 ..."), or a request log quoting a prompt (vLLM's "Received
+# request ...: prompt: '...'", SGLang's "Receive: obj=GenerateReqInput(text='...')"), whose traceback is no crash
+_QUIET_HEAD = re.compile(r"(?:^|[\s\]|:-])(?:DEBUG|INFO|WARNING|WARN)(?:[\s:\]|-]|$)|^[DIW]\d{4} \d\d:")
+_REQUEST_LOG = re.compile(r"Receive: obj=|Received request|\bprompt: ")
+_QUOTE_MARK = re.compile("[\"']")
+# where a string literal opens: a quote mark after "=", ":", "(", "[", "," or "{" (a bytes literal's b too)
+_CLOSING = re.compile(r"[\"'\s)}\],]*")
+_LITERAL_OPEN = re.compile(r"(?:^|[=:(\[,{]\s*)b?[\"']")
+
+
+def expand_carried(raw_lines: list[str]) -> list[tuple[int, str]]:
+    """Every raw line as the lines it carries, numbered 1-based by the raw line: a JSON log record's
+    line(s), an escaped string's traceback split at its line breaks; any other line as it is."""
+    out: list[tuple[int, str]] = []
+    for no, raw in enumerate(raw_lines, 1):
+        stripped = raw.strip()
+        carried = _record_lines(stripped) if stripped.startswith("{") and stripped.endswith("}") else None
+        for line in carried if carried is not None else [raw]:
+            out.extend((no, x) for x in _unescaped(line))
+    return out
+
+
+def _record_lines(text: str) -> list[str] | None:
+    """The lines a JSON log record carries; None when the text is no such record."""
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    for field in _TRANSPORT_FIELDS:
+        if field in record:
+            line = _text(record[field])
+            return None if line is None else _split(line)
+    for payload in _PAYLOAD_FIELDS:
+        if isinstance(record.get(payload), dict):
+            record = {**record, **record[payload]}
+    message = next((_text(record[f]) for f in _MESSAGE_FIELDS if f in record), None)
+    if message is None:
+        return None
+    lines = _split(message)
+    for field in _TRACE_FIELDS:
+        trace = _text(record.get(field))
+        if trace and trace not in ("True", "False"):
+            lines += _split(trace)
+    return _as_python_record(lines, _field(record, _LEVEL_FIELDS), _field(record, _LOGGER_FIELDS))
+
+
+def _as_python_record(lines: list[str], level: str | None, logger: str | None) -> list[str]:
+    """A program's record in Python logging's default form: ``LEVEL:logger:message``; one line when the level
+    is quiet (its traceback too), since the normaliser reads the level on that line only."""
+    name = _LEVEL_NAMES.get((level or "").lower())
+    if name is None:
+        return lines
+    head = f"{name}:{logger if logger and _LOGGER_NAME.fullmatch(logger) else 'root'}:"
+    if name in _QUIET:
+        return [head + " ".join(x.strip() for x in lines if x.strip())]
+    first = lines[0].lstrip() if lines else ""
+    return [head + first, *lines[1:]] if first else lines[1:]
+
+
+def _field(record: dict, names: tuple[str, ...]) -> str | None:
+    value = next((record[n] for n in names if n in record), None)
+    return value if isinstance(value, str) else None
+
+
+def _text(value) -> str | None:
+    """A record's field as text: a string, or journald's list of byte values (a line with a control character)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(b, int) and 0 <= b < 256 for b in value):
+        return bytes(value).decode("utf-8", "replace")
+    return None
+
+
+def _split(text: str) -> list[str]:
+    """A carried value's lines: docker ends each with its newline, a program's message may hold several."""
+    return text.removesuffix("\n").split("\n") if text else [""]
+
+
+def _unescaped(line: str) -> list[str]:
+    """A line that quotes a traceback in a string literal (escaped line breaks), as the lines it quotes, what the
+    literal held before the traceback included; the line itself otherwise, and when the line is a record its
+    logger marked quiet or a request log (_QUIET_HEAD, _REQUEST_LOG)."""
+    m = _ESCAPED_TRACEBACK.search(line) if "\\n" in line else None
+    if m is None:
+        return [line]
+    own = _QUOTE_MARK.split(line[:m.start()], maxsplit=1)[0]
+    if _QUIET_HEAD.search(own) or _REQUEST_LOG.search(own):
+        return [line]
+    # the literal that holds the traceback: the first one that opens before it and closes after it; the quoting
+    # line's own text before and after it (``stderr=b'``, ``{"detail": "``, ``"}``) are lines of their own
+    at, end = next(((o.end(), e) for o in _LITERAL_OPEN.finditer(line, 0, m.start())
+                    if (e := _literal_end(line, o.end())) >= m.end()), (0, len(line)))
+    quoted = _ESCAPE.sub(lambda e: "\x1b" if e[1][0] in "ux" else _UNESCAPED[e[1]], line[at:end]).split("\n")
+    tail = line[end:] if not _CLOSING.fullmatch(line[end:]) else ""  # '"}' closes, and would go on a cut frame
+    return [*([line[:at]] if at else []), *quoted, *([tail] if tail else [])]
+
+
+def _literal_end(line: str, at: int) -> int:
+    """Where the string literal that opened just before ``at`` closes (its quote mark, unescaped); the line's end
+    when it does not."""
+    quote, k = line[at - 1], at
+    while k < len(line):
+        if line[k] == "\\":
+            k += 2
+        elif line[k] == quote:
+            return k
+        else:
+            k += 1
+    return len(line)

@@ -1,0 +1,134 @@
+"""Crash diagnosis of a log carried as data (noderig/diagnose/carried.py): JSON log records and escaped strings.
+
+Each log below is one a real transport or program writes: docker's json-file driver, `journalctl -o json`, a
+Cloud Logging export, vLLM's JSON formatter (``--logging-config.formatter json``), a launcher quoting its
+child's stderr as a bytes repr. The messages are vLLM's and torch's own (tests/fixtures/crashlogs/)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from noderig.diagnose import diagnose, normalize
+from noderig.diagnose.carried import expand_carried
+
+KV_MESSAGE = ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can "
+              "be stored in KV cache (7344). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
+              "when initializing the engine.")
+KV_TRACEBACK = [
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 510, in run_engine_core',
+    "    engine_core = EngineCoreProc(*args, **kwargs)",
+    '  File "/usr/lib/python3.12/site-packages/vllm/v1/core/kv_cache_utils.py", line 700, in check_enough_kv_cache_memory',
+    "    raise ValueError(",
+    KV_MESSAGE,
+]
+BIND_MESSAGE = ("RuntimeError: The server socket has failed to listen on any local network address. The server socket "
+                "has failed to bind to [::]:29500 (errno: 98 - Address already in use).")
+READY = "INFO 01-22 20:06:10 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000"
+# vLLM's JSON formatter: asctime, levelname, name, processName, process, message, vllm_process_name
+VLLM_RECORD = {"asctime": "2026-01-22 20:05:33,123", "name": "vllm.v1.engine.core", "processName": "EngineCore_DP0",
+               "process": 4242, "vllm_process_name": "EngineCore_DP0"}
+
+
+def vllm_json(level: str, message: str, trace: list[str] | None = None) -> str:
+    record = {**VLLM_RECORD, "levelname": level, "message": message}
+    if trace:
+        record["exc_info"] = "\n".join(trace)
+    return json.dumps(record)
+
+
+def test_vllm_json_formatter_error_record_is_read_with_its_traceback():
+    log = "\n".join([vllm_json("INFO", "Waiting for engine core to start"),
+                     vllm_json("ERROR", "EngineCore failed to start.", KV_TRACEBACK)])
+    d = diagnose(log)
+    assert d.cls == "kv_cache_insufficient"
+    # the evidence names the raw line that carried the record, not a line of the expansion
+    assert {e.lineno for e in d.evidence} == {2}
+
+
+def test_vllm_json_formatter_warning_with_traceback_is_no_crash():
+    hub_trace = ["Traceback (most recent call last):",
+                 '  File "/usr/lib/python3.12/site-packages/huggingface_hub/utils/_http.py", line 409, in hf_raise',
+                 "huggingface_hub.errors.HfHubHTTPError: 504 Server Error: Gateway Time-out for url: https://hf.co/x"]
+    log = "\n".join([vllm_json("WARNING", "Failed to reach the Hub; using the local cache", hub_trace),
+                     vllm_json("INFO", "Starting vLLM API server 0 on http://0.0.0.0:8000")])
+    lines = [ln for ln in normalize(log) if ln.text]
+    assert [(ln.no, ln.level) for ln in lines] == [(1, "WARNING"), (2, "INFO")]  # a quiet record stays one line
+    assert diagnose(log).cls == "healthy"
+
+
+def test_docker_json_file_log_is_read_as_the_lines_it_holds():
+    lines = ["[rank0]: Traceback (most recent call last):",
+             '[rank0]:   File "/usr/lib/python3.12/site-packages/torch/distributed/rendezvous.py", line 189, in _create_c10d_store',
+             "[rank0]:     return TCPStore(",
+             f"[rank0]: {BIND_MESSAGE}"]
+    log = "\n".join(json.dumps({"log": x + "\n", "stream": "stderr", "time": "2026-01-22T20:05:33.1Z"}) for x in lines)
+    assert [ln.text for ln in normalize(log)] == ["Traceback (most recent call last):", *(x[len("[rank0]: "):]
+                                                                                         for x in lines[1:])]
+    assert diagnose(log).cls == "port_in_use"
+
+
+def test_journal_json_message_given_as_bytes_is_decoded():
+    # journald writes a field holding a control character (here a colour code) as its byte values
+    line = f"\x1b[31m{KV_MESSAGE}\x1b[0m"
+    record = {"_SYSTEMD_UNIT": "sglang.service", "PRIORITY": "6", "MESSAGE": list(line.encode())}
+    assert [ln.text for ln in normalize(json.dumps(record))] == [KV_MESSAGE]
+    assert diagnose(json.dumps(record)).cls == "kv_cache_insufficient"
+
+
+def test_a_transports_priority_is_not_the_records_level():
+    # journald gives a service's whole stdout priority 6 (info): the traceback it carries is still a crash
+    log = "\n".join(json.dumps({"MESSAGE": x, "PRIORITY": "6"}) for x in KV_TRACEBACK)
+    assert {ln.level for ln in normalize(log)} == {None}
+    assert diagnose(log).cls == "kv_cache_insufficient"
+
+
+def test_cloud_logging_program_record_keeps_its_severity():
+    record = {"jsonPayload": {"message": "Loading weights took 12.3 seconds"}, "severity": "INFO"}
+    (line,) = normalize(json.dumps(record))
+    assert (line.text, line.level) == ("Loading weights took 12.3 seconds", "INFO")
+
+
+def test_a_child_stderr_quoted_as_bytes_is_read_as_its_lines():
+    child = "\n".join(["INFO 01-22 20:05:31 [core.py:60] Initializing a V1 LLM engine", *KV_TRACEBACK])
+    log = f"RuntimeError: Server process exited with code 1, stderr={child.encode()!r}"
+    texts = [ln.text for ln in normalize(log)]
+    assert texts[0] == "RuntimeError: Server process exited with code 1, stderr=b'"
+    assert texts[2:] == KV_TRACEBACK
+    assert diagnose(log).cls == "kv_cache_insufficient"
+
+
+def test_a_json_string_quoting_a_log_is_split_after_the_words_before_it():
+    # an apostrophe in the program's own words opens no string literal
+    log = "Job didn't start: " + json.dumps({"error": "\n".join(KV_TRACEBACK)}) + " (attempt 1)"
+    texts = [ln.text for ln in normalize(log)]
+    assert texts == ['Job didn\'t start: {"error": "', *KV_TRACEBACK, '"} (attempt 1)']
+
+
+@pytest.mark.parametrize("request_log", [
+    "INFO 01-22 20:06:12 [logger.py:41] Received request chatcmpl-1: prompt: '<|user|>Fix this:\\n{tb}'",
+    "[2026-01-22 20:06:12 TP0] Receive: obj=GenerateReqInput(text='Fix this:\\n{tb}', sampling_params={{}})",
+])
+def test_a_prompt_quoting_a_traceback_in_a_request_log_is_no_crash(request_log):
+    tb = "\\n".join(KV_TRACEBACK).replace("'", "\\'")
+    log = "\n".join([READY, request_log.format(tb=tb)])
+    assert len(normalize(log)) == 2
+    assert diagnose(log).cls == "healthy"
+
+
+@pytest.mark.parametrize("line", [
+    '{"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3"}',  # a config printed in a log
+    '{"log": 42}',  # no text where the line would be
+    "{not json at all}",
+    "[1, 2, 3]",
+    'ValueError: bad literal "a\\nb"',  # escaped line breaks, no traceback
+])
+def test_lines_that_carry_no_log_stay_as_they_are(line):
+    assert expand_carried([line]) == [(1, line)]
+
+
+def test_every_expanded_line_keeps_the_number_of_its_raw_line():
+    raw = ["starting", json.dumps({"message": "line a\nline b", "levelname": "ERROR", "name": "x"}), "done"]
+    assert expand_carried(raw) == [(1, "starting"), (2, "ERROR:x:line a"), (2, "line b"), (3, "done")]
