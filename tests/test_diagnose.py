@@ -830,6 +830,9 @@ PASTE_FORMS = {
         "MESSAGE": list(f"\x1b[32m{x}\x1b[0m".encode()) if x.strip() else x}),
     # a program quoting the log it reports as a failure, its line breaks escaped (a traceback marks it as a log)
     "quoted in a JSON string": lambda s: json.dumps({"detail": s}) if "Traceback (most recent call last)" in s else s,
+    # a log viewer's export, newest first: Loki's logcli by default, Grafana's, Cloud Logging's
+    "newest first, as logcli prints it": lambda s: "\n".join(reversed([
+        f'2026-01-22T20:05:33.{n:09d}Z {{container="sglang"}} {x}' for n, x in enumerate(s.split("\n"))])),
     # a person's words around the paste
     "a question around the paste": lambda s: ("When I start the server I get this error:\n\n" + s
                                               + "\n\nAny idea how to fix this? Thanks!"),

@@ -132,3 +132,35 @@ def test_lines_that_carry_no_log_stay_as_they_are(line):
 def test_every_expanded_line_keeps_the_number_of_its_raw_line():
     raw = ["starting", json.dumps({"message": "line a\nline b", "levelname": "ERROR", "name": "x"}), "done"]
     assert expand_carried(raw) == [(1, "starting"), (2, "ERROR:x:line a"), (2, "line b"), (3, "done")]
+
+
+# --------------------------------------------------------------------------------------------
+# a log viewer's export copied newest first (normalize._oldest_first)
+
+def test_a_traceback_copied_newest_first_is_read_in_time_order():
+    log = "\n".join(reversed(["INFO 01-22 20:05:31 [core.py:60] Initializing a V1 LLM engine", *KV_TRACEBACK]))
+    lines = normalize(log)
+    assert [ln.text for ln in lines][-len(KV_TRACEBACK):] == KV_TRACEBACK
+    assert [ln.no for ln in lines] == list(range(len(KV_TRACEBACK) + 1, 0, -1))  # each keeps its paste's number
+    assert diagnose(log).cls == "kv_cache_insufficient"
+
+
+def test_lines_whose_times_only_go_back_are_turned_over():
+    # the failure, then the NCCL timeout it caused on another rank: read newest first, the timeout would come first
+    lines = ["2026-01-22 20:05:31 [rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+             "2026-01-22 20:05:32 [rank1]: exiting",
+             "2026-01-22 20:15:33 [rank0]: [E122 20:15:33 ProcessGroupNCCL.cpp:616] Watchdog caught collective "
+             "operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out."]
+    assert [ln.no for ln in normalize("\n".join(reversed(lines)))] == [3, 2, 1]
+    assert diagnose("\n".join(reversed(lines))).cls == diagnose("\n".join(lines)).cls == "cuda_oom"
+
+
+@pytest.mark.parametrize("log", [
+    # two logs pasted one after the other: times go forward, then back to the second log's start, then forward
+    ["2026-01-22 20:05:31 a", "2026-01-22 20:05:32 b", "2026-01-22 20:04:00 c", "2026-01-22 20:04:01 d"],
+    # a traceback in time order whose header follows a chained section's frames
+    ['  File "/a.py", line 1, in f', "ValueError: a", "", "During handling of the above exception, another "
+     "exception occurred:", "", "Traceback (most recent call last):", '  File "/b.py", line 2, in g', "KeyError: b"],
+])
+def test_a_log_in_time_order_is_not_turned_over(log):
+    assert [ln.no for ln in normalize("\n".join(log))] == list(range(1, len(log) + 1))

@@ -472,6 +472,8 @@ class _Block:
         self.closed = False  # a traceback record past its exception line: only a chained section goes on it
 
 
+# a time at the start of a line that sorts as text (ISO, or a date and a time), bare or in brackets
+_SORTABLE_TIME = re.compile(r"^\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)")
 _HTML_ENTITY = re.compile(r"&(quot|#39|#x27|gt|lt|amp);")
 
 
@@ -482,7 +484,7 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
     kept. A line carried as data (a JSON log record, an escaped string) is first the lines it holds."""
     if "&" in text and _HTML_ENTITY.search(text):
         text = html.unescape(text)
-    numbered = expand_carried(text.splitlines())
+    numbered = _oldest_first(expand_carried(text.splitlines()))
     lines = _unlabelled(_unnumbered([x for _, x in numbered]))
     margin = None  # the leading whitespace every non-blank line starts with
     for x in lines:
@@ -493,6 +495,35 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
             if not margin:
                 break
     return [(no, x[len(margin):] if margin else x) for (no, _), x in zip(numbered, lines)]
+
+
+def _oldest_first(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The lines in time order: a log viewer's export copied newest first (Grafana's and Loki's, Cloud Logging's,
+    Datadog's) is turned over, each line keeping its number. Newest first: the times the lines start with only
+    ever go back; without such times, every traceback's header comes after its frames."""
+    lines = [x for _, x in numbered]
+    stamps = [m[1].replace("T", " ").replace(",", ".") for x in lines if (m := _SORTABLE_TIME.match(x))]
+    back = sum(a > b for a, b in zip(stamps, stamps[1:]))
+    forth = sum(a < b for a, b in zip(stamps, stamps[1:]))
+    if len(stamps) >= 3 and (back or forth):
+        return numbered[::-1] if back and not forth else numbered
+    headers = [i for i, x in enumerate(lines) if _TB_START in x]
+    if headers and all(_frame_near(lines, i, -1, 3) and not _frame_near(lines, i, 1, 1) for i in headers):
+        return numbered[::-1]
+    return numbered
+
+
+def _frame_near(lines: list[str], i: int, step: int, within: int) -> bool:
+    """Whether one of the ``within`` non-blank lines from line ``i`` on in direction ``step`` is a frame line."""
+    seen, k = 0, i + step
+    while 0 <= k < len(lines) and seen < within:
+        text = strip_prefixes(lines[k])[0].strip() if lines[k].strip() else ""
+        if text:
+            if text.startswith('File "'):
+                return True
+            seen += 1
+        k += step
+    return False
 
 
 def _unnumbered(lines: list[str]) -> list[str]:
