@@ -39,14 +39,17 @@ def cmd_diagnose(args) -> int:
     from .diagnose import diagnose  # lazily: the other subcommands do not need the catalog
     from .diagnose.report import print_report, to_json
 
-    if args.file == "-":
-        text = sys.stdin.read()
-    else:
-        try:
-            text = Path(args.file).read_text(errors="replace")
-        except OSError as e:
-            print(f"noderig diagnose: cannot read {args.file}: {e.strerror or e}", file=sys.stderr)
-            return 2
+    from .diagnose.logfile import LogInputError, log_text
+
+    try:
+        data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+        text = log_text(data, "standard input" if args.file == "-" else args.file)
+    except OSError as e:
+        print(f"noderig diagnose: cannot read {args.file}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except LogInputError as e:
+        print(f"noderig diagnose: {e}", file=sys.stderr)
+        return 2
     result = diagnose(text)
     if args.json:
         print(to_json(result))

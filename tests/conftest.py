@@ -93,6 +93,12 @@ def run_pyinfra(inventory: Path, *args: str, timeout: float = 900, env: dict | N
                           env={**os.environ, "PYINFRA_PROGRESS": "off", **(env or {})})
 
 
+def diagnose_cli(data: bytes, *args: str) -> subprocess.CompletedProcess:
+    """`noderig diagnose - <args>` fed ``data`` on standard input as it was saved (bytes: compressed, any encoding)."""
+    return subprocess.run([sys.executable, "-m", "noderig.cli", "diagnose", "-", *args], input=data, cwd=ROOT,
+                          capture_output=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
 def deploy(lab, *data: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, str]:
     """``pyinfra -y <lab inventory> deploy.py --data k=v ...`` (a later --data wins); returns
     the result and its whole output."""

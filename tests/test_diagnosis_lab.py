@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 
 import pytest
 
-from tests.conftest import deploy
+from tests.conftest import deploy, diagnose_cli
 
 pytestmark = pytest.mark.lab
 
@@ -30,6 +32,15 @@ def test_vision_warmup_crash_is_named_with_its_chain_and_repaired(lab):
     # The deploy reports how long after the crash it printed the diagnosis (a figure, not a
     # test: the machine's load decides it).
     print(f"crash -> diagnosis printed: {crash_to_report_seconds(out):.2f} s")
+    # The node's journal exported by hand, as a user attaches it (journald's own JSON records too, gzipped),
+    # is named the same by the CLI
+    for export in ("-o short-iso-precise", "-o json", "-o json | gzip -c"):
+        journal = lab.run("b300", f"journalctl -u sglang --no-pager {export} | base64 -w0").stdout
+        r = diagnose_cli(base64.b64decode(journal), "--json")
+        assert r.returncode == 1, (export, r.stderr)
+        report = json.loads(r.stdout)  # the class, and the traceback read through journald's records
+        assert report["class"] == "flash_attn_cute_missing", export
+        assert "mm_utils._get_chunked_embedding_by_item" in report["chain"], export
 
     res, out = deploy(lab, "skip_server_warmup=false", "repair=true")
     assert res.returncode == 0, out[-4000:]
