@@ -164,3 +164,58 @@ def test_lines_whose_times_only_go_back_are_turned_over():
 ])
 def test_a_log_in_time_order_is_not_turned_over(log):
     assert [ln.no for ln in normalize("\n".join(log))] == list(range(1, len(log) + 1))
+
+
+# --------------------------------------------------------------------------------------------
+# review: a line a transport split into pieces
+
+# a launcher's report of its child's failure: the child's stderr as a bytes repr, a traceback raised in pynccl
+NCCL_TRACEBACK = [
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 510, in run_engine_core',
+    "    engine_core = EngineCoreProc(*args, **kwargs)",
+    '  File "/usr/lib/python3.12/site-packages/vllm/distributed/device_communicators/pynccl.py", line 99, in __init__',
+    "    self.comm = self.nccl.ncclCommInitRank(",
+    "RuntimeError: invalid argument 7",
+]
+LONG_REPORT = ("[2026-01-22 20:05:34 TP0] launcher: child exited 1: stderr=b'" + "W" * 16_200 + "\\n"
+               + "\\n".join(NCCL_TRACEBACK) + "'")
+
+
+def docker_pieces(line: str, size: int = 16_384) -> list[str]:
+    """The records docker's json-file driver writes for one line: pieces of `size`, the newline on the last only."""
+    pieces = [line[k:k + size] for k in range(0, len(line), size)]
+    pieces[-1] += "\n"
+    return [json.dumps({"log": p, "stream": "stderr", "time": "2026-01-22T20:05:34.1Z"}) for p in pieces]
+
+
+@pytest.mark.parametrize("cut", [16_384, 16_300, len(LONG_REPORT) - 40])
+def test_a_line_docker_split_into_pieces_is_read_whole(cut):
+    start = json.dumps({"log": "[2026-01-22 20:05:33 TP0] Init torch distributed begin.\n", "stream": "stderr",
+                        "time": "2026-01-22T20:05:33.1Z"})
+    log = "\n".join([start, *docker_pieces(LONG_REPORT, cut)])
+    assert diagnose(log).cls == "nccl_failure"
+    assert {ln.no for ln in normalize(log) if "pynccl" in ln.text} == {2}  # the raw line the split line starts on
+    assert expand_carried(docker_pieces("abc", 2)) == [(1, "abc")]
+
+
+def test_a_cri_line_split_into_pieces_is_read_whole():
+    cut = LONG_REPORT.index("pynccl")
+    log = "\n".join(["2026-01-22T20:05:33.1Z stderr F [2026-01-22 20:05:33 TP0] Init torch distributed begin.",
+                     "2026-01-22T20:05:34.1Z stderr P " + LONG_REPORT[:cut],
+                     "2026-01-22T20:05:34.1Z stderr F " + LONG_REPORT[cut:]])
+    assert diagnose(log).cls == "nccl_failure"
+    assert expand_carried(["t stdout P ab", "t stdout F c", "t stdout F d"]) == [(1, "t stdout P abc"), (3, "t stdout F d")]
+
+
+def test_a_line_cut_into_many_pieces_is_joined_in_linear_time():
+    import time
+    began = time.perf_counter()
+    assert len(expand_carried(["t stderr P " + "x" * 100] * 40_000 + ["t stderr F y"])) == 1
+    assert time.perf_counter() - began < 2  # joined piece by piece, 40,000 pieces took 26 s
+
+
+def test_fluent_bit_records_flagged_full_are_not_joined():
+    records = [json.dumps({"time": "t", "stream": "stdout", "logtag": "F", "log": x}) for x in ("a", "b")]
+    assert expand_carried(records) == [(1, "a"), (2, "b")]
+

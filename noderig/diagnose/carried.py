@@ -10,7 +10,9 @@ reports its child's failure quotes the child's output as a string literal: a Pyt
 (``stderr=b'Traceback (most recent call last):\\n  File ...'``) or a JSON string, its line breaks escaped.
 
 `expand_carried` gives every such line back as the lines it carries, each numbered by the raw line it
-came from. A transport's record holds the line as the program wrote it (its logger prefix included); its
+came from. A line a transport cut into pieces is joined back first (docker's json-file driver writes a line
+longer than 16 KiB as several records, only the last ending in the newline; a CRI log flags the pieces ``P``):
+read piece by piece, a traceback quoted in it would be cut in two, the half without its header unread. A transport's record holds the line as the program wrote it (its logger prefix included); its
 level fields are the transport's (journald and Cloud Logging give a service's whole stdout one priority)
 and are not read. A program's own record is written back in Python logging's default form,
 ``LEVEL:logger:message``, which the normaliser reads with its level; a record at a quiet level stays one
@@ -53,28 +55,68 @@ _QUOTE_MARK = re.compile("[\"']")
 # where a string literal opens: a quote mark after "=", ":", "(", "[", "," or "{" (a bytes literal's b too)
 _CLOSING = re.compile(r"[\"'\s)}\],]*")
 _LITERAL_OPEN = re.compile(r"(?:^|[=:(\[,{]\s*)b?[\"']")
+# a Kubernetes node's container log (CRI): a time, the stream, then F for a whole line or P for a piece of one
+_CRI_HEAD = re.compile(r"^\S+ (?:stdout|stderr) ([FP]) ")
 
 
 def expand_carried(raw_lines: list[str]) -> list[tuple[int, str]]:
     """Every raw line as the lines it carries, numbered 1-based by the raw line: a JSON log record's
-    line(s), an escaped string's traceback split at its line breaks; any other line as it is."""
+    line(s), an escaped string's traceback split at its line breaks; any other line as it is. A line a
+    transport cut into pieces (_carried) is joined back first, numbered by the raw line it starts on."""
     out: list[tuple[int, str]] = []
+    start, parts = 0, []  # a line cut into pieces: the raw line it starts on, its pieces so far (joined once whole)
     for no, raw in enumerate(raw_lines, 1):
-        stripped = raw.strip()
-        carried = _record_lines(stripped) if stripped.startswith("{") and stripped.endswith("}") else None
-        for line in carried if carried is not None else [raw]:
-            out.extend((no, x) for x in _unescaped(line))
+        lines, piece, cut = _carried(raw)
+        numbered = [(no, x) for x in lines]
+        if parts:
+            if piece is not None:
+                parts.append(piece)
+                if cut and len(lines) == 1:  # a piece in the middle
+                    continue
+                numbered[0] = (start, "".join(parts))
+            else:
+                numbered.insert(0, (start, "".join(parts)))
+            parts = []
+        if cut:
+            start, last = numbered.pop()
+            parts = [last]
+        for n, line in numbered:
+            out.extend((n, x) for x in _unescaped(line))
+    if parts:
+        out.extend((start, x) for x in _unescaped("".join(parts)))
     return out
 
 
-def _record_lines(text: str) -> list[str] | None:
-    """The lines a JSON log record carries; None when the text is no such record."""
+def _carried(raw: str) -> tuple[list[str], str | None, bool]:
+    """A raw line's carried lines; what it adds to a line cut before it when it can be the next piece of one (a
+    transport's record or line, else None); and whether its last line is cut, going on in the next raw line.
+    Docker's json-file driver cuts a line longer than 16 KiB into records, the newline on the last piece only; a
+    Kubernetes node's CRI log flags a piece ``P`` (``<time> stderr P ...``), as Fluent Bit's record of it does
+    (``logtag``)."""
+    stripped = raw.strip()
+    record = _json_object(stripped) if stripped.startswith("{") and stripped.endswith("}") else None
+    lines = _record_lines(record) if record is not None else None
+    if lines is not None:
+        log = record.get("log")
+        if not isinstance(log, str):
+            return lines, None, False
+        cut = record["logtag"] == "P" if "logtag" in record else (
+            "stream" in record and "time" in record and not log.endswith("\n"))
+        return lines, lines[0], cut
+    m = _CRI_HEAD.match(raw)
+    return [raw], raw[m.end():] if m else None, bool(m) and m[1] == "P"
+
+
+def _json_object(text: str) -> dict | None:
     try:
         record = json.loads(text)
     except ValueError:
         return None
-    if not isinstance(record, dict):
-        return None
+    return record if isinstance(record, dict) else None
+
+
+def _record_lines(record: dict) -> list[str] | None:
+    """The lines a JSON log record carries; None when the record is no log record."""
     for field in _TRANSPORT_FIELDS:
         if field in record:
             line = _text(record[field])
