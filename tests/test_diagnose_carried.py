@@ -167,7 +167,7 @@ def test_a_log_in_time_order_is_not_turned_over(log):
 
 
 # --------------------------------------------------------------------------------------------
-# review: a line a transport split into pieces
+# review: a line a transport split into pieces, a single time going back
 
 # a launcher's report of its child's failure: the child's stderr as a bytes repr, a traceback raised in pynccl
 NCCL_TRACEBACK = [
@@ -218,4 +218,13 @@ def test_a_line_cut_into_many_pieces_is_joined_in_linear_time():
 def test_fluent_bit_records_flagged_full_are_not_joined():
     records = [json.dumps({"time": "t", "stream": "stdout", "logtag": "F", "log": x}) for x in ("a", "b")]
     assert expand_carried(records) == [(1, "a"), (2, "b")]
+
+
+def test_one_time_going_back_does_not_turn_a_paste_over():
+    # a rank's line written a moment late: one step back, every other line in the same second
+    crash = ["[2026-01-22 20:05:34 TP0] Scheduler hit an exception: " + NCCL_TRACEBACK[0], *NCCL_TRACEBACK[1:]]
+    log = ["[2026-01-22 20:05:34] The server is fired up and ready to roll!", *crash,
+           "[2026-01-22 20:05:33 TP1] Capture cuda graph end."]
+    assert [ln.no for ln in normalize("\n".join(log))] == list(range(1, len(log) + 1))
+    assert diagnose("\n".join(log)).cls == "nccl_failure"
 

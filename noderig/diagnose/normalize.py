@@ -499,14 +499,15 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
 
 def _oldest_first(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """The lines in time order: a log viewer's export copied newest first (Grafana's and Loki's, Cloud Logging's,
-    Datadog's) is turned over, each line keeping its number. Newest first: the times the lines start with only
-    ever go back; without such times, every traceback's header comes after its frames."""
+    Datadog's) is turned over, each line keeping its number. Newest first: the times the lines start with go back
+    at least twice and never forward (one step back is a line written late: a rank, a second process); without
+    such times, every traceback's header comes after its frames."""
     lines = [x for _, x in numbered]
     stamps = [m[1].replace("T", " ").replace(",", ".") for x in lines if (m := _SORTABLE_TIME.match(x))]
     back = sum(a > b for a, b in zip(stamps, stamps[1:]))
     forth = sum(a < b for a, b in zip(stamps, stamps[1:]))
-    if len(stamps) >= 3 and (back or forth):
-        return numbered[::-1] if back and not forth else numbered
+    if len(stamps) >= 3 and (back >= 2 or forth):
+        return numbered[::-1] if back >= 2 and not forth else numbered
     headers = [i for i, x in enumerate(lines) if _TB_START in x]
     if headers and all(_frame_near(lines, i, -1, 3) and not _frame_near(lines, i, 1, 1) for i in headers):
         return numbered[::-1]
