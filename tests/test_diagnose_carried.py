@@ -167,7 +167,7 @@ def test_a_log_in_time_order_is_not_turned_over(log):
 
 
 # --------------------------------------------------------------------------------------------
-# review: a line a transport split into pieces, a single time going back
+# review: a line a transport split into pieces, a single time going back, an entry of several lines turned over
 
 # a launcher's report of its child's failure: the child's stderr as a bytes repr, a traceback raised in pynccl
 NCCL_TRACEBACK = [
@@ -228,3 +228,21 @@ def test_one_time_going_back_does_not_turn_a_paste_over():
     assert [ln.no for ln in normalize("\n".join(log))] == list(range(1, len(log) + 1))
     assert diagnose("\n".join(log)).cls == "nccl_failure"
 
+
+def test_an_entry_of_several_lines_keeps_its_order_when_the_paste_is_turned_over():
+    # Loki's logcli, newest first: the traceback is one entry (a multiline stage joined it), raised in core.py
+    trace = ["Traceback (most recent call last):",
+             '  File "/usr/lib/python3.12/site-packages/vllm/distributed/device_communicators/pynccl.py", line 99, '
+             "in __init__", "    self.comm = self.nccl.ncclCommInitRank(",
+             '  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 510, in run_engine_core',
+             "    raise RuntimeError(msg)", "RuntimeError: invalid argument 7"]
+    head = '2026-01-22T20:05:{}Z {{container="vllm"}} '
+    entries = [[head.format("34.100") + "INFO 01-22 20:05:34 [core.py:1] Loading weights"],
+               [head.format("35.200") + "ERROR 01-22 20:05:35 [core.py:2] EngineCore failed to start."],
+               [head.format("35.250") + trace[0], *trace[1:]],
+               [head.format("35.300") + "ERROR 01-22 20:05:35 [core.py:3] Engine core initialization failed."]]
+    oldest = "\n".join(x for e in entries for x in e)
+    newest = "\n".join(x for e in reversed(entries) for x in e)
+    assert [ln.text for ln in normalize(newest)][2:8] == [ln.text for ln in normalize(oldest)][2:8]
+    assert [ln.no for ln in normalize(newest)] == [9, 8, 2, 3, 4, 5, 6, 7, 1]
+    assert diagnose(newest).cls == diagnose(oldest).cls

@@ -507,11 +507,24 @@ def _oldest_first(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     back = sum(a > b for a, b in zip(stamps, stamps[1:]))
     forth = sum(a < b for a, b in zip(stamps, stamps[1:]))
     if len(stamps) >= 3 and (back >= 2 or forth):
-        return numbered[::-1] if back >= 2 and not forth else numbered
+        return _entries_reversed(numbered, True) if back >= 2 and not forth else numbered
     headers = [i for i, x in enumerate(lines) if _TB_START in x]
     if headers and all(_frame_near(lines, i, -1, 3) and not _frame_near(lines, i, 1, 1) for i in headers):
-        return numbered[::-1]
+        return _entries_reversed(numbered, False)
     return numbered
+
+
+def _entries_reversed(numbered: list[tuple[int, str]], by_time: bool) -> list[tuple[int, str]]:
+    """The paste's entries newest last, each entry's own lines kept in their order: a viewer lists entries, not
+    lines, newest first, and an entry may hold several (a traceback a shipper's multiline stage kept as one entry,
+    a JSON record carrying many lines). An entry: the lines of one raw line and, ``by_time``, a line that starts
+    with a time with the lines after it that start with none."""
+    entries: list[list[tuple[int, str]]] = []
+    for k, (no, x) in enumerate(numbered):
+        if not entries or (no != numbered[k - 1][0] and (not by_time or _SORTABLE_TIME.match(x))):
+            entries.append([])
+        entries[-1].append((no, x))
+    return [line for entry in reversed(entries) for line in entry]
 
 
 def _frame_near(lines: list[str], i: int, step: int, within: int) -> bool:
