@@ -246,3 +246,29 @@ def test_an_entry_of_several_lines_keeps_its_order_when_the_paste_is_turned_over
     assert [ln.text for ln in normalize(newest)][2:8] == [ln.text for ln in normalize(oldest)][2:8]
     assert [ln.no for ln in normalize(newest)] == [9, 8, 2, 3, 4, 5, 6, 7, 1]
     assert diagnose(newest).cls == diagnose(oldest).cls
+
+
+# a traceback raised while flash_attn.cute imports: read by its frames' module path, whatever its wording
+CUTE_TRACEBACK = [
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3.12/site-packages/sglang/srt/layers/attention/fa.py", line 12, in <module>',
+    "    from flash_attn.cute import interface",
+    '  File "/usr/lib/python3.12/site-packages/flash_attn/cute/interface.py", line 5, in <module>',
+    "    x = lib.thing",
+    "AttributeError: object has no attribute thing",
+]
+
+
+@pytest.mark.parametrize("line", [
+    # a JSON error body quoting a launcher's bytes repr: the repr's escapes escaped again
+    json.dumps({"detail": "Command failed: stderr=b'" + "\\n".join(CUTE_TRACEBACK) + "'"}),
+    # the repr of an exception whose message quotes the child's stderr as a bytes repr
+    "RuntimeError: launcher: " + repr("stderr=b'" + "\\n".join(CUTE_TRACEBACK) + "'"),
+    # Windows line breaks, escaped twice
+    "error=" + repr("stderr=b'" + "\\r\\n".join(CUTE_TRACEBACK) + "'"),
+], ids=["json-body", "exception-repr", "crlf"])
+def test_a_traceback_escaped_twice_is_read_as_its_lines(line):
+    assert diagnose(line).cls == "flash_attn_cute_missing"
+    lines = [ln.text.strip() for ln in normalize(line)]
+    assert "AttributeError: object has no attribute thing" in [x.rstrip("'") for x in lines]
+    assert {ln.no for ln in normalize(line)} == {1}

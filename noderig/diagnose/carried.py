@@ -43,7 +43,8 @@ _LEVEL_NAMES = {"trace": "DEBUG", "debug": "DEBUG", "info": "INFO", "notice": "I
                 "alert": "CRITICAL", "emergency": "CRITICAL"}
 _QUIET = frozenset({"DEBUG", "INFO", "WARNING"})
 # an escaped line break right after a traceback's header: a string literal that holds a traceback
-_ESCAPED_TRACEBACK = re.compile(r"Traceback \(most recent call last\):? *(?:\\r)?\\n")
+# (its backslashes doubled for each time it was escaped again: a JSON body or an exception's repr quoting a bytes repr)
+_ESCAPED_TRACEBACK = re.compile(r"Traceback \(most recent call last\):? *(\\+)(?:r\\+)?n")
 _ESCAPE = re.compile(r"\\(u001[bB]|x1[bB]|r\\n|[nrt\"'\\])")
 _UNESCAPED = {"n": "\n", "r\\n": "\n", "r": "", "t": "\t", '"': '"', "'": "'", "\\": "\\"}
 # what a line says before the string literal it quotes (before its first quote mark): a record its logger
@@ -171,7 +172,7 @@ def _unescaped(line: str) -> list[str]:
     """A line that quotes a traceback in a string literal (escaped line breaks), as the lines it quotes, what the
     literal held before the traceback included; the line itself otherwise, and when the line is a record its
     logger marked quiet or a request log (_QUIET_HEAD, _REQUEST_LOG)."""
-    m = _ESCAPED_TRACEBACK.search(line) if "\\n" in line else None
+    m = _ESCAPED_TRACEBACK.search(line) if "\\" in line else None
     if m is None:
         return [line]
     own = _QUOTE_MARK.split(line[:m.start()], maxsplit=1)[0]
@@ -181,7 +182,9 @@ def _unescaped(line: str) -> list[str]:
     # line's own text before and after it (``stderr=b'``, ``{"detail": "``, ``"}``) are lines of their own
     at, end = next(((o.end(), e) for o in _LITERAL_OPEN.finditer(line, 0, m.start())
                     if (e := _literal_end(line, o.end())) >= m.end()), (0, len(line)))
-    quoted = _ESCAPE.sub(lambda e: "\x1b" if e[1][0] in "ux" else _UNESCAPED[e[1]], line[at:end]).split("\n")
+    quoted = _ESCAPE.sub(lambda e: "\x1b" if e[1][0] in "ux" else _UNESCAPED[e[1]], line[at:end])
+    # escaped more than once: what the literal held is itself a line quoting the traceback, escaped once less
+    quoted = quoted.split("\n") if len(m[1]) == 1 else [y for x in _unescaped(quoted) for y in x.split("\n")]
     tail = line[end:] if not _CLOSING.fullmatch(line[end:]) else ""  # '"}' closes, and would go on a cut frame
     return [*([line[:at]] if at else []), *quoted, *([tail] if tail else [])]
 
