@@ -272,3 +272,28 @@ def test_a_traceback_escaped_twice_is_read_as_its_lines(line):
     lines = [ln.text.strip() for ln in normalize(line)]
     assert "AttributeError: object has no attribute thing" in [x.rstrip("'") for x in lines]
     assert {ln.no for ln in normalize(line)} == {1}
+
+
+HUB_TRACE = ["Traceback (most recent call last):",
+             '  File "/usr/lib/python3.12/site-packages/huggingface_hub/utils/_http.py", line 409, in hf_raise',
+             "huggingface_hub.errors.HfHubHTTPError: 504 Server Error: Gateway Time-out for url: https://hf.co/x"]
+
+
+@pytest.mark.parametrize("prefix", ["2026-01-22T20:05:33.123456789Z ", "2026-01-22T20:05:33.123456789Z stdout F ",
+                                    "[pod/vllm-0/vllm] ", "vllm-1  | ", "Jan 22 20:05:33 gpu-3 vllm[42]: "],
+                         ids=["kubectl-timestamps", "cri", "kubectl-prefix", "compose", "journal"])
+def test_a_programs_json_record_behind_a_transports_prefix_is_read_as_a_record(prefix):
+    log = "\n".join(prefix + x for x in (vllm_json("WARNING", "Failed to reach the Hub", HUB_TRACE),
+                                         vllm_json("INFO", "Loading weights took 3.10 seconds")))
+    assert [(ln.no, ln.level) for ln in normalize(log) if ln.text] == [(1, "WARNING"), (2, "INFO")]
+    assert diagnose(log).cls == "healthy"
+    failed = "\n".join(prefix + x for x in (vllm_json("INFO", "Waiting for engine core to start"),
+                                            vllm_json("ERROR", "EngineCore failed to start.", KV_TRACEBACK)))
+    assert diagnose(failed).cls == "kv_cache_insufficient"
+    assert {e.lineno for e in diagnose(failed).evidence} == {2}
+
+
+def test_a_program_logging_json_in_its_own_record_is_not_taken_for_a_record():
+    line = 'INFO 01-22 20:05:33 [serving.py:1] request body: {"message": "hi", "level": "error"}'
+    [read] = normalize(line)
+    assert (read.level, read.text) == ("INFO", 'request body: {"message": "hi", "level": "error"}')

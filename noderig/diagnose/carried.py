@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 __all__ = ["expand_carried"]
 
@@ -60,14 +61,16 @@ _LITERAL_OPEN = re.compile(r"(?:^|[=:(\[,{]\s*)b?[\"']")
 _CRI_HEAD = re.compile(r"^\S+ (?:stdout|stderr) ([FP]) ")
 
 
-def expand_carried(raw_lines: list[str]) -> list[tuple[int, str]]:
+def expand_carried(raw_lines: list[str], peel: Callable[[str], str | None] | None = None) -> list[tuple[int, str]]:
     """Every raw line as the lines it carries, numbered 1-based by the raw line: a JSON log record's
     line(s), an escaped string's traceback split at its line breaks; any other line as it is. A line a
-    transport cut into pieces (_carried) is joined back first, numbered by the raw line it starts on."""
+    transport cut into pieces (_carried) is joined back first, numbered by the raw line it starts on.
+    ``peel`` gives a line without a transport's prefix (None when it has none): a record behind one (kubectl's
+    time, a CRI log's, a container's name, a journal's) is read as a record, each line it carries behind it."""
     out: list[tuple[int, str]] = []
     start, parts = 0, []  # a line cut into pieces: the raw line it starts on, its pieces so far (joined once whole)
     for no, raw in enumerate(raw_lines, 1):
-        lines, piece, cut = _carried(raw)
+        lines, piece, cut = _carried(raw, peel)
         numbered = [(no, x) for x in lines]
         if parts:
             if piece is not None:
@@ -88,7 +91,7 @@ def expand_carried(raw_lines: list[str]) -> list[tuple[int, str]]:
     return out
 
 
-def _carried(raw: str) -> tuple[list[str], str | None, bool]:
+def _carried(raw: str, peel: Callable[[str], str | None] | None) -> tuple[list[str], str | None, bool]:
     """A raw line's carried lines; what it adds to a line cut before it when it can be the next piece of one (a
     transport's record or line, else None); and whether its last line is cut, going on in the next raw line.
     Docker's json-file driver cuts a line longer than 16 KiB into records, the newline on the last piece only; a
@@ -105,7 +108,21 @@ def _carried(raw: str) -> tuple[list[str], str | None, bool]:
             "stream" in record and "time" in record and not log.endswith("\n"))
         return lines, lines[0], cut
     m = _CRI_HEAD.match(raw)
+    if peel is not None and stripped.endswith("}") and not stripped.startswith("{") and (not m or m[1] == "F"):
+        behind = _behind_prefix(raw.rstrip(), peel)
+        if behind is not None:
+            return behind, None, False
     return [raw], raw[m.end():] if m else None, bool(m) and m[1] == "P"
+
+
+def _behind_prefix(line: str, peel: Callable[[str], str | None]) -> list[str] | None:
+    """The lines a JSON log record behind a transport's prefix carries, each behind that prefix; None when the
+    line holds no such record."""
+    body = (peel(line) or "").strip()
+    record = _json_object(body) if body.startswith("{") and line.endswith(body) else None
+    lines = _record_lines(record) if record is not None else None
+    head = line[:len(line) - len(body)]
+    return None if lines is None else [head + x for x in lines]
 
 
 def _json_object(text: str) -> dict | None:

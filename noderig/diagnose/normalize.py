@@ -484,7 +484,7 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
     kept. A line carried as data (a JSON log record, an escaped string) is first the lines it holds."""
     if "&" in text and _HTML_ENTITY.search(text):
         text = html.unescape(text)
-    numbered = _oldest_first(expand_carried(text.splitlines()))
+    numbered = _oldest_first(expand_carried(text.splitlines(), _transport_peeled))
     lines = _unlabelled(_unnumbered([x for _, x in numbered]))
     margin = None  # the leading whitespace every non-blank line starts with
     for x in lines:
@@ -497,6 +497,13 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
     return [(no, x[len(margin):] if margin else x) for (no, _), x in zip(numbered, lines)]
 
 
+
+def _transport_peeled(line: str) -> str | None:
+    """The line without what a transport wrote before it (a time, a CRI log's stream, kubectl's pod, a container's
+    name, a journal's host and ident), for a JSON record behind it; None without one, and behind a program's own
+    logger prefix (``INFO 01-22 ... [x.py:1] ``, SGLang's ``[time TP0] ``), whose JSON is a message, no record."""
+    msg, info = strip_prefixes(line)
+    return None if info.get("prefixed") or msg == line else msg
 def _oldest_first(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """The lines in time order: a log viewer's export copied newest first (Grafana's and Loki's, Cloud Logging's,
     Datadog's) is turned over, each line keeping its number. Newest first: the times the lines start with go back
