@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import accumulate
 
 from .catalog import Catalog, CatalogClass
 from .normalize import QUIET_LEVELS, Line, with_continuation
@@ -78,14 +79,18 @@ def _lone_exceptions(lines: list[Line], tbs: list[Traceback], skip: set[int]) ->
     """Exception lines pasted without their traceback ("ImportError: cannot import name 'x' from
     'sgl_kernel' (...)"): sections of their own, without frames, so exception signatures (type,
     message tokens, the module the message names) read them as they read a traceback's."""
-    inside = [(tb.start_index, tb.end_index) for tb in tbs]
+    depth = [0] * (len(lines) + 1)  # how many tracebacks span each line (read once: per line, quadratic)
+    for tb in tbs:
+        depth[tb.start_index] += 1
+        depth[tb.end_index + 1] -= 1
+    inside = list(accumulate(depth))
     out = []
     for i, ln in enumerate(lines):
         t = ln.text
         if "Error" not in t and "Exception" not in t or i in skip:
             continue
         m = _LONE_EXC.match(t)
-        if m and not any(a <= i <= b for a, b in inside):
+        if m and not inside[i]:
             # a bare AssertionError's message is the assert statement above it, not the line below
             message = ("" if m["msg"].strip() else assert_expression(lines, i, m["type"])) or \
                 with_continuation(lines, i)[0][m.start("msg"):].strip()
