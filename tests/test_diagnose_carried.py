@@ -310,3 +310,12 @@ def test_many_lines_each_quoting_a_traceback_cost_linear_time():
     diagnose(log)
     assert time.perf_counter() - began < 9
 
+
+def test_a_quiet_records_traceback_on_one_line_is_no_header_to_turn_a_paste_over_by():
+    # a paste cut inside a traceback (frames, then its exception), then a WARNING record whose traceback stays on
+    # its line: that line holds a header after frames, but it heads no frames of its own
+    hub = json.dumps({**VLLM_RECORD, "levelname": "WARNING", "message": "Failed to reach the Hub",
+                      "exc_info": "\n".join(HUB_TRACE)})
+    log = "\n".join([*KV_TRACEBACK[3:], hub, vllm_json("ERROR", "EngineCore failed to start.")])
+    assert [ln.no for ln in normalize(log)] == [1, 2, 3, 4, 5]
+

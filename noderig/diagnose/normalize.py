@@ -473,6 +473,8 @@ class _Block:
 
 
 # a time at the start of a line that sorts as text (ISO, or a date and a time), bare or in brackets
+# a traceback's header ends its line (colour codes aside): a record that keeps its traceback on one line has none
+_HEADER_ENDS = re.compile(re.escape(_TB_START) + r":?(?:\s|\x1b\[[\d;]*m)*$")
 _SORTABLE_TIME = re.compile(r"^\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)")
 _HTML_ENTITY = re.compile(r"&(quot|#39|#x27|gt|lt|amp);")
 
@@ -515,7 +517,7 @@ def _oldest_first(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     forth = sum(a < b for a, b in zip(stamps, stamps[1:]))
     if len(stamps) >= 3 and (back >= 2 or forth):
         return _entries_reversed(numbered, True) if back >= 2 and not forth else numbered
-    headers = [i for i, x in enumerate(lines) if _TB_START in x]
+    headers = [i for i, x in enumerate(lines) if _TB_START in x and _HEADER_ENDS.search(x)]
     if headers and all(_frame_near(lines, i, -1, 3) and not _frame_near(lines, i, 1, 1) for i in headers):
         return _entries_reversed(numbered, False)
     return numbered
