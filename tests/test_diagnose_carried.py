@@ -319,3 +319,29 @@ def test_a_quiet_records_traceback_on_one_line_is_no_header_to_turn_a_paste_over
     log = "\n".join([*KV_TRACEBACK[3:], hub, vllm_json("ERROR", "EngineCore failed to start.")])
     assert [ln.no for ln in normalize(log)] == [1, 2, 3, 4, 5]
 
+
+def docker(line: str) -> str:
+    return json.dumps({"log": line + "\n", "stream": "stdout", "time": "2026-01-22T20:05:33.1Z"})
+
+
+@pytest.mark.parametrize("carry", [docker, lambda x: json.dumps({"MESSAGE": x, "PRIORITY": "6"})],
+                         ids=["docker", "journal"])
+def test_a_programs_json_record_carried_by_a_transports_record_is_read_as_a_record(carry):
+    # vLLM's JSON formatter in a container: docker's json-file driver (or the journal) holds each record as its line
+    log = "\n".join(carry(x) for x in (vllm_json("WARNING", "Failed to reach the Hub", HUB_TRACE),
+                                       vllm_json("INFO", "Loading weights took 3.10 seconds")))
+    assert [(ln.no, ln.level) for ln in normalize(log) if ln.text] == [(1, "WARNING"), (2, "INFO")]
+    assert diagnose(log).cls == "healthy"
+    failed = "\n".join(carry(x) for x in (vllm_json("INFO", "Waiting for engine core to start"),
+                                          vllm_json("ERROR", "EngineCore failed to start.", KV_TRACEBACK)))
+    assert diagnose(failed).cls == "kv_cache_insufficient"
+    assert {e.lineno for e in diagnose(failed).evidence} == {2}
+
+
+def test_a_programs_json_record_cut_into_pieces_is_read_as_a_record_once_joined():
+    record = vllm_json("WARNING", "Failed to reach the Hub " + "x" * 20_000, HUB_TRACE)
+    log = "\n".join([*docker_pieces(record), docker(vllm_json("INFO", "Loading weights took 3.10 seconds"))])
+    assert [(ln.no, ln.level) for ln in normalize(log) if ln.text] == [(1, "WARNING"), (3, "INFO")]
+    cri = "\n".join(["2026-01-22T20:05:33.1Z stdout P " + record[:16_384],
+                     "2026-01-22T20:05:33.1Z stdout F " + record[16_384:]])
+    assert [(ln.no, ln.level) for ln in normalize(cri) if ln.text] == [(1, "WARNING")]

@@ -77,17 +77,16 @@ def expand_carried(raw_lines: list[str], peel: Callable[[str], str | None] | Non
                 parts.append(piece)
                 if cut and len(lines) == 1:  # a piece in the middle
                     continue
-                numbered[0] = (start, "".join(parts))
+                numbered[:1] = [(start, x) for x in _reread("".join(parts), peel)]
             else:
-                numbered.insert(0, (start, "".join(parts)))
+                numbered[:0] = [(start, x) for x in _reread("".join(parts), peel)]
             parts = []
         if cut:
             start, last = numbered.pop()
             parts = [last]
         for n, line in numbered:
             out.extend((n, x) for x in _unescaped(line))
-    if parts:
-        out.extend((start, x) for x in _unescaped("".join(parts)))
+    out.extend((start, y) for x in (_reread("".join(parts), peel) if parts else []) for y in _unescaped(x))
     return out
 
 
@@ -125,6 +124,20 @@ def _behind_prefix(line: str, peel: Callable[[str], str | None]) -> list[str] | 
     return None if lines is None else [head + x for x in lines]
 
 
+def _reread(line: str, peel: Callable[[str], str | None] | None) -> list[str]:
+    """A line as a transport carried it (or as joined from its pieces): the lines a program's own JSON record in it
+    carries (vLLM's JSON formatter under docker or the journal), behind the transport's prefix if it has one; the
+    line itself otherwise."""
+    stripped = line.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        record = _json_object(stripped)
+        own = record is not None and not any(f in record for f in _TRANSPORT_FIELDS)
+        return (_record_lines(record) if own else None) or [line]
+    if peel is not None and stripped.endswith("}"):
+        return _behind_prefix(line.rstrip(), peel) or [line]
+    return [line]
+
+
 def _json_object(text: str) -> dict | None:
     try:
         record = json.loads(text)
@@ -137,8 +150,8 @@ def _record_lines(record: dict) -> list[str] | None:
     """The lines a JSON log record carries; None when the record is no log record."""
     for field in _TRANSPORT_FIELDS:
         if field in record:
-            line = _text(record[field])
-            return None if line is None else _split(line)
+            line = _text(record[field])  # as the program wrote it: its own JSON record, maybe
+            return None if line is None else [y for x in _split(line) for y in _reread(x, None)]
     for payload in _PAYLOAD_FIELDS:
         if isinstance(record.get(payload), dict):
             record = {**record, **record[payload]}
