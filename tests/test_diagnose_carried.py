@@ -345,3 +345,12 @@ def test_a_programs_json_record_cut_into_pieces_is_read_as_a_record_once_joined(
     cri = "\n".join(["2026-01-22T20:05:33.1Z stdout P " + record[:16_384],
                      "2026-01-22T20:05:33.1Z stdout F " + record[16_384:]])
     assert [(ln.no, ln.level) for ln in normalize(cri) if ln.text] == [(1, "WARNING")]
+
+
+def test_a_failure_line_of_one_long_word_costs_linear_time():
+    # a JSON record's message is a failure line now; the token tier's `\w+For(CausalLM|...)` backtracked from every
+    # position of a word (20,000 characters: 2 s; 250,000: 289 s)
+    import time
+    began = time.perf_counter()
+    diagnose(vllm_json("ERROR", "y" * 200_000))
+    assert time.perf_counter() - began < 3
