@@ -839,6 +839,8 @@ PASTE_FORMS = {
     # a label is read over the whole paste: on one or two lines it may be a message ("0: x"), so it is left there
     "srun --label": lambda s: _before_each("0: ", s) if _filled(s) >= 3 else s,
     "pdsh": lambda s: _before_each("gpu-node-3: ", s) if _filled(s) >= 3 else s,
+    # CI systems, schedulers and terminals (docs/diagnose.md, "More transport forms")
+    "docker service logs": lambda s: _before_each("sglang.1.x7k2m9p4q1rs@gpu-node-1    | ", s),
 }
 
 

@@ -164,3 +164,22 @@ def test_lines_whose_times_only_go_back_are_turned_over():
 ])
 def test_a_log_in_time_order_is_not_turned_over(log):
     assert [ln.no for ln in normalize("\n".join(log))] == list(range(1, len(log) + 1))
+
+
+# --------------------------------------------------------------------------------------------
+# more transport forms: CI, schedulers, terminals (noderig/diagnose/transports.py, normalize.py). Each log is the
+# bare KV_TRACEBACK or BIND_MESSAGE traceback in the form the tool writes (its format cited where it is peeled)
+
+BIND_TRACEBACK = [
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3.12/site-packages/torch/distributed/rendezvous.py", line 189, in _create_c10d_store',
+    "    return TCPStore(",
+    BIND_MESSAGE,
+]
+
+
+def test_docker_service_logs_task_and_node_are_the_source():
+    log = "\n".join(f"sglang.1.x7k2m9p4q1rs@gpu-node-1    | {x}" for x in BIND_TRACEBACK)
+    lines = normalize(log)
+    assert [ln.text for ln in lines] == BIND_TRACEBACK and {ln.source for ln in lines} == {"sglang.1.x7k2m9p4q1rs"}
+    assert diagnose(log).cls == "port_in_use"

@@ -75,7 +75,10 @@ _JOURNAL_FULL = re.compile(
 _JOURNAL_UNIX = re.compile(r"^\d{9,10}\.\d+ (?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?")
 # docker compose: "sglang-1  | ", "deepseek-v4-1-1  |", "tensorrtllm_backend-1  | "; a named container
 # or another compose tool: "qanything-container-local  | ", "[sglang]     | " (the name padded to one width)
+# `docker service logs` (swarm) names the task and its node: "sglang.1.x7k2m9p4q1rs@gpu-node-1    | "
+# (<service>.<slot or node id>.<task id>@<node>, padded; docs.docker.com/engine/reference/commandline/service_logs)
 _CONTAINER = re.compile(r"^(?P<name>[A-Za-z0-9][\w.-]*-\d+|[A-Za-z0-9][\w.-]*_\d+)\s+\| ?"
+                        r"|^(?P<task>[A-Za-z0-9][\w.-]*\.[a-z0-9]+(?:\.[a-z0-9]+)?)@[A-Za-z0-9][\w.-]*\s+\| ?"
                         r"|^(?:\[(?P<bracketed>[A-Za-z0-9][\w.-]*)\]\s+|(?P<named>[A-Za-z0-9][\w.-]*) {2,})\| ")
 # a library's own Python logging record, "<time> - LEVEL - name: message" (FlashInfer's
 # "2025-02-25 08:37:29,910 - WARNING - flashinfer.jit: ..."): its level is the record's
@@ -290,7 +293,7 @@ def _peel(text: str, info: dict) -> re.Match | None:
     if m is None and "|" in text[:64]:
         m = _CONTAINER.match(text)
         if m:
-            info.setdefault("source", m["name"] or m["named"] or m["bracketed"])
+            info.setdefault("source", m["name"] or m["task"] or m["named"] or m["bracketed"])
         else:
             m = _GUTTER.match(text)
     return m
