@@ -840,8 +840,15 @@ PASTE_FORMS = {
     "srun --label": lambda s: _before_each("0: ", s) if _filled(s) >= 3 else s,
     "pdsh": lambda s: _before_each("gpu-node-3: ", s) if _filled(s) >= 3 else s,
     # CI systems, schedulers and terminals (docs/diagnose.md, "More transport forms")
+    "GitLab CI job log with timestamps": lambda s: _gitlab_timestamped(s),
     "docker service logs": lambda s: _before_each("sglang.1.x7k2m9p4q1rs@gpu-node-1    | ", s),
 }
+
+
+def _gitlab_timestamped(text: str, part: int = 60) -> str:
+    """GitLab runner's FF_TIMESTAMPS header on every line, a line longer than ``part`` flushed in parts ('+')."""
+    return "\n".join(f"2026-01-22T20:05:33.123456Z 01E{' ' if i == 0 else '+'}{x[i:i + part]}"
+                     for x in text.split("\n") for i in range(0, max(len(x), 1), part))
 
 
 def _before_each(prefix: str, text: str) -> str:

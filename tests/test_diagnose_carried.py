@@ -178,6 +178,18 @@ BIND_TRACEBACK = [
 ]
 
 
+def test_gitlab_timestamps_are_peeled_and_a_line_flushed_in_parts_is_joined():
+    # GitLab runner's FF_TIMESTAMPS header: "<time> <stream><E|O><' '|'+'>", '+' goes on the line before
+    head = "2026-01-22T20:05:33.123456Z 01E"
+    cut = KV_MESSAGE.index("KV cache")
+    log = "\n".join([*(f"{head} {x}" for x in KV_TRACEBACK[:-1]), f"{head} {KV_MESSAGE[:cut]}",
+                     f"{head}+{KV_MESSAGE[cut:]}"])
+    lines = normalize(log)
+    assert [ln.text for ln in lines] == KV_TRACEBACK
+    assert lines[-1].no == len(KV_TRACEBACK)  # the joined line keeps the number of its first part
+    assert diagnose(log).cls == "kv_cache_insufficient"
+
+
 def test_docker_service_logs_task_and_node_are_the_source():
     log = "\n".join(f"sglang.1.x7k2m9p4q1rs@gpu-node-1    | {x}" for x in BIND_TRACEBACK)
     lines = normalize(log)

@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .carried import expand_carried
+from .transports import gitlab_lines
 
 __all__ = ["CXX_FRAME", "CXX_RAISED", "QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
 
@@ -487,7 +488,7 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
     kept. A line carried as data (a JSON log record, an escaped string) is first the lines it holds."""
     if "&" in text and _HTML_ENTITY.search(text):
         text = html.unescape(text)
-    numbered = _oldest_first(expand_carried(text.splitlines()))
+    numbered = gitlab_lines(_oldest_first(expand_carried(text.splitlines())))
     lines = _unlabelled(_unnumbered([x for _, x in numbered]))
     margin = None  # the leading whitespace every non-blank line starts with
     for x in lines:
