@@ -842,6 +842,10 @@ PASTE_FORMS = {
     # CI systems, schedulers and terminals (docs/diagnose.md, "More transport forms")
     "GitLab CI job log with timestamps": lambda s: _gitlab_timestamped(s),
     "docker service logs": lambda s: _before_each("sglang.1.x7k2m9p4q1rs@gpu-node-1    | ", s),
+    "aws logs tail": lambda s: _before_each("2026-01-22T20:05:33.123000+00:00 ecs/sglang/4f3c2a1b0e9d8c7b6a5f4e3d2c1b0a99 ", s),
+    # stern's names are read over the whole paste, as a label is: on one line two lowercase words may be a message
+    "stern": lambda s: _before_each("\x1b[32msglang-7d9f8b6c5-x2k4p\x1b[0m \x1b[34msglang\x1b[0m ", s)
+    if _filled(s) >= 3 else s,
 }
 
 

@@ -195,3 +195,38 @@ def test_docker_service_logs_task_and_node_are_the_source():
     lines = normalize(log)
     assert [ln.text for ln in lines] == BIND_TRACEBACK and {ln.source for ln in lines} == {"sglang.1.x7k2m9p4q1rs"}
     assert diagnose(log).cls == "port_in_use"
+
+
+@pytest.mark.parametrize("stream", ["ecs/sglang/4f3c2a1b0e9d8c7b6a5f4e3d2c1b0a99", "AllTraffic/i-0123456789abcdef0"])
+def test_aws_logs_tail_stream_name_is_peeled(stream):
+    log = "\n".join(f"2026-01-22T20:05:33.123000+00:00 {stream} {x}" for x in KV_TRACEBACK)
+    assert [ln.text for ln in normalize(log)] == KV_TRACEBACK
+    assert diagnose(log).cls == "kv_cache_insufficient"
+    one = f"2026-01-22T20:05:33.123000+00:00 {stream} {KV_MESSAGE}"  # a paste of one line: a stream name with a "/"
+    assert [ln.text for ln in normalize(one)] == [KV_MESSAGE]
+
+
+def test_a_journal_host_after_an_offset_time_is_no_stream_name():
+    # `journalctl -o short-iso` with a "+00:00" offset: the host every line shares stays the journal's
+    log = "\n".join(f"2026-01-22T20:05:33+00:00 b300 sglang[536]: {x}" for x in BIND_TRACEBACK)
+    lines = normalize(log)
+    assert [ln.text for ln in lines] == BIND_TRACEBACK and {ln.source for ln in lines} == {"sglang[536]"}
+
+
+def test_stern_pod_and_container_names_are_peeled():
+    log = "\n".join(f"\x1b[32msglang-7d9f8b6c5-x2k4p\x1b[0m \x1b[34msglang\x1b[0m {x}" for x in BIND_TRACEBACK)
+    assert [ln.text for ln in normalize(log)] == BIND_TRACEBACK
+    assert diagnose(log).cls == "port_in_use"
+
+
+@pytest.mark.parametrize("log", [
+    # most lines do not start with one pod's and container's names: nothing is a stern prefix
+    ["nvidia-smi failed with exit code 9", "sglang-router started on port 30000", "Traceback (most recent call last):",
+     "RuntimeError: x"],
+    # a shipper's time before messages: no stream name
+    ["2026-01-22T20:05:33+00:00 INFO 01-22 20:05:33 [core.py:60] x", "2026-01-22T20:05:33+00:00 stdout F y",
+     "2026-01-22T20:05:33+00:00 RuntimeError: z"],
+])
+def test_lines_that_share_no_stream_or_pod_keep_their_words(log):
+    texts = [ln.text for ln in normalize("\n".join(log))]
+    assert texts[0].startswith(("nvidia-smi", "x")) and texts[-1].endswith(("RuntimeError: x", "RuntimeError: z"))

@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .carried import expand_carried
-from .transports import gitlab_lines
+from .transports import gitlab_lines, without_stream_names
 
 __all__ = ["CXX_FRAME", "CXX_RAISED", "QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
 
@@ -489,7 +489,7 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
     if "&" in text and _HTML_ENTITY.search(text):
         text = html.unescape(text)
     numbered = gitlab_lines(_oldest_first(expand_carried(text.splitlines())))
-    lines = _unlabelled(_unnumbered([x for _, x in numbered]))
+    lines = _unlabelled(without_stream_names(_unnumbered([x for _, x in numbered]), strip_ansi))
     margin = None  # the leading whitespace every non-blank line starts with
     for x in lines:
         if x.strip():

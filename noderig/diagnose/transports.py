@@ -9,15 +9,35 @@ normalize.py, over the paste's lines:
   marking a line the runner flushed in parts: it goes on the line before it. Format: GitLab's own
   parser, gitlabhq lib/gitlab/ci/trace/stream.rb (TIMESTAMP_HEADER_REGEX) and
   lib/gitlab/ci/ansi2json/converter.rb; docs.gitlab.com/ee/ci/yaml/ci_job_log_timestamps.html.
+- `aws logs tail` (CloudWatch Logs; SageMaker endpoints log there too), whose default "detailed" format
+  is "<ISO time with offset> <log stream name> <message>" (docs.aws.amazon.com/cli/latest/reference/
+  logs/tail.html): the time and the stream name ("ecs/sglang/4f3c...", "AllTraffic/i-0123...") go
+  together (left alone, a time with a numeric offset before "word word: message" reads as a journal
+  line). Only a name most lines share, so a shipper's time before a message is left.
+- stern (github.com/stern/stern), whose default template is "<pod> <container> <message>" (each name
+  coloured): the two names go when most lines start with them.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Callable
 
-__all__ = ["gitlab_lines"]
+__all__ = ["gitlab_lines", "without_stream_names"]
+
+_SHARE = 0.8  # of the paste's non-blank lines, at least, for a paste-wide prefix
+_MAX_NAMES = 4  # distinct stream names / pod-container pairs one paste interleaves, at most
 
 _GITLAB = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z [0-9a-f]{2}[EO](?P<flag>[ +])")
+# "<time with a numeric offset> <stream name>", as `aws logs tail` prints it (Python's isoformat)
+_CLOUDWATCH = re.compile(r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:\d\d) (?P<name>[A-Za-z0-9]\S*)(?: |$)")
+# what a stream name is not: a level word, a date, a CRI stream ("stdout F "), a word a message ends with a
+# colon; and a journal's host is none (most lines go on with "ident[pid]: ": `journalctl -o short-iso`)
+_NOT_A_STREAM = re.compile(r"^(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE|stdout|stderr)$|^\d{4}-\d\d-\d\d|:$")
+_JOURNAL_REST = re.compile(r"^[^\s\[:/]+\[\d+\]: ")
+# stern: "<pod> <container> ", Kubernetes names (DNS labels; a pod's has a hyphen: "sglang-7d9f8b6c5-x2k4p")
+_STERN = re.compile(r"^(?P<pod>[a-z0-9][a-z0-9.]*-[a-z0-9.-]*[a-z0-9]) (?P<container>[a-z0-9](?:[a-z0-9-]*[a-z0-9])?) ")
 
 
 def gitlab_lines(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -37,3 +57,32 @@ def gitlab_lines(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
             out.append((no, line[m.end():]))
     return out
 
+
+def without_stream_names(lines: list[str], clean: Callable[[str], str]) -> list[str]:
+    """The lines without a log stream's name (`aws logs tail`) or a pod's and container's (stern) when most
+    of the paste's lines carry one of a few. ``clean`` removes colour codes (stern colours the names)."""
+    filled = [x for x in lines if x.strip()]
+    streams = [(m, x[m.end():]) for x in filled if (m := _stream(x))]
+    names = Counter(m["name"] for m, _ in streams)
+    journal = sum(1 for _, rest in streams if _JOURNAL_REST.match(rest))  # "<time> host ident[pid]: "
+    # a paste of one or two lines: only an AWS stream name that has a path's slash ("ecs/sglang/4f3c...")
+    short = len(filled) < 3 and len(streams) == len(filled) and len(names) == 1 and "/" in next(iter(names))
+    if names and (short or len(filled) >= 3 and sum(names.values()) >= _SHARE * len(filled)
+                  and len(names) <= _MAX_NAMES and journal * 2 < len(streams)):
+        return [x[m.end():] if (m := _stream(x)) and m["name"] in names else x for x in lines]
+    if len(filled) < 3:
+        return lines
+    cleaned = [clean(x) if "\x1b" in x[:64] else x for x in lines]
+    pairs = Counter((m["pod"], m["container"]) for x in cleaned if x.strip() and (m := _STERN.match(x)))
+    if pairs and sum(pairs.values()) >= _SHARE * len(filled) and len(pairs) <= _MAX_NAMES:
+        return [c[m.end():] if (m := _STERN.match(c)) and (m["pod"], m["container"]) in pairs else x
+                for x, c in zip(lines, cleaned)]
+    return lines
+
+
+def _stream(line: str) -> re.Match | None:
+    """A CloudWatch line's time and stream name, or None (no such prefix, or the word is no stream name)."""
+    m = _CLOUDWATCH.match(line)
+    if m is None or _NOT_A_STREAM.search(m["name"]) or not re.search(r"[/\d]", m["name"]):
+        return None
+    return m
