@@ -846,6 +846,8 @@ PASTE_FORMS = {
     # stern's names are read over the whole paste, as a label is: on one line two lowercase words may be a message
     "stern": lambda s: _before_each("\x1b[32msglang-7d9f8b6c5-x2k4p\x1b[0m \x1b[34msglang\x1b[0m ", s)
     if _filled(s) >= 3 else s,
+    "colour codes that lost their escape byte": lambda s: "\n".join(f"[0;31m{x}[0m" if x.strip() else x
+                                                                      for x in s.split("\n")),
 }
 
 

@@ -230,3 +230,19 @@ def test_stern_pod_and_container_names_are_peeled():
 def test_lines_that_share_no_stream_or_pod_keep_their_words(log):
     texts = [ln.text for ln in normalize("\n".join(log))]
     assert texts[0].startswith(("nvidia-smi", "x")) and texts[-1].endswith(("RuntimeError: x", "RuntimeError: z"))
+
+
+@pytest.mark.parametrize("wrap", [
+    lambda x: f"[0;31m{x}[0m",  # the escape byte lost: a log copied from a browser
+    lambda x: f"\\x1b[0;31m{x}\\x1b[0m",  # written out as a Python string's escape
+    lambda x: f"\\u001b[0;31m{x}\\u001b[0m",  # as JSON's (an .ipynb's outputs)
+])
+def test_colour_codes_that_lost_their_escape_byte_are_removed(wrap):
+    log = "\n".join(wrap(x) for x in KV_TRACEBACK)
+    assert [ln.text for ln in normalize(log)] == KV_TRACEBACK
+    assert diagnose(log).cls == "kv_cache_insufficient"
+
+
+def test_bracketed_words_like_colour_codes_stay_without_a_reset_code():
+    log = "\n".join(["INFO 01-22 20:05:33 [core.py:60] timeout [5m] for [model] warmup", *KV_TRACEBACK])
+    assert normalize(log)[0].text == "timeout [5m] for [model] warmup"

@@ -51,7 +51,16 @@ CXX_RAISED = re.compile(r"^\s*Exception raised from \S+ at ")
 CXX_FRAME = re.compile(r"^\s*frame #\d+: ")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
-_TEXT_SGR = re.compile(r"(?:\^\[|ESC|\?)\[[0-9;]*m")  # only colour/style (SGR) codes: they end in m
+# only colour/style (SGR) codes: they end in m. The escape byte written out: `cat -v`'s ^[, less's ESC, a lost
+# byte's ?, and a program's string escapes (a notebook's traceback printed as a list of Python strings,
+# "'\x1b[0;31mAttributeError\x1b[0m'", rapidsai/docker#741; an .ipynb's JSON "\u001b[0;31m"; a shell's \033, \e)
+_TEXT_SGR = re.compile(r"(?:\^\[|ESC|\?|\\x1b|\\u001b|\\033|\\e)\[[0-9;]*m")
+# the same codes with the escape byte lost altogether: a page shows no ESC, so a log copied from a browser keeps
+# "[32mINFO[0m:     Started server process" (uvicorn), "[0;31mTraceback[0m" (IPython). Removed only from a paste
+# that has a reset code ("[0m", "[39m") and at least one more; digits only ("[m" starts "[model]"), never
+# before "]" ("[5m]" is a duration)
+_BARE_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m(?!\])")
+_BARE_RESET = re.compile(r"\[(?:0|39|0;39|39;49)m(?!\])")
 # journalctl -o short / short-precise / short-full-ish:  "Dec 02 13:31:17[.123456] host ident[pid]: "
 # (the month is localised: "Dec", "авг", "déc.")
 _JOURNAL_SHORT = re.compile(
@@ -214,7 +223,7 @@ def strip_ansi(text: str) -> str:
     text = _ANSI.sub("", text) if "\x1b" in text else text
     # a colour escape a viewer or a copy wrote out as text (`cat -v`'s ^[, less's ESC, a lost
     # byte's ?): without this the process prefix after it is not read and the line keeps it
-    if "[" in text and ("^[[" in text or "ESC[" in text or "?[" in text):
+    if "[" in text and ("^[[" in text or "ESC[" in text or "?[" in text or "\\" in text):
         text = _TEXT_SGR.sub("", text)
     return text
 
@@ -488,6 +497,8 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
     kept. A line carried as data (a JSON log record, an escaped string) is first the lines it holds."""
     if "&" in text and _HTML_ENTITY.search(text):
         text = html.unescape(text)
+    if "m" in text and _BARE_RESET.search(text):
+        text = _without_bare_colours(text)
     numbered = gitlab_lines(_oldest_first(expand_carried(text.splitlines())))
     lines = _unlabelled(without_stream_names(_unnumbered([x for _, x in numbered]), strip_ansi))
     margin = None  # the leading whitespace every non-blank line starts with
@@ -499,6 +510,16 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
             if not margin:
                 break
     return [(no, x[len(margin):] if margin else x) for (no, _), x in zip(numbered, lines)]
+
+
+def _without_bare_colours(text: str) -> str:
+    """The paste without colour codes that lost their escape byte (_BARE_SGR), when it holds a reset code and
+    at least one more; codes that still have their escape (a byte or written out) go first, as they would."""
+    stripped = strip_ansi(text)
+    codes = _BARE_SGR.findall(stripped)
+    if len(codes) < 2 or not _BARE_RESET.search(stripped):
+        return text
+    return _BARE_SGR.sub("", stripped)
 
 
 def _oldest_first(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
