@@ -12,6 +12,7 @@ import pytest
 
 from noderig.diagnose import diagnose, normalize
 from noderig.diagnose.carried import expand_carried
+from noderig.diagnose.transports import without_stream_names
 
 KV_MESSAGE = ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can "
               "be stored in KV cache (7344). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
@@ -246,3 +247,18 @@ def test_colour_codes_that_lost_their_escape_byte_are_removed(wrap):
 def test_bracketed_words_like_colour_codes_stay_without_a_reset_code():
     log = "\n".join(["INFO 01-22 20:05:33 [core.py:60] timeout [5m] for [model] warmup", *KV_TRACEBACK])
     assert normalize(log)[0].text == "timeout [5m] for [model] warmup"
+
+
+@pytest.mark.parametrize("record", [
+    "gpu-node-1:1234:{k} [0] NCCL INFO Bootstrap : Using eth0",  # NCCL's host:pid:tid (a stream name has no colon)
+    "W0430 10:21:3{k}.351000 19593 torch/_dynamo/convert_frame.py:1233] w",  # glog's level and date
+])
+def test_a_records_own_head_after_an_offset_time_is_no_stream_name(record):
+    lines = [f"2026-01-22T20:05:3{k}+00:00 {record.format(k=k)}" for k in range(4)]
+    assert without_stream_names(lines, str) == lines
+
+
+def test_a_kernel_line_after_an_offset_time_keeps_its_journal_reading():
+    log = "\n".join(f"2026-01-22T20:05:3{k}+00:00 gpu-node-1 kernel: NVRM: Xid (PCI:0000:17:00): 79, GPU has fallen off "
+                    f"the bus. {k}" for k in range(4))
+    assert {ln.source for ln in normalize(log)} == {"kernel"}

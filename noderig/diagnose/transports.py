@@ -32,10 +32,13 @@ _MAX_NAMES = 4  # distinct stream names / pod-container pairs one paste interlea
 _GITLAB = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z [0-9a-f]{2}[EO](?P<flag>[ +])")
 # "<time with a numeric offset> <stream name>", as `aws logs tail` prints it (Python's isoformat)
 _CLOUDWATCH = re.compile(r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:\d\d) (?P<name>[A-Za-z0-9]\S*)(?: |$)")
-# what a stream name is not: a level word, a date, a CRI stream ("stdout F "), a word a message ends with a
-# colon; and a journal's host is none (most lines go on with "ident[pid]: ": `journalctl -o short-iso`)
-_NOT_A_STREAM = re.compile(r"^(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE|stdout|stderr)$|^\d{4}-\d\d-\d\d|:$")
-_JOURNAL_REST = re.compile(r"^[^\s\[:/]+\[\d+\]: ")
+# what a stream name is not: a level word, a date, a CRI stream ("stdout F "), glog's level and date ("W0430"),
+# anything with a colon (CloudWatch allows none in a stream name: NCCL's "host:pid:tid", a word ending a
+# message); and a journal's host is none (most lines go on with "ident[pid]: " or "kernel: ": `journalctl -o
+# short-iso`)
+_NOT_A_STREAM = re.compile(r"^(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE|stdout|stderr|[IWEF]\d{4})$"
+                           r"|^\d{4}-\d\d-\d\d|:")
+_JOURNAL_REST = re.compile(r"^(?:[^\s\[:/]+\[\d+\]|kernel): ")  # the kernel's lines name no pid
 # stern: "<pod> <container> ", Kubernetes names (DNS labels; a pod's has a hyphen: "sglang-7d9f8b6c5-x2k4p")
 _STERN = re.compile(r"^(?P<pod>[a-z0-9][a-z0-9.]*-[a-z0-9.-]*[a-z0-9]) (?P<container>[a-z0-9](?:[a-z0-9-]*[a-z0-9])?) ")
 
