@@ -839,7 +839,22 @@ PASTE_FORMS = {
     # a label is read over the whole paste: on one or two lines it may be a message ("0: x"), so it is left there
     "srun --label": lambda s: _before_each("0: ", s) if _filled(s) >= 3 else s,
     "pdsh": lambda s: _before_each("gpu-node-3: ", s) if _filled(s) >= 3 else s,
+    # CI systems, schedulers and terminals (docs/diagnose.md, "More transport forms")
+    "GitLab CI job log with timestamps": lambda s: _gitlab_timestamped(s),
+    "docker service logs": lambda s: _before_each("sglang.1.x7k2m9p4q1rs@gpu-node-1    | ", s),
+    "aws logs tail": lambda s: _before_each("2026-01-22T20:05:33.123000+00:00 ecs/sglang/4f3c2a1b0e9d8c7b6a5f4e3d2c1b0a99 ", s),
+    # stern's names are read over the whole paste, as a label is: on one line two lowercase words may be a message
+    "stern": lambda s: _before_each("\x1b[32msglang-7d9f8b6c5-x2k4p\x1b[0m \x1b[34msglang\x1b[0m ", s)
+    if _filled(s) >= 3 else s,
+    "colour codes that lost their escape byte": lambda s: "\n".join(f"[0;31m{x}[0m" if x.strip() else x
+                                                                      for x in s.split("\n")),
 }
+
+
+def _gitlab_timestamped(text: str, part: int = 60) -> str:
+    """GitLab runner's FF_TIMESTAMPS header on every line, a line longer than ``part`` flushed in parts ('+')."""
+    return "\n".join(f"2026-01-22T20:05:33.123456Z 01E{' ' if i == 0 else '+'}{x[i:i + part]}"
+                     for x in text.split("\n") for i in range(0, max(len(x), 1), part))
 
 
 def _before_each(prefix: str, text: str) -> str:

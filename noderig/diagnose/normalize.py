@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .carried import expand_carried
+from .transports import gitlab_lines, without_stream_names
 
 __all__ = ["CXX_FRAME", "CXX_RAISED", "QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
 
@@ -50,7 +51,16 @@ CXX_RAISED = re.compile(r"^\s*Exception raised from \S+ at ")
 CXX_FRAME = re.compile(r"^\s*frame #\d+: ")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
-_TEXT_SGR = re.compile(r"(?:\^\[|ESC|\?)\[[0-9;]*m")  # only colour/style (SGR) codes: they end in m
+# only colour/style (SGR) codes: they end in m. The escape byte written out: `cat -v`'s ^[, less's ESC, a lost
+# byte's ?, and a program's string escapes (a notebook's traceback printed as a list of Python strings,
+# "'\x1b[0;31mAttributeError\x1b[0m'", rapidsai/docker#741; an .ipynb's JSON "\u001b[0;31m"; a shell's \033, \e)
+_TEXT_SGR = re.compile(r"(?:\^\[|ESC|\?|\\x1b|\\u001b|\\033|\\e)\[[0-9;]*m")
+# the same codes with the escape byte lost altogether: a page shows no ESC, so a log copied from a browser keeps
+# "[32mINFO[0m:     Started server process" (uvicorn), "[0;31mTraceback[0m" (IPython). Removed only from a paste
+# that has a reset code ("[0m", "[39m") and at least one more; digits only ("[m" starts "[model]"), never
+# before "]" ("[5m]" is a duration)
+_BARE_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m(?!\])")
+_BARE_RESET = re.compile(r"\[(?:0|39|0;39|39;49)m(?!\])")
 # journalctl -o short / short-precise / short-full-ish:  "Dec 02 13:31:17[.123456] host ident[pid]: "
 # (the month is localised: "Dec", "авг", "déc.")
 _JOURNAL_SHORT = re.compile(
@@ -75,7 +85,10 @@ _JOURNAL_FULL = re.compile(
 _JOURNAL_UNIX = re.compile(r"^\d{9,10}\.\d+ (?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?")
 # docker compose: "sglang-1  | ", "deepseek-v4-1-1  |", "tensorrtllm_backend-1  | "; a named container
 # or another compose tool: "qanything-container-local  | ", "[sglang]     | " (the name padded to one width)
+# `docker service logs` (swarm) names the task and its node: "sglang.1.x7k2m9p4q1rs@gpu-node-1    | "
+# (<service>.<slot or node id>.<task id>@<node>, padded; docs.docker.com/engine/reference/commandline/service_logs)
 _CONTAINER = re.compile(r"^(?P<name>[A-Za-z0-9][\w.-]*-\d+|[A-Za-z0-9][\w.-]*_\d+)\s+\| ?"
+                        r"|^(?P<task>[A-Za-z0-9][\w.-]*\.[a-z0-9]+(?:\.[a-z0-9]+)?)@[A-Za-z0-9][\w.-]*\s+\| ?"
                         r"|^(?:\[(?P<bracketed>[A-Za-z0-9][\w.-]*)\]\s+|(?P<named>[A-Za-z0-9][\w.-]*) {2,})\| ")
 # a library's own Python logging record, "<time> - LEVEL - name: message" (FlashInfer's
 # "2025-02-25 08:37:29,910 - WARNING - flashinfer.jit: ..."): its level is the record's
@@ -210,7 +223,7 @@ def strip_ansi(text: str) -> str:
     text = _ANSI.sub("", text) if "\x1b" in text else text
     # a colour escape a viewer or a copy wrote out as text (`cat -v`'s ^[, less's ESC, a lost
     # byte's ?): without this the process prefix after it is not read and the line keeps it
-    if "[" in text and ("^[[" in text or "ESC[" in text or "?[" in text):
+    if "[" in text and ("^[[" in text or "ESC[" in text or "?[" in text or "\\" in text):
         text = _TEXT_SGR.sub("", text)
     return text
 
@@ -290,7 +303,7 @@ def _peel(text: str, info: dict) -> re.Match | None:
     if m is None and "|" in text[:64]:
         m = _CONTAINER.match(text)
         if m:
-            info.setdefault("source", m["name"] or m["named"] or m["bracketed"])
+            info.setdefault("source", m["name"] or m["task"] or m["named"] or m["bracketed"])
         else:
             m = _GUTTER.match(text)
     return m
@@ -486,8 +499,10 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
     kept. A line carried as data (a JSON log record, an escaped string) is first the lines it holds."""
     if "&" in text and _HTML_ENTITY.search(text):
         text = html.unescape(text)
-    numbered = _oldest_first(expand_carried(text.splitlines(), _transport_peeled))
-    lines = _unlabelled(_unnumbered([x for _, x in numbered]))
+    if "m" in text and _BARE_RESET.search(text):
+        text = _without_bare_colours(text)
+    numbered = gitlab_lines(_oldest_first(expand_carried(text.splitlines(), _transport_peeled)))
+    lines = _unlabelled(without_stream_names(_unnumbered([x for _, x in numbered]), strip_ansi))
     margin = None  # the leading whitespace every non-blank line starts with
     for x in lines:
         if x.strip():
@@ -499,13 +514,24 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
     return [(no, x[len(margin):] if margin else x) for (no, _), x in zip(numbered, lines)]
 
 
-
 def _transport_peeled(line: str) -> str | None:
     """The line without what a transport wrote before it (a time, a CRI log's stream, kubectl's pod, a container's
     name, a journal's host and ident), for a JSON record behind it; None without one, and behind a program's own
     logger prefix (``INFO 01-22 ... [x.py:1] ``, SGLang's ``[time TP0] ``), whose JSON is a message, no record."""
     msg, info = strip_prefixes(line)
     return None if info.get("prefixed") or msg == line else msg
+
+
+def _without_bare_colours(text: str) -> str:
+    """The paste without colour codes that lost their escape byte (_BARE_SGR), when it holds a reset code and
+    at least one more; codes that still have their escape (a byte or written out) go first, as they would."""
+    stripped = strip_ansi(text)
+    codes = _BARE_SGR.findall(stripped)
+    if len(codes) < 2 or not _BARE_RESET.search(stripped):
+        return text
+    return _BARE_SGR.sub("", stripped)
+
+
 def _oldest_first(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """The lines in time order: a log viewer's export copied newest first (Grafana's and Loki's, Cloud Logging's,
     Datadog's) is turned over, each line keeping its number. Newest first: the times the lines start with go back
