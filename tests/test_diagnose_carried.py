@@ -12,6 +12,7 @@ import pytest
 
 from noderig.diagnose import diagnose, normalize, parse_tracebacks
 from noderig.diagnose.carried import expand_carried
+from noderig.diagnose.normalize import strip_prefixes
 from noderig.diagnose.transports import without_stream_names
 
 KV_MESSAGE = ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can "
@@ -446,3 +447,17 @@ def test_a_kernel_line_after_an_offset_time_keeps_its_journal_reading():
     log = "\n".join(f"2026-01-22T20:05:3{k}+00:00 gpu-node-1 kernel: NVRM: Xid (PCI:0000:17:00): 79, GPU has fallen off "
                     f"the bus. {k}" for k in range(4))
     assert {ln.source for ln in normalize(log)} == {"kernel"}
+
+
+@pytest.mark.parametrize("record, message, info", [
+    ("[2026-01-22 20:05:33 TP0] Load weight begin.", "Load weight begin.", {"rank": "TP0"}),
+    ("2025-03-07 23:50:27,531 - WARNING - flashinfer.jit: Prebuilt kernels not found", "flashinfer.jit: Prebuilt "
+     "kernels not found", {"level": "WARNING"}),
+    ("W0430 10:21:34.351000 19593 torch/_dynamo/convert_frame.py:1233] WON'T CONVERT", "WON'T CONVERT",
+     {"level": "WARNING"}),
+])
+def test_a_records_head_after_an_offset_time_is_no_journal_host_and_ident(record, message, info):
+    # a shipper's ISO time with a numeric offset, then a record: its head is the record's, not a host and an ident
+    # ("[2026-01-22" and "20", "2025-03-07" and "23" were taken for them and the head was cut at its first colon)
+    text, got = strip_prefixes("2026-01-22T20:05:33.123+00:00 " + record)
+    assert text == message and info.items() <= got.items() and "source" not in got

@@ -61,28 +61,31 @@ _TEXT_SGR = re.compile(r"(?:\^\[|ESC|\?|\\x1b|\\u001b|\\033|\\e)\[[0-9;]*m")
 # before "]" ("[5m]" is a duration)
 _BARE_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m(?!\])")
 _BARE_RESET = re.compile(r"\[(?:0|39|0;39|39;49)m(?!\])")
+# a journal line's host and ident[pid]: never a bracket's start or a number before a colon ("[2026-01-22 20:05:33
+# TP0]", "23:50:27,531", "10:21:34": the head of a record behind a shipper's time, not a host and an ident)
+_HOST_IDENT = r"(?P<host>[^\s:\[][^\s:]*) (?!\d+[\[:])(?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?"
 # journalctl -o short / short-precise / short-full-ish:  "Dec 02 13:31:17[.123456] host ident[pid]: "
 # (the month is localised: "Dec", "авг", "déc.")
 _JOURNAL_SHORT = re.compile(
     r"^(?:[^\W\d_]{2,4}\.? )?(?:[^\W\d_]{3,5}\.?) [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?(?: \d{4})?(?: [A-Z]{2,5})? "
-    r"(?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?"
+    + _HOST_IDENT
 )
 # journalctl -o short-iso / short-iso-precise:  "2026-12-02T13:31:17+0000 host ident[pid]: "
 # (a log shipper's "Z" time followed by "word word: message", such as "missing tensor: x", is not a
 # journal line unless it names a pid: journalctl writes a numeric offset)
 _JOURNAL_ISO = re.compile(
     r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?P<tz>Z|[+-]\d\d:?\d\d)? "
-    r"(?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?"
+    + _HOST_IDENT
 )
 # journalctl -o short-full: "Wed 2026-12-02 13:31:17 UTC host ident[pid]: " (the zone an abbreviation or
 # "+03": not a level word, "ERROR 03-24 09:43:07 x.py:1]" or "error: invalid argument: -V" behind a bare time)
 _JOURNAL_FULL = re.compile(
     r"^(?:[^\W\d_]{2,4} )?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
     r"(?!(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE) )(?:[A-Z]{2,5}|[+-]\d\d(?::?\d\d)?) "
-    r"(?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?"
+    + _HOST_IDENT
 )
 # journalctl -o short-unix: "1733146277.123456 host ident[pid]: "
-_JOURNAL_UNIX = re.compile(r"^\d{9,10}\.\d+ (?P<host>[^\s:]+) (?P<ident>[^\s\[:/]+)(?:\[(?P<pid>\d+)\])?: ?")
+_JOURNAL_UNIX = re.compile(r"^\d{9,10}\.\d+ " + _HOST_IDENT)
 # docker compose: "sglang-1  | ", "deepseek-v4-1-1  |", "tensorrtllm_backend-1  | "; a named container
 # or another compose tool: "qanything-container-local  | ", "[sglang]     | " (the name padded to one width)
 # `docker service logs` (swarm) names the task and its node: "sglang.1.x7k2m9p4q1rs@gpu-node-1    | "
