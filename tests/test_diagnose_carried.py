@@ -11,7 +11,7 @@ import json
 import pytest
 
 from noderig.diagnose import diagnose, normalize, parse_tracebacks
-from noderig.diagnose.carried import expand_carried
+from noderig.diagnose.carried import JOURNAL_LEFT_OUT, expand_carried
 from noderig.diagnose.normalize import strip_prefixes
 from noderig.diagnose.transports import without_stream_names
 
@@ -461,3 +461,16 @@ def test_a_records_head_after_an_offset_time_is_no_journal_host_and_ident(record
     # ("[2026-01-22" and "20", "2025-03-07" and "23" were taken for them and the head was cut at its first colon)
     text, got = strip_prefixes("2026-01-22T20:05:33.123+00:00 " + record)
     assert text == message and info.items() <= got.items() and "source" not in got
+
+
+def test_a_line_journalctl_left_out_says_so_where_it_was():
+    # `journalctl -o json` writes a field over 4096 bytes as null (unless --all): a long exception line is lost, and
+    # the evidence says where and what to export instead of showing the record's raw JSON
+    crash = ["[2026-01-22 20:05:33 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/x/sglang/srt/managers/scheduler.py", line 1, in run_scheduler_process', None,
+             "[2026-01-22 20:05:34] Received sigquit from a child process. It usually means the child failed."]
+    d = diagnose("\n".join(json.dumps({"MESSAGE": m, "PRIORITY": "6", "_CMDLINE": "python3 -m sglang"}) for m in crash))
+    assert d.cls == "unknown" and (JOURNAL_LEFT_OUT, 3) in [(e.line, e.lineno) for e in d.evidence]
+    healthy = ["[2026-01-22 20:05:30] server_args=ServerArgs(...)", None,
+               "[2026-01-22 20:05:40] The server is fired up and ready to roll!"]
+    assert diagnose("\n".join(json.dumps({"MESSAGE": m}) for m in healthy)).cls == "healthy"

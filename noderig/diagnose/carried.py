@@ -27,10 +27,13 @@ import json
 import re
 from collections.abc import Callable
 
-__all__ = ["expand_carried"]
+__all__ = ["JOURNAL_LEFT_OUT", "expand_carried"]
 
 # the field a transport puts the line in, as written (docker and Fluent Bit, journald, Cloud Logging)
 _TRANSPORT_FIELDS = ("log", "MESSAGE", "textPayload")
+# what `journalctl -o json` writes for a field over 4096 bytes without --all: null. The line is lost; saying so,
+# in words that name no failure, tells the reader what to export instead
+JOURNAL_LEFT_OUT = "(journalctl -o json left out this line: over 4096 bytes; export with --all to keep it)"
 # a program's own record (and a shipper's, which has no level): the message, then where it was, then the trace
 _MESSAGE_FIELDS = ("message", "msg", "@message")
 _PAYLOAD_FIELDS = ("jsonPayload",)  # Cloud Logging nests a program's JSON record under it
@@ -150,6 +153,8 @@ def _record_lines(record: dict) -> list[str] | None:
     """The lines a JSON log record carries; None when the record is no log record."""
     for field in _TRANSPORT_FIELDS:
         if field in record:
+            if field == "MESSAGE" and record[field] is None:
+                return [JOURNAL_LEFT_OUT]
             line = _text(record[field])  # as the program wrote it: its own JSON record, maybe
             return None if line is None else [y for x in _split(line) for y in _reread(x, None)]
     for payload in _PAYLOAD_FIELDS:
