@@ -57,8 +57,9 @@ _UNESCAPED = {"n": "\n", "r\\n": "\n", "r": "", "t": "\t", '"': '"', "'": "'", "
 _QUIET_HEAD = re.compile(r"(?:^|[\s\]|:-])(?:DEBUG|INFO|WARNING|WARN)(?:[\s:\]|-]|$)|^[DIW]\d{4} \d\d:")
 _REQUEST_LOG = re.compile(r"Receive: obj=|Received request|\bprompt: ")
 _QUOTE_MARK = re.compile("[\"']")
-# where a string literal opens: a quote mark after "=", ":", "(", "[", "," or "{" (a bytes literal's b too)
+# what closes a quoting line after its literal: quote marks, brackets, commas (nothing to read)
 _CLOSING = re.compile(r"[\"'\s)}\],]*")
+# where a string literal opens: a quote mark after "=", ":", "(", "[", "," or "{" (a bytes literal's b too)
 _LITERAL_OPEN = re.compile(r"(?:^|[=:(\[,{]\s*)b?[\"']")
 # a Kubernetes node's container log (CRI): a time, the stream, then F for a whole line or P for a piece of one
 _CRI_HEAD = re.compile(r"^\S+ (?:stdout|stderr) ([FP]) ")

@@ -488,9 +488,9 @@ class _Block:
         self.closed = False  # a traceback record past its exception line: only a chained section goes on it
 
 
-# a time at the start of a line that sorts as text (ISO, or a date and a time), bare or in brackets
 # a traceback's header ends its line (colour codes aside): a record that keeps its traceback on one line has none
 _HEADER_ENDS = re.compile(re.escape(_TB_START) + r":?(?:\s|\x1b\[[\d;]*m)*$")
+# a time at the start of a line that sorts as text (ISO, or a date and a time), bare or in brackets
 _SORTABLE_TIME = re.compile(r"^\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)")
 _HTML_ENTITY = re.compile(r"&(quot|#39|#x27|gt|lt|amp);")
 
