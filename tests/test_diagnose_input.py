@@ -83,3 +83,31 @@ def test_a_log_that_expands_past_the_bound_is_refused_before_it_is_read_whole(mo
     with pytest.raises(LogInputError, match="bomb.gz expands to more than 1 MiB"):
         log_text(bomb, "bomb.gz")
     assert log_text(gzip.compress(b"x\n" * 1000), "small.gz") == "x\n" * 1000
+
+
+def flagged_zip(member: str, flag_offset: int, value: int) -> bytes:
+    """A zip of one file whose central directory entry has one byte set: its flags (8: bit 0, encrypted) or its
+    compression method (10: 9, deflate64, which zipfile cannot read)."""
+    data = bytearray(zipped({member: CRASH.encode()}))
+    entry = data.index(b"PK\x01\x02")
+    data[entry + flag_offset] |= value
+    return bytes(data)
+
+
+@pytest.mark.parametrize("data, words", [
+    (flagged_zip("server.log", 8, 1), "is encrypted"),
+    (flagged_zip("server.log", 10, 9), "compression method is not supported"),
+], ids=["encrypted", "deflate64"])
+def test_a_zip_this_reader_cannot_open_is_refused_not_a_traceback(tmp_path, data, words):
+    path = tmp_path / "logs.zip"
+    path.write_bytes(data)
+    r = run_cli(str(path))
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    assert words in r.stderr and "extract the log" in r.stderr
+
+
+def test_member_names_of_an_archive_are_shown_escaped(tmp_path):
+    path = tmp_path / "logs.zip"
+    path.write_bytes(zipped({"a\x1b[2J.log": b"x", "b.log": b"y"}))
+    r = run_cli(str(path))
+    assert r.returncode == 2 and "\x1b" not in r.stderr and "a\\x1b[2J.log, b.log" in r.stderr

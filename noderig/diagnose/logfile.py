@@ -77,13 +77,18 @@ def _zip_member(data: bytes, name: str) -> bytes:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             files = [info for info in archive.infolist() if not info.is_dir()]
             if len(files) != 1:
-                names = ", ".join(info.filename for info in files[:10]) or "no file"
+                # the names are the archive's, not ours: shown escaped, so none can write to the terminal
+                names = ", ".join(info.filename.encode("unicode_escape").decode("ascii") for info in files[:10])
+                names = names or "no file"
                 raise LogInputError(f"{name} is a zip archive of {len(files)} files ({names}): pick the log "
                                     f"(unzip -p {name} <file> | noderig diagnose -)")
             with archive.open(files[0]) as stream:
                 return _bounded(stream, name)
     except (zipfile.BadZipFile, OSError) as e:
         raise LogInputError(f"{name} looks like a zip archive but cannot be opened ({e}): is the file complete?") from e
+    except (RuntimeError, NotImplementedError) as e:  # zipfile's words for a password and an unknown compression
+        raise LogInputError(f"{name} is a zip archive this reader cannot open ({e}): extract the log with your "
+                            f"archive tool and hand in the file") from e
 
 
 def _bounded(stream, name: str) -> bytes:
