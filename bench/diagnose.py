@@ -9,7 +9,8 @@ each; 50,000 lines of a server still starting (no crash, no ready line: the heal
 the same 50,000 lines ending in a failure no signature knows, which the second tier names by its
 key tokens (the unknown path: every line read for a failure, then the tier); and 50,000 lines of
 NCCL_DEBUG=INFO records with NCCL's harmless libibverbs warning (every line reached by NCCL's words);
-the buried crash's 50,000 lines as docker's json-file driver stores them (every line a JSON record); and
+the buried crash's 50,000 lines as docker's json-file driver stores them (every line a JSON record), and as
+`grep -Hn -C` prints them from a web page (a gutter and no-break spaces); and
 the inputs that were once quadratic, each with what it cost then: one 100 KB line of a signature's own
 words repeated (the --context-length refusal's unbounded gap: 1.7 s), 30,000 lines each quoting a
 traceback, one line in 40,000 CRI pieces, an ERROR record of one 200,000-character word (SINGLE_CASES).
@@ -81,6 +82,13 @@ def docker_json(lines: int) -> str:
                      for line in buried_crash(lines).splitlines())
 
 
+def grep_context(lines: int) -> str:
+    """The buried crash as `grep -Hn -C` prints a search of the log, copied from a web page: the file's name and a
+    number before every line, no-break spaces for spaces (copied.py reads the gutter over the whole paste)."""
+    return "\n".join(f"logs/server.log-{n}-{line}".replace(" ", "\xa0")
+                     for n, line in enumerate(buried_crash(lines).splitlines(), 1))
+
+
 def one_record_word(chars: int) -> str:
     """An ERROR record of vLLM's JSON formatter whose message is one word (patterns that backtrack from every
     position of a word were quadratic here: 20,000 characters took 2 s)."""
@@ -107,6 +115,7 @@ SINGLE_CASES = (
     ("by_tokens", "50,000 lines, then a failure named by key tokens", lambda: unrecognised(50_000)),
     ("nccl_debug", "50,000 lines of NCCL_DEBUG=INFO records", lambda: nccl_debug(50_000)),
     ("docker_json", "50,000 lines of docker's json-file log, a crash buried", lambda: docker_json(50_000)),
+    ("grep_context", "50,000 lines as `grep -Hn -C` prints them, no-break spaces", lambda: grep_context(50_000)),
     ("escaped_tracebacks", "30,000 lines each quoting a traceback", lambda: escaped_tracebacks(30_000)),
     ("cri_pieces", "one line in 40,000 CRI pieces", lambda: cri_pieces(40_000)),
     ("long_line", "one 103 KB line of a signature's words repeated",

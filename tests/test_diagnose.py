@@ -848,7 +848,29 @@ PASTE_FORMS = {
     if _filled(s) >= 3 else s,
     "colour codes that lost their escape byte": lambda s: "\n".join(f"[0;31m{x}[0m" if x.strip() else x
                                                                       for x in s.split("\n")),
+    # what a viewer or a search numbers every line with, and a web page or a chat client puts in for the characters
+    # (docs/diagnose.md, "Copied through a viewer, a search or a web page")
+    # (a number is read over the whole paste: one or two numbered lines may be a message, "404 not found", left there)
+    "grep -Hn -C, its groups apart": lambda s: _grep_context(s) if _filled(s) >= 3 else s,
+    "less -N": lambda s: "\n".join(f"{n:>7} {x}" for n, x in enumerate(s.split("\n"), 1)) if _filled(s) >= 3 else s,
+    "a web page's spaces, curly quotes, zero-width spaces": lambda s: s.replace(" ", "\xa0").replace(
+        "'", "\u2019").replace('"', "\u201d").replace("\n", "\u200b\n"),
 }
+
+
+def _grep_context(text: str) -> str:
+    """`grep -Hn -C` over a server's log: the file's name and the line number before each line, ':' after a matching
+    one's and '-' after a context line's; at the log's first blank line, "--" and the next group 40 lines on (a
+    break the blank line made already: the paste reads the same)."""
+    out, skip = [], 0
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line and not skip:
+            out.append("--")
+            skip = 40
+            continue
+        sep = ":" if "rror" in line else "-"
+        out.append(f"logs/server.log{sep}{n + skip}{sep}{line}")
+    return "\n".join(out)
 
 
 def _gitlab_timestamped(text: str, part: int = 60) -> str:

@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .carried import expand_carried
+from .copied import plain_characters, without_line_numbers
 from .transports import gitlab_lines, without_stream_names
 
 __all__ = ["CXX_FRAME", "CXX_RAISED", "QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
@@ -142,10 +143,6 @@ _MPI_TAG = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:")
 # number in it ("Error: " or "sglang: " before most lines is no label)
 _LABEL = re.compile(r"^[A-Za-z0-9][\w.-]{0,39}: ")
 _LABEL_SHARE = 0.8  # of the paste's non-blank lines, at least
-# `cat -n` / `nl`: a line number right-aligned in six columns ("%6d") and a tab, peeled once, as the outermost
-# prefix it is. Only that shape: a line of its own may start with numbers and tabs (du's "52428800\t/dev/shm",
-# a script's "0\t1.23\t4.56")
-_LINE_NUMBER = re.compile(r"^(?: {5}\d| {4}\d\d| {3}\d{3}| {2}\d{4}| \d{5}|\d{6})\t")
 # a CI log's gutter before its timestamp (Buildkite): "  | [2025-03-10T15:07:20Z] "
 _GUTTER = re.compile(r"^ *\| (?=\[\d{4}-\d\d-\d\dT)")
 # a paste quoted in Markdown: "> " before every line (not Python's ">>>" prompt)
@@ -492,7 +489,7 @@ class _Block:
 _HEADER_ENDS = re.compile(re.escape(_TB_START) + r":?(?:\s|\x1b\[[\d;]*m)*$")
 # a time at the start of a line that sorts as text (ISO, or a date and a time), bare or in brackets
 _SORTABLE_TIME = re.compile(r"^\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)")
-_HTML_ENTITY = re.compile(r"&(quot|#39|#x27|gt|lt|amp);")
+_HTML_ENTITY = re.compile(r"&(?:quot|apos|gt|lt|amp|nbsp|#\d{2,5}|#x[0-9a-fA-F]{2,4});")
 
 
 def _undecorated(text: str) -> list[tuple[int, str]]:
@@ -502,10 +499,12 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
     kept. A line carried as data (a JSON log record, an escaped string) is first the lines it holds."""
     if "&" in text and _HTML_ENTITY.search(text):
         text = html.unescape(text)
+    text = plain_characters(text)  # after the escapes: "&nbsp;" is a no-break space
     if "m" in text and _BARE_RESET.search(text):
         text = _without_bare_colours(text)
-    numbered = gitlab_lines(_oldest_first(expand_carried(text.splitlines(), _transport_peeled)))
-    lines = _unlabelled(without_stream_names(_unnumbered([x for _, x in numbered]), strip_ansi))
+    raw = without_line_numbers(text.splitlines())  # the outermost prefix: a viewer's, over whatever it showed
+    numbered = gitlab_lines(_oldest_first(expand_carried(raw, _transport_peeled)))
+    lines = _unlabelled(without_stream_names([x for _, x in numbered], strip_ansi))
     margin = None  # the leading whitespace every non-blank line starts with
     for x in lines:
         if x.strip():
@@ -576,13 +575,6 @@ def _frame_near(lines: list[str], i: int, step: int, within: int) -> bool:
             seen += 1
         k += step
     return False
-
-
-def _unnumbered(lines: list[str]) -> list[str]:
-    """The lines without the number `cat -n` put before each (_LINE_NUMBER): once, as the outermost prefix."""
-    if not any("\t" in x[:7] for x in lines):
-        return lines
-    return [_LINE_NUMBER.sub("", x, count=1) if "\t" in x[:7] else x for x in lines]
 
 
 def _label_shape(line: str) -> str | None:

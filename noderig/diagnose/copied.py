@@ -1,0 +1,80 @@
+"""What copying a log through a viewer, a search or a web page did to its text, undone first.
+
+- Line numbers before every line: `cat -n` and `nl` (the number right-aligned, then a tab), `grep -n`
+  (':' after a matching line's number, '-' after a context line's, "--" between groups), `grep -Hn` (the
+  file's name first), `less -N` and an editor's gutter (the number, then a space). One line alone cannot
+  tell a line number from a message that starts with a number (du's "52428800\t/dev/shm", an HTTP
+  status, a time of day), so the gutter is read over the whole paste: most lines carry the same form and
+  their numbers go up, one by one where a space alone follows them (the form a message most resembles).
+- Characters a web page, a chat client or a word processor puts in for the ones the log had: no-break
+  and other fixed-width spaces, zero-width spaces and joiners, and curly quotes ("smart quotes"; gcc
+  writes them itself in a UTF-8 locale). The catalog is written in ASCII; a paste from such a page
+  otherwise splits every word the signatures read ("CUDA\\xa0out\\xa0of\\xa0memory").
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["plain_characters", "without_line_numbers"]
+
+_SHARE = 0.8  # of the paste's non-blank lines, at least, for a paste-wide gutter
+_STEP_SHARE = 0.8  # of the numbers after the first, going up by exactly one, for a gutter a space ends
+
+# each gutter form: the number, and where the line it numbers starts
+_GUTTERS = (
+    re.compile(r"^ *(?P<n>\d{1,7})\t"),  # cat -n, nl
+    re.compile(r"^(?P<n>\d{1,7})[:-]"),  # grep -n, grep -n -C
+    re.compile(r"^(?P<file>[^\s:]+?)[:-](?P<n>\d{1,7})[:-]"),  # grep -Hn: the file's name first
+    re.compile(r"^ *(?P<n>\d{1,7})(?: |$)"),  # less -N, an editor's line numbers
+)
+# `cat -n`'s exact shape ("%6d\t"), peeled from a paste of one or two lines too. Only that shape there: a line of its
+# own may start with numbers and tabs (du's "52428800\t/dev/shm", a script's "0\t1.23\t4.56")
+_CAT_N = re.compile(r"^(?: {5}\d| {4}\d\d| {3}\d{3}| {2}\d{4}| \d{5}|\d{6})\t")
+_GREP_SEPARATOR = "--"  # between grep's groups of context lines
+
+_PLAIN = str.maketrans({
+    **dict.fromkeys(map(chr, (0x00A0, 0x2007, 0x202F, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005,
+                              0x2006, 0x2008, 0x2009, 0x200A, 0x205F, 0x3000)), " "),
+    **dict.fromkeys(map(chr, (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF)), None),
+    **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032", "'"),
+    **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033", '"'),
+})
+
+
+def plain_characters(text: str) -> str:
+    """The text with fixed-width spaces as spaces, zero-width characters gone and curly quotes straight."""
+    return text if text.isascii() else text.translate(_PLAIN)
+
+
+def without_line_numbers(lines: list[str]) -> list[str]:
+    """The lines without the line numbers a viewer or a search put before every one (see the module's
+    docstring); the lines as they are when no one form numbers the paste."""
+    filled = [x for x in lines if x.strip() and x != _GREP_SEPARATOR]
+    for k, gutter in enumerate(_GUTTERS):
+        found = [gutter.match(x) for x in filled]
+        if _numbers_the_paste([m for m in found if m], len(filled), spaced=k == len(_GUTTERS) - 1):
+            return [_unnumbered(x, gutter) for x in lines]
+    # too few lines to read a gutter by: only `cat -n`'s own shape, which a message hardly has
+    return [_CAT_N.sub("", x, count=1) if "\t" in x[:7] else x for x in lines]
+
+
+def _numbers_the_paste(found: list[re.Match], filled: int, spaced: bool) -> bool:
+    """Most lines carry the form, under one file name, and their numbers only go up (by one, mostly, for a
+    number a space alone ends)."""
+    if len(found) < 3 or len(found) < _SHARE * filled:
+        return False
+    if len({m.groupdict().get("file") for m in found}) > 1:
+        return False
+    numbers = [int(m["n"]) for m in found]
+    steps = [b - a for a, b in zip(numbers, numbers[1:])]
+    if any(step <= 0 for step in steps):
+        return False
+    return not spaced or sum(step == 1 for step in steps) >= _STEP_SHARE * len(steps)
+
+
+def _unnumbered(line: str, gutter: re.Pattern) -> str:
+    if line == _GREP_SEPARATOR:
+        return ""
+    m = gutter.match(line)
+    return line[m.end():] if m else line
