@@ -3,9 +3,9 @@
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
 directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/ ..
-crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/ and crashlogs_heldout47/ hold real logs set
+crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/, crashlogs_heldout47/ and crashlogs_heldout48/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the
-accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the thirty-nine held-out
+accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the forty held-out
 splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44 or 46: those rounds made probes, not splits) is printed in the
 terminal summary of every run.
 """
@@ -48,7 +48,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout37", "crashlogs_heldout38",
                                                                  "crashlogs_heldout39", "crashlogs_heldout40",
                                                                  "crashlogs_heldout41", "crashlogs_heldout42",
-                                                                 "crashlogs_heldout45", "crashlogs_heldout47")]
+                                                                 "crashlogs_heldout45", "crashlogs_heldout47",
+                                                                 "crashlogs_heldout48")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -401,6 +402,23 @@ KNOWN_MISSES = {
         "unknown", "ParallelConfig._verify_args' NotImplementedError 'Pipeline parallelism is not supported yet with "
                    "multiprocessing' (vLLM 0.5.x config.py, an offline LLM(...) call) is read as an unrecognised "
                    "failure: no signature of the catalog knows this refusal's wording"),
+    # the forty-eighth round's tuning misses at its split commit's catalog (no catalog change in that round)
+    "cuda_oom/vllm-9011-oom-flaky-profiler-mp-engine-cut": (
+        "unknown", "a vLLM 0.6 MQLLMEngine traceback cut at LLMEngine._initialize_kv_caches, before the exception "
+                   "line; only the title says CUDA OOM, and no signature reads a cut at the KV cache init as out of "
+                   "memory"),
+    "cuda_oom/vllm-7655-oom-wsl-after-weights-rpc-server-cut": (
+        "unknown", "vLLM 0.5's RPC server traceback after 'Loading model weights took 1.9634 GB', cut inside "
+                   "AsyncLLMEngine's init before the exception line; only the title says out of memory (under WSL)"),
+    "driver_mismatch/llm-d-706-error-803-engine-core-set-device-cut": (
+        "unknown", "EngineCore frames down to torch._C._cuda_setDevice, cut before the RuntimeError line; only the "
+                   "title names Error 803, and a cut inside set_device is no signature's evidence"),
+    "kernel_abi_mismatch/hunyuanimage3-56-vendored-vllm-c-abi3-undefined-symbol-on-startup": (
+        "unknown", "the vllm CLI's import chain (cli/__init__ -> benchmark latency -> arg_utils) cut before the "
+                   "ImportError line; only the title names the undefined symbol in vllm/_C.abi3.so"),
+    "unsupported_architecture/vllm-3101-internlm-xcomposer2-docker-compose-cut": (
+        "unknown", "a docker compose traceback (vllm-service-1 | prefixes) cut inside get_model before the "
+                   "exception line; only the title says the model is not supported"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
