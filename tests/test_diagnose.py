@@ -869,11 +869,27 @@ PASTE_FORMS = {
     # what a viewer or a search numbers every line with, and a web page or a chat client puts in for the characters
     # (docs/diagnose.md, "Copied through a viewer, a search or a web page")
     # (a number is read over the whole paste: one or two numbered lines may be a message, "404 not found", left there)
+    # Python 3.11+'s exception group (anyio's, asyncio's task groups) around a traceback that starts a line: its
+    # borders ("| ", rules) before every line (docs/diagnose.md, "Exception groups")
+    "an exception group around the traceback": lambda s: _exception_group(s),
     "grep -Hn -C, its groups apart": lambda s: _grep_context(s) if _filled(s) >= 3 else s,
     "less -N": lambda s: "\n".join(f"{n:>7} {x}" for n, x in enumerate(s.split("\n"), 1)) if _filled(s) >= 3 else s,
     "a web page's spaces, curly quotes, zero-width spaces": lambda s: s.replace(" ", "\xa0").replace(
         "'", "\u2019").replace('"', "\u201d").replace("\n", "\u200b\n"),
 }
+
+
+def _exception_group(text: str) -> str:
+    """The paste as a sub-exception of an ExceptionGroup that anyio raised, as Python 3.12 prints it; a paste with no
+    traceback starting a line as it is (a group holds tracebacks, not a logger's records)."""
+    if "\nTraceback (most recent call last)" not in "\n" + text:
+        return text
+    head = ["  + Exception Group Traceback (most recent call last):",
+            '  |   File "/usr/lib/python3.12/site-packages/anyio/_backends/_asyncio.py", line 680, in __aexit__',
+            "  |     raise BaseExceptionGroup(",
+            "  | ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)",
+            "  +-+---------------- 1 ----------------"]
+    return "\n".join(head + [f"    | {line}" for line in text.split("\n")] + ["    +" + "-" * 36])
 
 
 def _grep_context(text: str) -> str:
@@ -930,6 +946,10 @@ KNOWN_FORM_MISSES: dict[tuple[str, str], tuple[str, str]] = {
 
 # the same tuning miss behind the process prefixes a launcher writes (this round's forms): each of its three lines
 # is then a prefixed record, and the key-token tier reads it as labelled (unknown), as under the SGLang prefix
+# a group raised around a warning's traceback: the ExceptionGroup is raised, so the paste is a failure
+KNOWN_FORM_MISSES[("an exception group around the traceback", "healthy/src-sglang-hf-quant-config-retry-tracebacks")] = (
+    "unknown", "the form raises an ExceptionGroup around tracebacks SGLang logged as warnings: a raised group no "
+               "signature names is an unrecognised failure, as it should be")
 KNOWN_FORM_MISSES.update({
     (form, "unknown/sglang-26987-dsv4-pro-b300-graph-replay-illegal-memory-xid31"): (
         "unknown", "under a launcher's process prefix on every line the tier no longer gives the capture class its "

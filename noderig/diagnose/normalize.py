@@ -22,10 +22,12 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .carried import expand_carried
 from .copied import plain_characters, without_line_numbers
+from .excgroups import GroupBorders
 from .transports import gitlab_lines, without_stream_names
 
 __all__ = ["CXX_FRAME", "CXX_RAISED", "QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
@@ -601,8 +603,7 @@ def normalize(text: str) -> list[Line]:
     numbered = _undecorated(text)
     blocks: dict[str | None, _Block | None] = {}
     out: list[Line] = []
-    for no, raw in _rejoin(numbered):
-        msg, info = strip_prefixes(raw)
+    for no, msg, info in _peeled(numbered):
         source = info.get("source")
         # journald gives every line of one unit the main PID; key continuation by the transport
         key = source
@@ -654,6 +655,15 @@ def normalize(text: str) -> list[Line]:
                         block.time if inherited else None, bool(info.get("prefixed")),
                         block.level if inherited else info.get("level")))
     return out
+
+
+def _peeled(numbered: list[tuple[int, str]]) -> Iterator[tuple[int, str, dict]]:
+    """Each logical line (hard wraps joined) without its transport's and logger's prefixes (and what they said of
+    it), and without an exception group's borders, behind which a group prints its tracebacks (excgroups.py)."""
+    groups = GroupBorders()
+    for no, raw in _rejoin(numbered):
+        msg, info = strip_prefixes(raw)
+        yield no, groups.peel(msg), info
 
 
 def _continues_under_process_prefix(block: "_Block | None", info: dict, msg: str) -> bool:
