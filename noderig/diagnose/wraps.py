@@ -8,8 +8,9 @@ on its own whether it was cut: it is (nearly) the paste's longest line, and what
 starting a record (``starts``: normalize's test for a record's start; never indented), and the place of the cut
 shows it:
 
-- the cut splits a word or a name (``from_engine_ar`` + ``gs``, ``...Err`` + ``or: ...``), or a path or a dotted
-  name goes on (``site-packages/`` + ``vllm``);
+- the cut splits a word or a name (``from_engine_ar`` + ``gs``, ``...Err`` + ``or: ...``): a piece that is a word
+  the catalog knows, or one the paste holds twice, beside a name (``with`` + ``NCCL_DEBUG``) is a wrap at a word;
+  or a path or a dotted name goes on (``site-packages/`` + ``vllm``);
 - the line ends with the space a word wrap leaves, and the next line's first word would not have fitted on it.
 
 A paste whose lines are of varied length below one width has no line cut there (the others are shorter), and
@@ -19,12 +20,13 @@ one with lines longer than the cut line (more than one in a hundred) was not wra
 from __future__ import annotations
 
 import re
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
 MIN_WIDTH = 60  # no terminal wraps narrower; short log lines of one length are common
-_WORD = re.compile(r"\w")
+_WORD = re.compile(r"[A-Za-z0-9_]")  # ASCII: a CJK line after a cut line is a line of its own
 _NAME_GOES_ON = re.compile(r"[/_.-]\w*[/_-]$|\w\.\w+\.$")  # a path or a dotted name cut after its separator
 _NAME_AT_START = re.compile(r"^[/.]\w")  # ... or before it, when the piece before holds a path already
 # what begins a line of its own, whatever the line before: a bracketed tag, a markup tag, a date or a time, a
@@ -52,7 +54,8 @@ def cut_lines(clean: list[str], starts: Callable[[str], bool]) -> set[int]:
 
     def known() -> set[str]:
         if not paste_words:
-            paste_words.append(_vocabulary() | {w.lower() for x in clean for w in _LETTERS.findall(x)})
+            seen = Counter(w.lower() for x in clean for w in _LETTERS.findall(x))
+            paste_words.append(_vocabulary() | {w for w, n in seen.items() if n >= 2})  # a piece alone is not a word
         return paste_words[0]
 
     for i in range(len(clean) - 1):
@@ -77,7 +80,13 @@ def _splits_a_name(a: str, b: str, known: Callable[[], set[str]]) -> bool:
         left, right = re.split(r"\W", a)[-1], re.split(r"\W", b, maxsplit=1)[0]
         # two plain words may be a line a logger or a person wrapped at a word: only a word the catalog or the
         # paste's other lines know makes them one ("tok" + "ens"; not "sizes" + "provided")
-        return not (_PLAIN.match(left) and _PLAIN.match(right)) or (left + right).lower() in known()
+        if "_" in (a[-1], b[0]):
+            return True  # "GLIBCXX" + "_3.4.32", "modelopt_checkpoint_" + "restore_path": a name goes on
+        plain_left, plain_right = bool(_PLAIN.match(left)), bool(_PLAIN.match(right))
+        if plain_left and plain_right:
+            return (left + right).lower() in known()
+        # a word the paste or the catalog knows beside a name ("with" + "NCCL_DEBUG=INFO") is a wrap at a word
+        return not (plain_left and left.lower() in known() or plain_right and right.lower() in known())
     token = a.rsplit(" ", 1)[-1]
     return (bool(_NAME_GOES_ON.search(token)) and bool(_WORD.match(b[0]))
             or "/" in token and _WORD.match(a[-1]) is not None and _NAME_AT_START.match(b) is not None)
