@@ -29,6 +29,7 @@ from .carried import expand_carried
 from .copied import plain_characters, without_line_numbers
 from .excgroups import GroupBorders
 from .transports import gitlab_lines, without_stream_names
+from .wraps import cut_lines
 
 __all__ = ["CXX_FRAME", "CXX_RAISED", "QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
 
@@ -454,13 +455,14 @@ def _rejoin(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     1-based number of each logical line's first raw line."""
     clean = [strip_ansi(line).rstrip("\n") for _, line in numbered]
     width = _wrap_width(clean)
+    cut = cut_lines(clean, _looks_like_line_start) if width is None else set()
     out: list[tuple[int, str]] = []
     i = 0
     while i < len(clean):
         start, text = i, clean[i]
         while i + 1 < len(clean):
             nxt = clean[i + 1]
-            wrapped = width is not None and len(clean[i]) == width and nxt and not _looks_like_line_start(nxt)
+            wrapped = (i in cut or width is not None and len(clean[i]) == width) and nxt and not _looks_like_line_start(nxt)
             # a frame cut inside its path goes on with the next line's message: a transport's prefix on that
             # line is not part of the path, and a line of the prefix alone is a blank line
             framed = 'File "' in text

@@ -1,0 +1,100 @@
+"""Lines a terminal wrapped, told line by line (issue 13, "Hard-wrapped pastes" in docs/diagnose.md).
+
+A terminal that hard-wraps (tmux's copy mode, screen, a narrow web console, ``fold -w``) cuts every long line
+at its width W into pieces of W characters; one that wraps at a word (``fold -s``) cuts after the last space
+that fits, so its pieces end with that space and are shorter. normalize's ``_wrap_width`` reads a wrap from
+many lines of one width; a short paste has one or two cut lines and no such count. So here each line is asked
+on its own whether it was cut: it is (nearly) the paste's longest line, and what follows goes on rather than
+starting a record (``starts``: normalize's test for a record's start; never indented), and the place of the cut
+shows it:
+
+- the cut splits a word or a name (``from_engine_ar`` + ``gs``, ``...Err`` + ``or: ...``): a piece that is a word
+  the catalog knows, or one the paste holds twice, beside a name (``with`` + ``NCCL_DEBUG``) is a wrap at a word;
+  or a path or a dotted name goes on (``site-packages/`` + ``vllm``);
+- the line ends with the space a word wrap leaves, and the next line's first word would not have fitted on it.
+
+A paste whose lines are of varied length below one width has no line cut there (the others are shorter), and
+one with lines longer than the cut line (more than one in a hundred) was not wrapped there.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+MIN_WIDTH = 60  # no terminal wraps narrower; short log lines of one length are common
+_WORD = re.compile(r"[A-Za-z0-9_]")  # ASCII: a CJK line after a cut line is a line of its own
+_NAME_GOES_ON = re.compile(r"[/_.-]\w*[/_-]$|\w\.\w+\.$")  # a path or a dotted name cut after its separator
+_NAME_AT_START = re.compile(r"^[/.]\w")  # ... or before it, when the piece before holds a path already
+# what begins a line of its own, whatever the line before: a bracketed tag, a markup tag, a date or a time, a
+# level word, an arrow or an ellipsis
+_LINE_HEAD = re.compile(r"^(?:[\[<]|\*\*\*|→|\.\.\.|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|"
+                        r"(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b)")
+_TITLE_WORD = re.compile(r"^[A-Z][A-Za-z]*[ :]")  # "For debugging ...", "GCC version", "Log start"
+_NAME_COLON = re.compile(r"^\w+: ")  # "ggml_gallocr_reserve_n: failed ...": a program's record
+_EXC_TAIL = re.compile(r"(?:Error|Exception|Warning)$")
+_SENTENCE_END = re.compile(r"[.!?:]\s?$")
+_LETTERS = re.compile(r"[A-Za-z]+")
+_PLAIN = re.compile(r"(?:[A-Za-z][a-z]*|[A-Z]+|\d+)$")  # a word or a number, not a CamelCase name's piece
+_WHOLE_FRAME = re.compile(r'", line \d+, in \S+$')  # a frame line ends there: what follows is its code
+
+
+def cut_lines(clean: list[str], starts: Callable[[str], bool]) -> set[int]:
+    """The indices of the lines a terminal cut, each to be joined with the line after it."""
+    lengths = sorted((len(x) for x in clean), reverse=True)
+    if not lengths or lengths[0] < MIN_WIDTH:
+        return set()
+    cap = lengths[min(len(lengths) // 100, len(lengths) - 1)]  # longer lines than this: at most 1 in 100
+    floor = max(MIN_WIDTH, cap // 2)
+    cut: set[int] = set()
+    paste_words: list[set[str]] = []
+
+    def known() -> set[str]:
+        if not paste_words:
+            seen = Counter(w.lower() for x in clean for w in _LETTERS.findall(x))
+            paste_words.append(_vocabulary() | {w for w, n in seen.items() if n >= 2})  # a piece alone is not a word
+        return paste_words[0]
+
+    for i in range(len(clean) - 1):
+        a, b = clean[i], clean[i + 1]
+        if (not floor <= len(a) <= cap or not b or b[0].isspace() or not a.strip() or _LINE_HEAD.match(b)
+                or _WHOLE_FRAME.search(a) or starts(b)):
+            continue
+        if _TITLE_WORD.match(b) and (not a.endswith(" ") or _SENTENCE_END.search(a)):
+            continue
+        if len(a) == cap and _splits_a_name(a, b, known):
+            cut.add(i)
+        elif a.endswith(" ") and not a.endswith("  ") and len(a) + len(b.split(" ", 1)[0]) > cap:
+            cut.add(i)
+    return cut
+
+
+def _splits_a_name(a: str, b: str, known: Callable[[], set[str]]) -> bool:
+    """The join makes one word or name of two pieces, or a path or a dotted name goes on."""
+    if _NAME_COLON.match(b):
+        return bool(_EXC_TAIL.search(re.split(r"\W", a)[-1] + b.split(":", 1)[0]))
+    if _WORD.match(a[-1]) and _WORD.match(b[0]):
+        left, right = re.split(r"\W", a)[-1], re.split(r"\W", b, maxsplit=1)[0]
+        # two plain words may be a line a logger or a person wrapped at a word: only a word the catalog or the
+        # paste's other lines know makes them one ("tok" + "ens"; not "sizes" + "provided")
+        if "_" in (a[-1], b[0]):
+            return True  # "GLIBCXX" + "_3.4.32", "modelopt_checkpoint_" + "restore_path": a name goes on
+        plain_left, plain_right = bool(_PLAIN.match(left)), bool(_PLAIN.match(right))
+        if plain_left and plain_right:
+            return (left + right).lower() in known()
+        # a word the paste or the catalog knows beside a name ("with" + "NCCL_DEBUG=INFO") is a wrap at a word
+        return not (plain_left and left.lower() in known() or plain_right and right.lower() in known())
+    token = a.rsplit(" ", 1)[-1]
+    return (bool(_NAME_GOES_ON.search(token)) and bool(_WORD.match(b[0]))
+            or "/" in token and _WORD.match(a[-1]) is not None and _NAME_AT_START.match(b) is not None)
+
+
+@lru_cache(maxsize=1)
+def _vocabulary() -> frozenset[str]:
+    """The words of the catalog, its key tokens and its benign lines: the words a cause is matched by."""
+    here = Path(__file__).parent
+    return frozenset(w.lower() for name in ("catalog.toml", "tokens.toml", "benign.toml")
+                     for w in _LETTERS.findall((here / name).read_text(encoding="utf-8")) if len(w) >= 3)

@@ -1,0 +1,117 @@
+"""Hard-wrapped pastes (issue 13): a terminal that cut every long line at its width W, in a paste too short for
+normalize's many-lines-of-one-width rule, is joined back line by line (noderig/diagnose/wraps.py). Fixtures are
+picked by name from tests/fixtures/crashlogs/ (tuning logs only); docs/diagnose.md "Hard-wrapped pastes"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from noderig.diagnose import diagnose, normalize
+
+FIXTURES = Path(__file__).parent / "fixtures" / "crashlogs"
+
+
+def fixture(name: str) -> str:
+    text = (FIXTURES / f"{name}.log").read_text()
+    return "\n".join(x for x in text.split("\n") if not x.startswith(("# source:", "# note:")))
+
+
+def hard_wrap(text: str, width: int) -> str:
+    """What a terminal of ``width`` columns shows, copied as text: every line cut every ``width`` characters."""
+    return "\n".join(x[i:i + width] for x in text.split("\n") for i in range(0, max(len(x), 1), width))
+
+
+def fold_s(text: str, width: int) -> str:
+    """``fold -s -w width``: a line cut after the last space that fits (the space stays at the line's end)."""
+    out = []
+    for x in text.split("\n"):
+        while len(x) > width:
+            k = x.rfind(" ", 0, width)
+            k = width if k <= 0 else k + 1
+            out.append(x[:k])
+            x = x[k:]
+        out.append(x)
+    return "\n".join(out)
+
+
+# each read as its own class bare, and (before wraps.py) as another one wrapped at one of these widths
+WRAPPED = [
+    ("invalid_server_args/vllm-pr-17944-model-option-valueerror", (80, 120)),
+    ("tokenizer_error/moondream-242-from-buffer", (80, 100, 120)),
+    ("checkpoint_incomplete/fastchat-2602-no-such-file-safetensors", (80, 100, 160)),
+    ("kernel_abi_mismatch/ktransformers-439-glibcxx", (80, 100, 120)),
+    ("unsupported_architecture/emma-x-1-openvla-model-type", (80, 120)),
+    ("tokenizer_error/src-vllm-chat-template-required", (80, 120)),
+]
+
+
+@pytest.mark.parametrize("name,widths", WRAPPED, ids=[n for n, _ in WRAPPED])
+def test_a_short_hard_wrapped_paste_reads_as_the_unwrapped_one(name, widths):
+    text = fixture(name)
+    want = name.split("/")[0]
+    assert diagnose(text).cls == want
+    for width in widths:
+        assert hard_wrap(text, width) != text
+        assert diagnose(hard_wrap(text, width)).cls == want, width
+
+
+def test_an_exception_line_cut_once_inside_a_word_is_one_line_again():
+    line = ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be "
+            "stored in KV cache (7344).")
+    k = line.index("tokens") + 3
+    cut = [line[:k], line[k:]]
+    assert cut[0].endswith("tok") and len(cut[0]) > len(cut[1])  # "tok" + "ens": no word of the catalog or the paste ends or starts so
+    assert [ln.text for ln in normalize("\n".join(cut))] == [line]
+    assert diagnose("\n".join(cut)).cls == "kv_cache_insufficient"
+
+
+def test_an_exception_type_cut_inside_its_name_is_joined():
+    line = ("Scheduler hit an exception while it ran the model: torch.OutOfMemoryError: CUDA out of memory. "
+            "Tried to allocate 1.50 GiB.")
+    k = line.index("Error:") + 3  # "...OutOfMemoryErr" + "or: CUDA ..."
+    text = "\n".join([line[:k], line[k:]])
+    assert len(line[:k]) > len(line[k:]) and line[k:].startswith("or: ")
+    assert [ln.text for ln in normalize(text)] == [line]
+    assert diagnose(text).cls == "cuda_oom"
+
+
+def test_a_word_wrap_that_kept_its_space_is_joined():
+    text = fixture("tokenizer_error/moondream-242-from-buffer")
+    assert diagnose(fold_s(text, 80)).cls == "tokenizer_error"
+
+
+def test_lines_that_share_the_longest_length_by_chance_are_not_joined():
+    # a real log: two different lines of the paste's longest length (normalize's rule wants three), each followed
+    # by a line that goes on without any sign of a cut (a new capitalised sentence; plain words on both sides)
+    log = ["RuntimeError: CUDA error: an illegal memory access was encountered during a graph replay",
+           "CUDA kernel errors might be asynchronously reported at some other API call, so the stack",
+           "then the server went on without it"]
+    assert len(log[0]) == len(log[1]) == max(len(x) for x in log)
+    assert [ln.text for ln in normalize("\n".join(log))] == log
+
+
+def test_a_line_at_the_width_whose_next_line_starts_a_record_is_not_joined():
+    cut = "ValueError: The model's max seq len (32768) is larger than the maximum number of tok"
+    for record in ("[2026-01-22 20:05:33 TP0] Scheduler hit an exception", "INFO 05-24 00:20:47 [loader.py:88] ok",
+                   "Traceback (most recent call last):", 'File "/x/run.py", line 3, in <module>',
+                   "RuntimeError: CUDA error: out of memory", "2026-01-22 20:05:33,123 - INFO - starting"):
+        assert [ln.text for ln in normalize("\n".join([cut, record]))][0] == cut, record
+
+
+def test_a_whole_frame_line_at_the_width_keeps_its_code_line():
+    frame = 'File "/usr/lib/python3/site-packages/vllm/model_executor/layers/layernorm.py", line 59, in forward'
+    log = [frame, "out = torch.empty_like(x)"]
+    assert [ln.text for ln in normalize("\n".join(log))] == log
+
+
+def test_evidence_points_to_the_raw_paste_line():
+    line = ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be "
+            "stored in KV cache (7344).")
+    k = line.index("tokens") + 3
+    text = "\n".join(["Loading weights", "", line[:k], line[k:]])
+    lines = normalize(text)
+    assert [(ln.no, ln.text) for ln in lines if ln.text][-1] == (3, line)
+    d = diagnose(text)
+    assert d.cls == "kv_cache_insufficient" and d.evidence[0].lineno == 3
