@@ -872,6 +872,8 @@ PASTE_FORMS = {
     # Python 3.11+'s exception group (anyio's, asyncio's task groups) around a traceback that starts a line: its
     # borders ("| ", rules) before every line (docs/diagnose.md, "Exception groups")
     "an exception group around the traceback": lambda s: _exception_group(s),
+    # a traceback raised in a notebook cell, as IPython 8 prints it (docs/diagnose.md, "IPython's tracebacks")
+    "IPython's traceback in a notebook": lambda s: _ipython(s),
     "grep -Hn -C, its groups apart": lambda s: _grep_context(s) if _filled(s) >= 3 else s,
     "less -N": lambda s: "\n".join(f"{n:>7} {x}" for n, x in enumerate(s.split("\n"), 1)) if _filled(s) >= 3 else s,
     "a web page's spaces, curly quotes, zero-width spaces": lambda s: s.replace(" ", "\xa0").replace(
@@ -890,6 +892,33 @@ def _exception_group(text: str) -> str:
             "  | ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)",
             "  +-+---------------- 1 ----------------"]
     return "\n".join(head + [f"    | {line}" for line in text.split("\n")] + ["    +" + "-" * 36])
+
+
+_PY_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (.+)$')
+
+
+def _ipython(text: str) -> str:
+    """Every traceback that starts a line re-printed as IPython 8 prints it: a rule, the exception's name over the
+    title, "File <path>:<line>, in <function>()" and the line that ran behind an arrow, a blank line between frames."""
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        if not lines[i].startswith("Traceback (most recent call last)"):
+            out.append(lines[i])
+            i += 1
+            continue
+        frames, i = [], i + 1
+        while i < len(lines) and (lines[i][:1].isspace() or not lines[i].strip()):
+            m = _PY_FRAME.match(lines[i])
+            if m:
+                frames.append([m[1], m[2], m[3], ""])
+            elif frames and lines[i].strip().strip("^~"):
+                frames[-1][3] = lines[i].strip()
+            i += 1
+        name = lines[i].split(":")[0].rsplit(".", 1)[-1] if i < len(lines) else "Exception"
+        out += ["-" * 75, f"{name:<42}Traceback (most recent call last)"]
+        for path, line, func, code in frames:
+            out += [f"File {path}:{line}, in {func}()", f"--> {line:>4} {code}", ""]
+    return "\n".join(out)
 
 
 def _grep_context(text: str) -> str:
@@ -950,6 +979,9 @@ KNOWN_FORM_MISSES: dict[tuple[str, str], tuple[str, str]] = {
 KNOWN_FORM_MISSES[("an exception group around the traceback", "healthy/src-sglang-hf-quant-config-retry-tracebacks")] = (
     "unknown", "the form raises an ExceptionGroup around tracebacks SGLang logged as warnings: a raised group no "
                "signature names is an unrecognised failure, as it should be")
+KNOWN_FORM_MISSES[("IPython's traceback in a notebook", "healthy/src-sglang-hf-quant-config-retry-tracebacks")] = (
+    "unknown", "the form prints tracebacks SGLang logged as warnings as IPython prints a raised one (a header naming "
+               "the exception): read as raised, an unrecognised failure")
 KNOWN_FORM_MISSES.update({
     (form, "unknown/sglang-26987-dsv4-pro-b300-graph-replay-illegal-memory-xid31"): (
         "unknown", "under a launcher's process prefix on every line the tier no longer gives the capture class its "

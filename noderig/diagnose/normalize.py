@@ -690,7 +690,10 @@ def _continues_under_process_prefix(block: "_Block | None", info: dict, msg: str
 # length, which is no sign of a terminal's wrapping, and none continues the line before it); a line of
 # the C++ stack torch's c10 prints under an error (CXX_RAISED, CXX_FRAME)
 _NEW_RECORD = re.compile(r'^\s*(File "|Traceback \(most recent call last\)|During handling of|The above exception|'
-                         r'\S+:\d+:\d+ \[\d+\] )|' + CXX_RAISED.pattern + "|" + CXX_FRAME.pattern)
+                         r'\S+:\d+:\d+ \[\d+\] |'
+                         # IPython's frames and header (tracebacks.py): "File /x.py:3, in f(...)", "Cell In[2], line 1"
+                         r'File [^\s"][^,]*\.py:\d+|Cell In ?\[|[\w.]+\s+Traceback \(most recent call last\))|'
+                         + CXX_RAISED.pattern + "|" + CXX_FRAME.pattern)
 
 
 def with_continuation(lines: list[Line], i: int) -> tuple[str, str | None]:

@@ -24,6 +24,16 @@ _CONNECTOR = re.compile(r"^\s*(?P<kind>The above exception was the direct cause 
                         r"During handling of the above exception, another exception occurred:)")
 _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
 _TB_START = "Traceback (most recent call last):"
+# IPython's / Jupyter's traceback (ultratb): its header names the exception ("ValueError    Traceback (most recent
+# call last)"); a frame is "File <path>:<line>, in <qualified name>(<arguments>)" (IPython 8), "Cell In[3], line 2"
+# (a notebook cell), or "<path> in <name>(<arguments>)" with the line only in the arrow below it (IPython 7,
+# Colab); the source shown under a frame is numbered, the line that ran behind an arrow ("--> 177 ...", "----> 3
+# ..."), lines left out as "(...)"
+_IPY_HEADER = re.compile(r"^\s*[A-Za-z_][\w.]*\s+Traceback \(most recent call last\)\s*$")
+_IPY_FRAME = re.compile(r"^\s*File (?P<file>[^\s\"][^,]*?\.py):(?P<line>\d+)(?:, in (?P<func>[\w.<>]+))?")
+_IPY_CELL = re.compile(r"^\s*Cell In ?\[\d*\], line (?P<line>\d+)\s*$")
+_IPY7_FRAME = re.compile(r"^\s*(?P<file>(?:[~/.]|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<func>[\w.<>]+)\(?")
+_IPY_SOURCE = re.compile(r"^\s*(?:-+>\s*\d+\b|\d+\s|\(\.\.\.\)\s*$)")
 
 
 @dataclass
@@ -134,14 +144,15 @@ class _RankParser:
         self.msg_lines = 0
         self.prev_frame = False  # the line before was a frame (the next may be its echoed source)
         self.base = 0  # the traceback's own indentation: pip and quoting indent a whole traceback
+        self.ipython = False  # IPython printed it: its numbered source lines are the frames' echo
 
     def feed(self, i: int) -> None:
         text = self.lines[i].text
-        if _TB_START in text:
+        if _TB_START in text or _IPY_HEADER.match(text):
             self._header(i)
             return
         if self.tb is None:
-            if _FRAME.match(text) is None:
+            if _FRAME.match(text) is None and _IPY_FRAME.match(text) is None:
                 return
             # a traceback whose header was cut off (an excerpt, a paste): start at its first frame
             self._open(i, base=max(0, _indent(text) - 2))  # frames sit two columns in
@@ -165,6 +176,8 @@ class _RankParser:
 
     def _open(self, i: int, base: int) -> None:
         self.base = base
+        text = self.lines[i].text
+        self.ipython = bool(_IPY_HEADER.match(text) or _IPY_FRAME.match(text))
         self.sec = TracebackSection(start_index=i)
         self.tb = Traceback(self.rank, [self.sec], i, i)
         self.state, self.pending_link, self.msg_lines, self.prev_frame = "frames", None, 0, False
@@ -189,16 +202,16 @@ class _RankParser:
 
     def _in_frames(self, i: int, text: str) -> None:
         stripped = text.strip()
-        fm = _FRAME.match(text) or _CUT_FRAME.match(text)
-        if fm:
-            func = fm.groupdict().get("func") or ""  # cut: the function is not known
-            self.sec.frames.append(Frame(fm["file"], int(fm["line"] or 0), func))
+        frame = _frame(text)
+        if frame:
+            self.sec.frames.append(frame)
             self.tb.end_index, self.prev_frame = i, True
             return
         em = _EXC.match(stripped)
         after_frame, self.prev_frame = self.prev_frame, False
         if (not stripped or _indent(text) > self.base or stripped.startswith("[Previous line repeated")
-                or (after_frame and em is None)):  # the echoed source line, even when unindented
+                # the echoed source: IPython numbers it; Python's, even unindented, is the line after a frame
+                or (_IPY_SOURCE.match(text) if self.ipython else after_frame and em is None)):
             if stripped and self.sec.frames:
                 self.tb.code_lines.add(i)
             elif not stripped:
@@ -223,7 +236,20 @@ class _RankParser:
             self._close()
 
 
-_RAISE = re.compile(r"^\s*raise (?P<type>[A-Za-z_][\w.]*)\((?P<rest>.*)$")
+def _frame(text: str) -> Frame | None:
+    """The frame a line names: Python's ("File "x.py", line 3, in f", or cut inside it: the function is not known)
+    or IPython's (its qualified name read as the function's own: "LLM.__init__" is "__init__")."""
+    fm = _FRAME.match(text) or _CUT_FRAME.match(text) or _IPY_FRAME.match(text) or _IPY7_FRAME.match(text)
+    if fm:
+        func = (fm.groupdict().get("func") or "").rsplit(".", 1)[-1]
+        return Frame(fm["file"], int(fm.groupdict().get("line") or 0), func)
+    cell = _IPY_CELL.match(text)
+    return Frame("<cell>", int(cell["line"]), "<module>") if cell else None
+
+
+# the statement that ran, as Python echoes it or behind IPython's arrow ("--> 118 assert cuda_home is not None")
+_RAN = r"^\s*(?:-+>\s*\d+\s)?\s*"
+_RAISE = re.compile(_RAN + r"raise (?P<type>[A-Za-z_][\w.]*)\((?P<rest>.*)$")
 _STRING = re.compile(r"""f?(["'])(?P<s>(?:(?!\1).)*)\1""")
 
 
@@ -246,7 +272,7 @@ def _raise_stands_for_cut_exception(tb: Traceback, lines: list[Line]) -> None:
     tb.code_lines.discard(last)
 
 
-_ASSERT = re.compile(r"^\s*assert\s+(?P<expr>\S.*)$")
+_ASSERT = re.compile(_RAN + r"assert\s+(?P<expr>\S.*)$")
 
 
 def assert_expression(lines: list[Line], index: int, exc_type: str) -> str:
