@@ -874,6 +874,8 @@ PASTE_FORMS = {
     "an exception group around the traceback": lambda s: _exception_group(s),
     # a traceback raised in a notebook cell, as IPython 8 prints it (docs/diagnose.md, "IPython's tracebacks")
     "IPython's traceback in a notebook": lambda s: _ipython(s),
+    # another version's quoting of a name in the message: "x" or `x` for 'x' (docs/diagnose.md, "Any quote")
+    "names quoted in double quotes and backticks": lambda s: _requoted(s),
     "grep -Hn -C, its groups apart": lambda s: _grep_context(s) if _filled(s) >= 3 else s,
     "less -N": lambda s: "\n".join(f"{n:>7} {x}" for n, x in enumerate(s.split("\n"), 1)) if _filled(s) >= 3 else s,
     "a web page's spaces, curly quotes, zero-width spaces": lambda s: s.replace(" ", "\xa0").replace(
@@ -919,6 +921,12 @@ def _ipython(text: str) -> str:
         for path, line, func, code in frames:
             out += [f"File {path}:{line}, in {func}()", f"--> {line:>4} {code}", ""]
     return "\n".join(out)
+
+
+def _requoted(text: str) -> str:
+    """Every name in single quotes ('cutlass', '--tp') quoted in double quotes and backticks by turns."""
+    marks = iter(['"', "`"] * len(text))
+    return re.sub(r"'([\w./:-]+)'", lambda m: (q := next(marks)) + m[1] + q, text)
 
 
 def _grep_context(text: str) -> str:

@@ -7,6 +7,7 @@ these forms by tests/test_diagnose.py (PASTE_FORMS); here, the rules' edges and 
 from __future__ import annotations
 
 from noderig.diagnose import diagnose
+from noderig.diagnose.catalog import any_quote
 from noderig.diagnose.copied import plain_characters, without_line_numbers
 from tests.test_diagnose_carried import KV_TRACEBACK
 
@@ -79,3 +80,12 @@ def test_a_log_pasted_from_a_chat_client_keeps_its_class():
     # a page's source, its spaces escaped
     unsupported = "ValueError: Model architectures ['DeepseekV4ForCausalLM'] are not supported for now."
     assert diagnose(unsupported.replace(" ", "&nbsp;").replace("'", "&#8217;")).cls == "unsupported_architecture"
+
+
+def test_a_signature_s_quotes_stand_for_any_quote():
+    assert any_quote(r"No module named '(cutlass|quack)'") == r"""No module named ['"`](cutlass|quack)['"`]"""
+    assert any_quote(r"argument '[^']+' found") == r"""argument ['"`][^'"`]+['"`] found"""
+    assert any_quote(r"[\]'x] can\'t") == r"""[\]'"`x] can['"`]t"""
+    # another version's quoting names the same cause
+    for quoted in ('"--system"', "`--system`", "'--system'"):
+        assert diagnose(f"error: unexpected argument {quoted} found").cls == "invalid_server_args"

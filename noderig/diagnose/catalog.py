@@ -17,7 +17,7 @@ from pathlib import Path
 from .anchors import AnchorIndex
 
 __all__ = ["CATALOG_PATH", "BENIGN_PATH", "Catalog", "CatalogClass", "CatalogError", "ExceptionSignature",
-           "compile_patterns", "default_catalog", "load_catalog"]
+           "any_quote", "compile_patterns", "default_catalog", "load_catalog"]
 
 CATALOG_PATH = Path(__file__).with_name("catalog.toml")
 BENIGN_PATH = Path(__file__).with_name("benign.toml")
@@ -158,14 +158,49 @@ class CatalogError(ValueError):
 
 
 def compile_patterns(patterns, where: str) -> tuple[re.Pattern, ...]:
-    """Each pattern compiled case-insensitively; a bad one names ``where`` it came from."""
+    """Each pattern compiled case-insensitively and with any quote for a quote (any_quote); a bad one names
+    ``where`` it came from."""
     out = []
     for p in patterns or ():
         try:
-            out.append(re.compile(p, re.IGNORECASE))
+            out.append(re.compile(any_quote(p), re.IGNORECASE))
         except re.error as e:
             raise CatalogError(f"{where}: bad regex {p!r}: {e}") from None
     return tuple(out)
+
+
+_QUOTES = "'\"`"
+_ANY_QUOTE = "['\"`]"
+
+
+def any_quote(pattern: str) -> str:
+    """The pattern with each quote character (', " or `, escaped or not) standing for any of the three, in a
+    character class too: a message names a thing in whatever quotes its version chose ("No module named 'x'",
+    `--speculative-config` in backticks, "x" in double quotes), so a signature written with one matches all."""
+    out, in_class, i = [], False, 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            out.append((_QUOTES if in_class else _ANY_QUOTE) if nxt in _QUOTES else ch + nxt)
+            i += 2
+            continue
+        if ch in _QUOTES:
+            out.append(_QUOTES if in_class else _ANY_QUOTE)
+        else:
+            out.append(ch)
+            if ch == "[" and not in_class:
+                in_class = True
+                if pattern[i + 1:i + 2] == "^":
+                    out.append("^")
+                    i += 1
+                if pattern[i + 1:i + 2] == "]":  # a ']' first in a class is a literal
+                    out.append("]")
+                    i += 1
+            elif ch == "]" and in_class:
+                in_class = False
+        i += 1
+    return "".join(out)
 
 
 def _read_versioned(path: Path, what: str) -> dict:
