@@ -89,3 +89,11 @@ def test_a_signature_s_quotes_stand_for_any_quote():
     # another version's quoting names the same cause
     for quoted in ('"--system"', "`--system`", "'--system'"):
         assert diagnose(f"error: unexpected argument {quoted} found").cls == "invalid_server_args"
+
+
+def test_one_grep_line_before_an_exception_is_peeled():
+    assert without_line_numbers(["812:" + OOM]) == [OOM]
+    assert without_line_numbers(["logs/server.log:812:" + OOM]) == [OOM]
+    assert diagnose("812:" + OOM).cls == "cuda_oom"
+    # a number before anything else stays: "404: not found", a port, an HTTP status
+    assert without_line_numbers(["503: Service Unavailable"]) == ["503: Service Unavailable"]

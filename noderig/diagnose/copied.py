@@ -31,6 +31,7 @@ _GUTTERS = (
 # `cat -n`'s exact shape ("%6d\t"), peeled from a paste of one or two lines too. Only that shape there: a line of its
 # own may start with numbers and tabs (du's "52428800\t/dev/shm", a script's "0\t1.23\t4.56")
 _CAT_N = re.compile(r"^(?: {5}\d| {4}\d\d| {3}\d{3}| {2}\d{4}| \d{5}|\d{6})\t")
+_GREP_BEFORE_FAILURE = re.compile(r"^(?:[^\s:]+:)?\d{1,7}[:-](?=[A-Za-z_][\w.]*(?:Error|Exception)\b|Traceback \()")
 _GREP_SEPARATOR = "--"  # between grep's groups of context lines
 
 _PLAIN = str.maketrans({
@@ -55,8 +56,9 @@ def without_line_numbers(lines: list[str]) -> list[str]:
         found = [gutter.match(x) for x in filled]
         if _numbers_the_paste([m for m in found if m], len(filled), spaced=k == len(_GUTTERS) - 1):
             return [_unnumbered(x, gutter) for x in lines]
-    # too few lines to read a gutter by: only `cat -n`'s own shape, which a message hardly has
-    return [_CAT_N.sub("", x, count=1) if "\t" in x[:7] else x for x in lines]
+    # too few lines to read a gutter by: only `cat -n`'s own shape, which a message hardly has, and a number grep put
+    # before an exception line or a traceback's header (`grep -n Error server.log`: "812:RuntimeError: ...")
+    return [_GREP_BEFORE_FAILURE.sub("", _CAT_N.sub("", x, count=1) if "\t" in x[:7] else x, count=1) for x in lines]
 
 
 def _numbers_the_paste(found: list[re.Match], filled: int, spaced: bool) -> bool:
