@@ -3,9 +3,9 @@
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
 directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/ ..
-crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/, crashlogs_heldout47/ and crashlogs_heldout48/ hold real logs set
+crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/, crashlogs_heldout47/, crashlogs_heldout48/ and crashlogs_heldout49/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the
-accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the forty held-out
+accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the forty-one held-out
 splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44 or 46: those rounds made probes, not splits) is printed in the
 terminal summary of every run.
 """
@@ -49,7 +49,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout39", "crashlogs_heldout40",
                                                                  "crashlogs_heldout41", "crashlogs_heldout42",
                                                                  "crashlogs_heldout45", "crashlogs_heldout47",
-                                                                 "crashlogs_heldout48")]
+                                                                 "crashlogs_heldout48", "crashlogs_heldout49")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -419,6 +419,28 @@ KNOWN_MISSES = {
     "unsupported_architecture/vllm-3101-internlm-xcomposer2-docker-compose-cut": (
         "unknown", "a docker compose traceback (vllm-service-1 | prefixes) cut inside get_model before the "
                    "exception line; only the title says the model is not supported"),
+    # the forty-ninth round's tuning misses at its split commit's catalog (no catalog change in that round)
+    "cuda_oom/vllm-6630-taskgroup-docker-timestamps-gpu-mem-util-oom": (
+        "unknown", "starlette's listen_for_disconnect frames behind docker's times and a blank line after each, cut "
+                   "before any exception; only the reporter's later comment (--gpu-memory-utilization 0.9 ran the GPU "
+                   "out of memory) names the cause"),
+    "unknown/fastchat-3429-sglang-worker-exception-group-behind-logger-prefix": (
+        "healthy", "an ExceptionGroup's borders behind FastChat's logger prefix, cut at `raise BaseExceptionGroup(` "
+                   "before the group's line and its sub-exception: no exception line and no failure record, so "
+                   "nothing in the paste says it failed"),
+    "unknown/sglang-4471-kaggle-log-viewer-time-line-gutter-nbconvert": (
+        "healthy", "Kaggle's log viewer lines (nbconvert writing the notebook, a traitlets FutureWarning) cut before "
+                   "any error; the failure is only in the report's prose"),
+    "unknown/synthetic-data-kit-24-colab-widget-progress-unsloth-vllm-start": (
+        "healthy", "a Colab cell's start of vLLM under Unsloth (downloads, platform detection, Unsloth's settings) "
+                   "cut before the failure; only the thread says the start broke"),
+    "unknown/vllm-19077-wsl2-cuda-unknown-error-vllm-serve-head": (
+        "healthy", "the command and vLLM's first two INFO lines under WSL2, cut before the CUDA error; only the title "
+                   "says it failed"),
+    "unsupported_architecture/vllm-15046-ipython-stablelmalpha-no-vllm-implementation": (
+        "unknown", "an IPython traceback (`ValueError    Traceback`, LLM(...) with model_impl=\"transformers\") cut in "
+                   "vllm/utils.py's deprecate_args wrapper before the message; only the title names the architecture "
+                   "vLLM has no implementation for"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
