@@ -424,10 +424,6 @@ KNOWN_MISSES = {
         "unknown", "starlette's listen_for_disconnect frames behind docker's times and a blank line after each, cut "
                    "before any exception; only the reporter's later comment (--gpu-memory-utilization 0.9 ran the GPU "
                    "out of memory) names the cause"),
-    "unknown/fastchat-3429-sglang-worker-exception-group-behind-logger-prefix": (
-        "healthy", "an ExceptionGroup's borders behind FastChat's logger prefix, cut at `raise BaseExceptionGroup(` "
-                   "before the group's line and its sub-exception: no exception line and no failure record, so "
-                   "nothing in the paste says it failed"),
     "unknown/sglang-4471-kaggle-log-viewer-time-line-gutter-nbconvert": (
         "healthy", "Kaggle's log viewer lines (nbconvert writing the notebook, a traitlets FutureWarning) cut before "
                    "any error; the failure is only in the report's prose"),

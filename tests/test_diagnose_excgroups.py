@@ -6,7 +6,7 @@ Lib/traceback.py's (3.12); the messages are vLLM's and torch's own (tests/fixtur
 
 from __future__ import annotations
 
-from noderig.diagnose import diagnose, normalize
+from noderig.diagnose import diagnose, normalize, parse_tracebacks
 from noderig.diagnose.excgroups import GroupBorders
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a total capacity of "
@@ -88,3 +88,11 @@ def test_borders_elsewhere_are_left_alone():
     assert [borders.peel(x) for x in GROUP[1:]][-1] == ""
     assert borders.peel("INFO:     Shutting down") == "INFO:     Shutting down"
     assert borders.peel(table) == table
+
+
+def test_a_paste_cut_inside_a_group_is_read_from_its_first_bordered_frame():
+    # the header cut off (a paste that starts mid-group, behind a relay's prefix): the frames still read as a traceback
+    cut = [f"2024-07-11 17:52:21 | ERROR | stderr | {line}" for line in GROUP_HEAD[2:6]]
+    (tb,) = parse_tracebacks(normalize("\n".join(cut)))
+    assert [f.function for f in tb.final.frames] == ["collapse_excgroups", "__aexit__"]
+    assert diagnose("\n".join(cut)).cls == "unknown"

@@ -8,7 +8,7 @@ TracebackException.format for exceptions with `exceptions`). Left as printed, no
 and no sub-exception's line is an exception line, so the cause inside the group was never read.
 
 Peeled here line by line, behind a transport's prefix (a journal's, a container's), from a group's header
-on: "| " goes, the header reads as a traceback's header, and a rule ends one traceback (a blank line) before
+on (or from a frame, a header or an exception behind a border, in a paste cut inside a group): "| " goes, the header reads as a traceback's header, and a rule ends one traceback (a blank line) before
 the next. A line with neither ends the group: "| " elsewhere (a table, a gutter) is left alone.
 """
 
@@ -20,6 +20,8 @@ __all__ = ["GroupBorders"]
 
 _HEADER = re.compile(r"^\s*(?:\+ |\| )?Exception Group Traceback \(most recent call last\):")
 _BORDER = re.compile(r"^\s*\| ?")
+# a frame, a header or an exception behind a border: a paste that starts inside a group, its header cut off
+_BORDERED = re.compile(r'^\s*\| +(?:File "|Traceback \(most recent call last\)|[A-Za-z_][\w.]*(?:Error|Exception|Group)\b)')
 # the rule before a sub-exception ("+-+---- 1 ----", "+---- 2 ----", "+---- ... ----" over those left out) and
 # the one closing the group ("+------------------------------------")
 _RULE = re.compile(r"^\s*\+[-+]*-+(?: (?:\d+|\.\.\.) -+)?$")
@@ -37,8 +39,9 @@ class GroupBorders:
         if _HEADER.match(msg):
             self.inside = True
             return _TB_HEADER
-        if not self.inside:
+        if not self.inside and _BORDERED.match(msg) is None:
             return msg
+        self.inside = True
         if _RULE.match(msg):
             return ""
         m = _BORDER.match(msg)
