@@ -894,6 +894,9 @@ PASTE_FORMS = {
     "IPython's traceback in a notebook": lambda s: _ipython(s),
     # another version's quoting of a name in the message: "x" or `x` for 'x' (docs/diagnose.md, "Any quote")
     "names quoted in double quotes and backticks": lambda s: _requoted(s),
+    # a tracker or an editor that turned every line break into two (read over the paste: three lines apart may be
+    # a person's paragraphs, left so)
+    "a blank line after every line": lambda s: "\n\n".join(s.split("\n")) if _filled(s) >= 4 else s,
     "grep -Hn -C, its groups apart": lambda s: _grep_context(s) if _filled(s) >= 3 else s,
     "less -N": lambda s: "\n".join(f"{n:>7} {x}" for n, x in enumerate(s.split("\n"), 1)) if _filled(s) >= 3 else s,
     "a web page's spaces, curly quotes, zero-width spaces": lambda s: s.replace(" ", "\xa0").replace(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from noderig.diagnose import diagnose
 from noderig.diagnose.catalog import any_quote
-from noderig.diagnose.copied import plain_characters, without_line_numbers
+from noderig.diagnose.copied import plain_characters, single_spaced, without_line_numbers
 from tests.test_diagnose_carried import KV_TRACEBACK
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a total capacity of "
@@ -97,3 +97,19 @@ def test_one_grep_line_before_an_exception_is_peeled():
     assert diagnose("812:" + OOM).cls == "cuda_oom"
     # a number before anything else stays: "404: not found", a port, an HTTP status
     assert without_line_numbers(["503: Service Unavailable"]) == ["503: Service Unavailable"]
+
+
+def test_a_double_spaced_paste_reads_as_the_log_and_keeps_raw_line_numbers():
+    double = "\n\n".join(["INFO 01-22 20:05:30 [core.py:58] Initializing a V1 LLM engine", "", *KV_TRACEBACK])
+    d = diagnose(double)
+    assert d.cls == "kv_cache_insufficient"
+    assert d.evidence[0].lineno == 2 * (len(KV_TRACEBACK) + 2) - 1
+    assert [x for _, x in single_spaced(list(enumerate(["a", "", "b", "", "", "", "c", "", "d"], 1)))] == \
+        ["a", "b", "", "c", "d"]
+
+
+def test_blank_lines_of_the_log_s_own_are_kept():
+    # lines that touch, an even run of blank lines, or too few lines: no double-spacing copy made them
+    for lines in (["a", "b", "", "c", "", "d", "", "e"], ["a", "", "b", "", "", "c", "", "d"], ["a", "", "b", "", "c"]):
+        numbered = list(enumerate(lines, 1))
+        assert single_spaced(numbered) == numbered

@@ -6,6 +6,9 @@
   tell a line number from a message that starts with a number (du's "52428800\t/dev/shm", an HTTP
   status, a time of day), so the gutter is read over the whole paste: most lines carry the same form and
   their numbers go up, one by one where a space alone follows them (the form a message most resembles).
+- A blank line after every line: a tracker or an editor that turned each line break into two (CRLF read as two
+  breaks). Read over the whole paste: no two lines touch, and every run of blank lines is odd (one between two
+  lines, three where the log had a blank line of its own); each run of n goes back to (n - 1) / 2.
 - Characters a web page, a chat client or a word processor puts in for the ones the log had: no-break
   and other fixed-width spaces, zero-width spaces and joiners, and curly quotes ("smart quotes"; gcc
   writes them itself in a UTF-8 locale). The catalog is written in ASCII; a paste from such a page
@@ -16,9 +19,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["plain_characters", "without_line_numbers"]
+__all__ = ["plain_characters", "single_spaced", "without_line_numbers"]
 
 _SHARE = 0.8  # of the paste's non-blank lines, at least, for a paste-wide gutter
+_MIN_DOUBLE_SPACED = 4  # lines, at least, for a paste read as double-spaced (two or three may be paragraphs)
 _STEP_SHARE = 0.8  # of the numbers after the first, going up by exactly one, for a gutter a space ends
 
 # each gutter form: the number, and where the line it numbers starts
@@ -80,3 +84,28 @@ def _unnumbered(line: str, gutter: re.Pattern) -> str:
         return ""
     m = gutter.match(line)
     return line[m.end():] if m else line
+
+
+def single_spaced(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The paste without the blank line a double-spacing copy put after every line (see the module's docstring),
+    each line keeping its raw number; the paste as it is when it is not double-spaced."""
+    runs, blank, filled = [], 0, 0
+    for k, (_, line) in enumerate(numbered):
+        if line.strip():
+            if k and not blank and filled:
+                return numbered  # two lines touch
+            if filled:
+                runs.append(blank)
+            filled, blank = filled + 1, 0
+        else:
+            blank += 1
+    if filled < _MIN_DOUBLE_SPACED or any(run % 2 == 0 for run in runs):
+        return numbered
+    out, blank = [], []
+    for pair in numbered:
+        if pair[1].strip():
+            out += blank[:(len(blank) - 1) // 2] + [pair]
+            blank = []
+        else:
+            blank.append(pair)
+    return out + blank

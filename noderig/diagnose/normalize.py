@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .carried import expand_carried
-from .copied import plain_characters, without_line_numbers
+from .copied import plain_characters, single_spaced, without_line_numbers
 from .excgroups import GroupBorders
 from .transports import gitlab_lines, without_stream_names
 from .wraps import cut_lines
@@ -507,7 +507,7 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
     if "m" in text and _BARE_RESET.search(text):
         text = _without_bare_colours(text)
     raw = without_line_numbers(text.splitlines())  # the outermost prefix: a viewer's, over whatever it showed
-    numbered = gitlab_lines(_oldest_first(expand_carried(raw, _transport_peeled)))
+    numbered = gitlab_lines(_oldest_first(single_spaced(expand_carried(raw, _transport_peeled))))
     lines = _unlabelled(without_stream_names([x for _, x in numbered], strip_ansi))
     margin = None  # the leading whitespace every non-blank line starts with
     for x in lines:
