@@ -115,3 +115,24 @@ def test_evidence_points_to_the_raw_paste_line():
     assert [(ln.no, ln.text) for ln in lines if ln.text][-1] == (3, line)
     d = diagnose(text)
     assert d.cls == "kv_cache_insufficient" and d.evidence[0].lineno == 3
+
+
+HEAD = "INFO 01-22 20:05:33 [api_server.py:1024] vLLM API server version 0.6.3"
+
+
+def test_a_line_that_says_a_failure_is_not_buried_in_a_record_that_says_none():
+    # a cut read from one line's shape is a guess: an identifier on either side of a line's end is no proof of a
+    # cut when the next line says a failure by itself and the line before is an INFO record or a warning
+    for before, record in (
+            ("WARNING 01-22 20:05:40 [custom_all_reduce.py:143] Custom allreduce is disabled because it's not "
+             "supported on more than two PCIe-only GPUs at 0x7f3a2b", "terminate called after throwing an instance of 'c10::Error'"),
+            ("INFO 01-22 20:05:40 [loader.py:143] Loading weights took 14.99 GiB and 5.3 seconds; model=Qwen2ForCausalLM "
+             "on cuda0", "cudaErrorNoKernelImageForDevice"),
+            # `fold -s`'s sign, a space at the end of the paste's longest line, read as a wrap before the shell's report
+            ("WARNING 01-22 20:05:40 [custom_all_reduce.py:143] Custom allreduce is disabled because it's not "
+             "supported on more than two PCIe-only GPUs ", "Segmentation fault (core dumped)"),
+            ("WARNING 01-22 20:05:40 [custom_all_reduce.py:143] Custom allreduce is disabled because it's not "
+             "supported on more than two PCIe-only GPUs ", "Killed")):
+        log = [HEAD, before, record]
+        assert [ln.text for ln in normalize("\n".join(log))][-1] == record, record
+        assert diagnose("\n".join(log)).cls != "healthy", record
