@@ -136,3 +136,28 @@ def test_a_line_that_says_a_failure_is_not_buried_in_a_record_that_says_none():
         log = [HEAD, before, record]
         assert [ln.text for ln in normalize("\n".join(log))][-1] == record, record
         assert diagnose("\n".join(log)).cls != "healthy", record
+
+
+def test_a_trailing_space_on_the_paste_s_one_longest_line_is_no_word_wrap_before_a_capitalised_record():
+    # `fold -s`'s sign is the space and a next word that would not have fitted the width; for the paste's one line
+    # that long the width is its own length, any word "would not have fitted", and the space alone is no sign
+    warning = ("WARNING 01-22 20:05:40 [custom_all_reduce.py:143] Custom allreduce is disabled because it's not "
+               "supported on more than two PCIe-only GPUs ")
+    oom = "CUDA out of memory. Tried to allocate 2.00 GiB"  # the catalog's words, none of FAILURE's
+    log = [HEAD, warning, oom]
+    assert [ln.text for ln in normalize("\n".join(log))][-1] == oom
+    assert diagnose("\n".join(log)).cls == "cuda_oom"
+
+
+def test_a_word_wrap_the_width_shows_is_joined_even_where_its_rest_says_failed():
+    # `fold -s -w 120` of a warning whose second half says "failed" and "errors": other pieces end near the same
+    # width, so the space is a fold's and the rest is the warning's, not a failure of its own
+    text = fold_s(fixture("healthy/src-vllm-ulimit-failed-too-many-open-files-hint"), 120)
+    assert diagnose(text).cls == "healthy"
+
+
+def test_a_cut_inside_a_known_word_is_joined_even_where_its_rest_says_a_failure():
+    # "...DeepGEMM performanceNVCC com" + "pilation failed: nvcc fatal : ...": the rest says a failure and the cut
+    # line none, but the join makes a word the catalog knows, a cut that shows itself
+    name = "deepgemm_jit_failure/deepgemm-172-cu128-b200-sm100f-test-bf16"
+    assert diagnose(hard_wrap(fixture(name), 80)).cls == "deepgemm_jit_failure"

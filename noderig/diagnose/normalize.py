@@ -455,7 +455,7 @@ def _rejoin(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     1-based number of each logical line's first raw line."""
     clean = [strip_ansi(line).rstrip("\n") for _, line in numbered]
     width = _wrap_width(clean)
-    cut = _guessed_cuts(clean) if width is None else set()
+    cut = cut_lines(clean, _looks_like_line_start, _says_failure) if width is None else set()
     out: list[tuple[int, str]] = []
     i = 0
     while i < len(clean):
@@ -479,16 +479,11 @@ def _rejoin(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return out
 
 
-def _guessed_cuts(clean: list[str]) -> set[int]:
-    """wraps.py's cuts, read from one line's shape: a guess. A wrong one costs only where it buries a line that
-    says a failure on its own (the shell's "Killed", "terminate called ...", "CUDA error: ...") in a line that
-    says none (an INFO record, a warning), where nothing reads it: such a line starts a record of its own."""
+def _says_failure(line: str) -> bool:
+    """The line says a failure on its own (startup.FAILURE), its prefixes aside: a wrap read from one line's shape
+    must not bury it in the line before (wraps.py)."""
     from .startup import FAILURE  # startup reads normalize's Lines: imported when first used, not at load
-
-    def says(x: str) -> bool:
-        return bool(FAILURE.search(strip_prefixes(x)[0]))
-
-    return {i for i in cut_lines(clean, _looks_like_line_start) if says(clean[i]) or not says(clean[i + 1])}
+    return bool(FAILURE.search(strip_prefixes(line)[0]))
 
 
 class _Block:
