@@ -115,3 +115,58 @@ def test_evidence_points_to_the_raw_paste_line():
     assert [(ln.no, ln.text) for ln in lines if ln.text][-1] == (3, line)
     d = diagnose(text)
     assert d.cls == "kv_cache_insufficient" and d.evidence[0].lineno == 3
+
+
+HEAD = "INFO 01-22 20:05:33 [api_server.py:1024] vLLM API server version 0.6.3"
+
+
+def test_a_line_that_says_a_failure_is_not_buried_in_a_record_that_says_none():
+    # a cut read from one line's shape is a guess: an identifier on either side of a line's end is no proof of a
+    # cut when the next line says a failure by itself and the line before is an INFO record or a warning
+    for before, record in (
+            ("WARNING 01-22 20:05:40 [custom_all_reduce.py:143] Custom allreduce is disabled because it's not "
+             "supported on more than two PCIe-only GPUs at 0x7f3a2b", "terminate called after throwing an instance of 'c10::Error'"),
+            ("INFO 01-22 20:05:40 [loader.py:143] Loading weights took 14.99 GiB and 5.3 seconds; model=Qwen2ForCausalLM "
+             "on cuda0", "cudaErrorNoKernelImageForDevice"),
+            # `fold -s`'s sign, a space at the end of the paste's longest line, read as a wrap before the shell's report
+            ("WARNING 01-22 20:05:40 [custom_all_reduce.py:143] Custom allreduce is disabled because it's not "
+             "supported on more than two PCIe-only GPUs ", "Segmentation fault (core dumped)"),
+            ("WARNING 01-22 20:05:40 [custom_all_reduce.py:143] Custom allreduce is disabled because it's not "
+             "supported on more than two PCIe-only GPUs ", "Killed")):
+        log = [HEAD, before, record]
+        assert [ln.text for ln in normalize("\n".join(log))][-1] == record, record
+        assert diagnose("\n".join(log)).cls != "healthy", record
+
+
+def test_a_trailing_space_on_the_paste_s_one_longest_line_is_no_word_wrap_before_a_capitalised_record():
+    # `fold -s`'s sign is the space and a next word that would not have fitted the width; for the paste's one line
+    # that long the width is its own length, any word "would not have fitted", and the space alone is no sign
+    warning = ("WARNING 01-22 20:05:40 [custom_all_reduce.py:143] Custom allreduce is disabled because it's not "
+               "supported on more than two PCIe-only GPUs ")
+    oom = "CUDA out of memory. Tried to allocate 2.00 GiB"  # the catalog's words, none of FAILURE's
+    log = [HEAD, warning, oom]
+    assert [ln.text for ln in normalize("\n".join(log))][-1] == oom
+    assert diagnose("\n".join(log)).cls == "cuda_oom"
+
+
+def test_a_word_wrap_the_width_shows_is_joined_even_where_its_rest_says_failed():
+    # `fold -s -w 120` of a warning whose second half says "failed" and "errors": other pieces end near the same
+    # width, so the space is a fold's and the rest is the warning's, not a failure of its own
+    text = fold_s(fixture("healthy/src-vllm-ulimit-failed-too-many-open-files-hint"), 120)
+    assert diagnose(text).cls == "healthy"
+
+
+def test_a_cut_inside_a_known_word_is_joined_even_where_its_rest_says_a_failure():
+    # "...DeepGEMM performanceNVCC com" + "pilation failed: nvcc fatal : ...": the rest says a failure and the cut
+    # line none, but the join makes a word the catalog knows, a cut that shows itself
+    name = "deepgemm_jit_failure/deepgemm-172-cu128-b200-sm100f-test-bf16"
+    assert diagnose(hard_wrap(fixture(name), 80)).cls == "deepgemm_jit_failure"
+
+
+def test_a_long_line_cut_into_thousands_of_pieces_is_joined_whole():
+    # one long line a terminal cut at 80 columns comes back as that line (what it costs, once quadratic: 12 s for
+    # 20,000 pieces, is bench/diagnose.py's "terminal_pieces" row; no test asserts a time)
+    line = " ".join(["the scheduler started its loop over requests"] * 3_600)
+    text = "\n".join(line[k:k + 80] for k in range(0, 80 * 2_000, 80))
+    lines = normalize(text)
+    assert len(lines) == 1 and lines[0].text == line[:80 * 2_000]

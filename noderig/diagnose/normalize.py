@@ -455,28 +455,40 @@ def _rejoin(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     1-based number of each logical line's first raw line."""
     clean = [strip_ansi(line).rstrip("\n") for _, line in numbered]
     width = _wrap_width(clean)
-    cut = cut_lines(clean, _looks_like_line_start) if width is None else set()
+    cut = cut_lines(clean, _looks_like_line_start, _says_failure) if width is None else set()
     out: list[tuple[int, str]] = []
     i = 0
     while i < len(clean):
-        start, text = i, clean[i]
+        # the pieces joined once at the end, and whether they hold a frame kept as they come: asked of the whole
+        # line at every piece, both were quadratic in a long line cut into thousands of pieces
+        start, parts = i, [clean[i]]
+        framed = 'File "' in clean[i]
         while i + 1 < len(clean):
             nxt = clean[i + 1]
             wrapped = (i in cut or width is not None and len(clean[i]) == width) and nxt and not _looks_like_line_start(nxt)
             # a frame cut inside its path goes on with the next line's message: a transport's prefix on that
             # line is not part of the path, and a line of the prefix alone is a blank line
-            framed = 'File "' in text
-            own = strip_prefixes(text)[0] if framed else text
-            rest = strip_prefixes(nxt)[0] if framed else nxt
-            cut_frame = framed and bool(_FRAME_OPEN.match(own)) and bool(rest.strip()) and not _looks_like_line_start(nxt)
-            cut_func = framed and bool(_FRAME_NO_FUNC.match(own)) and bool(_FUNC_NAME.match(rest))
+            framing = framed and not wrapped  # a wrapped piece is joined as it is: no need to read the frame
+            own = strip_prefixes("".join(parts))[0] if framing else ""
+            rest = strip_prefixes(nxt)[0] if framing else nxt
+            cut_frame = framing and bool(_FRAME_OPEN.match(own)) and bool(rest.strip()) and not _looks_like_line_start(nxt)
+            cut_func = framing and bool(_FRAME_NO_FUNC.match(own)) and bool(_FUNC_NAME.match(rest))
             if not (wrapped or cut_frame or cut_func):
                 break
-            text += nxt if wrapped else (" " + rest.strip()) if cut_func and not cut_frame else rest
+            piece = nxt if wrapped else (" " + rest.strip()) if cut_func and not cut_frame else rest
+            framed = framed or 'File "' in parts[-1][-5:] + piece
+            parts.append(piece)
             i += 1
-        out.append((numbered[start][0], text))
+        out.append((numbered[start][0], "".join(parts)))
         i += 1
     return out
+
+
+def _says_failure(line: str) -> bool:
+    """The line says a failure on its own (startup.FAILURE), its prefixes aside: a wrap read from one line's shape
+    must not bury it in the line before (wraps.py)."""
+    from .startup import FAILURE  # startup reads normalize's Lines: imported when first used, not at load
+    return bool(FAILURE.search(strip_prefixes(line)[0]))
 
 
 class _Block:

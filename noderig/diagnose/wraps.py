@@ -42,12 +42,14 @@ _PLAIN = re.compile(r"(?:[A-Za-z][a-z]*|[A-Z]+|\d+)$")  # a word or a number, no
 _WHOLE_FRAME = re.compile(r'", line \d+, in \S+$')  # a frame line ends there: what follows is its code
 
 
-def cut_lines(clean: list[str], starts: Callable[[str], bool]) -> set[int]:
-    """The indices of the lines a terminal cut, each to be joined with the line after it."""
+def cut_lines(clean: list[str], starts: Callable[[str], bool], says: Callable[[str], bool]) -> set[int]:
+    """The indices of the lines a terminal cut, each to be joined with the line after it. ``says``: whether a line
+    says a failure on its own (a cut that would bury one in a line that says none must be shown, not guessed)."""
     lengths = sorted((len(x) for x in clean), reverse=True)
     if not lengths or lengths[0] < MIN_WIDTH:
         return set()
     cap = lengths[min(len(lengths) // 100, len(lengths) - 1)]  # longer lines than this: at most 1 in 100
+    at_cap = lengths.count(cap)
     floor = max(MIN_WIDTH, cap // 2)
     cut: set[int] = set()
     paste_words: list[set[str]] = []
@@ -63,17 +65,25 @@ def cut_lines(clean: list[str], starts: Callable[[str], bool]) -> set[int]:
         if (not floor <= len(a) <= cap or not b or b[0].isspace() or not a.strip() or _LINE_HEAD.match(b)
                 or _WHOLE_FRAME.search(a) or starts(b)):
             continue
-        if _TITLE_WORD.match(b) and (not a.endswith(" ") or _SENTENCE_END.search(a)):
+        # a word wrap's space at the end shows a cut only where the width is that of other lines too: for the paste's
+        # one line that long, any next word "would not have fitted", and the space is all there is
+        spaced = a.endswith(" ") and not a.endswith("  ")
+        folded = spaced and (len(a) < cap or at_cap > 1)
+        if _TITLE_WORD.match(b) and (not folded or _SENTENCE_END.search(a)):
             continue
-        if len(a) == cap and _splits_a_name(a, b, known):
+        # a join would bury the failure the next line says in a line that says none: only a cut that shows itself
+        hides = not folded and says(b) and not says(a)
+        if len(a) == cap and _splits_a_name(a, b, known, shown_only=hides):
             cut.add(i)
-        elif a.endswith(" ") and not a.endswith("  ") and len(a) + len(b.split(" ", 1)[0]) > cap:
+        elif spaced and not hides and len(a) + len(b.split(" ", 1)[0]) > cap:
             cut.add(i)
     return cut
 
 
-def _splits_a_name(a: str, b: str, known: Callable[[], set[str]]) -> bool:
-    """The join makes one word or name of two pieces, or a path or a dotted name goes on."""
+def _splits_a_name(a: str, b: str, known: Callable[[], set[str]], shown_only: bool = False) -> bool:
+    """The join makes one word or name of two pieces, or a path or a dotted name goes on. ``shown_only``: only a
+    join that makes an exception type or a word the catalog or the paste knows ("com" + "pilation") counts, not
+    an identifier's or a path's shape, which a record of its own may have too."""
     if _NAME_COLON.match(b):
         return bool(_EXC_TAIL.search(re.split(r"\W", a)[-1] + b.split(":", 1)[0]))
     if _WORD.match(a[-1]) and _WORD.match(b[0]):
@@ -81,12 +91,15 @@ def _splits_a_name(a: str, b: str, known: Callable[[], set[str]]) -> bool:
         # two plain words may be a line a logger or a person wrapped at a word: only a word the catalog or the
         # paste's other lines know makes them one ("tok" + "ens"; not "sizes" + "provided")
         if "_" in (a[-1], b[0]):
-            return True  # "GLIBCXX" + "_3.4.32", "modelopt_checkpoint_" + "restore_path": a name goes on
+            return not shown_only  # "GLIBCXX" + "_3.4.32", "modelopt_checkpoint_" + "restore_path": a name goes on
         plain_left, plain_right = bool(_PLAIN.match(left)), bool(_PLAIN.match(right))
         if plain_left and plain_right:
             return (left + right).lower() in known()
         # a word the paste or the catalog knows beside a name ("with" + "NCCL_DEBUG=INFO") is a wrap at a word
-        return not (plain_left and left.lower() in known() or plain_right and right.lower() in known())
+        beside = plain_left and left.lower() in known() or plain_right and right.lower() in known()
+        return not shown_only and not beside
+    if shown_only:
+        return False
     token = a.rsplit(" ", 1)[-1]
     return (bool(_NAME_GOES_ON.search(token)) and bool(_WORD.match(b[0]))
             or "/" in token and _WORD.match(a[-1]) is not None and _NAME_AT_START.match(b) is not None)
