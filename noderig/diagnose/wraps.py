@@ -62,21 +62,22 @@ def cut_lines(clean: list[str], starts: Callable[[str], bool], says: Callable[[s
 
     for i in range(len(clean) - 1):
         a, b = clean[i], clean[i + 1]
-        if (not floor <= len(a) <= cap or not b or b[0].isspace() or not a.strip() or _LINE_HEAD.match(b)
-                or _WHOLE_FRAME.search(a) or starts(b)):
+        spaced = a.endswith(" ") and not a.endswith("  ")
+        # only a line at the width or one a word wrap ended with its space can be cut: asked first, as it is cheap
+        # (``starts`` peels the next line's prefixes; a 50,000-line log has most lines between floor and cap)
+        if (not (len(a) == cap or spaced) or not floor <= len(a) <= cap or not b or b[0].isspace() or not a.strip()
+                or _LINE_HEAD.match(b) or _WHOLE_FRAME.search(a)):
             continue
         # a word wrap's space at the end shows a cut only where the width is that of other lines too: for the paste's
         # one line that long, any next word "would not have fitted", and the space is all there is
-        spaced = a.endswith(" ") and not a.endswith("  ")
         folded = spaced and (len(a) < cap or at_cap > 1)
         if _TITLE_WORD.match(b) and (not folded or _SENTENCE_END.search(a)):
             continue
         # a join would bury the failure the next line says in a line that says none: only a cut that shows itself
         hides = not folded and says(b) and not says(a)
-        if len(a) == cap and _splits_a_name(a, b, known, shown_only=hides):
-            cut.add(i)
-        elif spaced and not hides and len(a) + len(b.split(" ", 1)[0]) > cap:
-            cut.add(i)
+        if ((len(a) == cap and _splits_a_name(a, b, known, shown_only=hides)
+                or spaced and not hides and len(a) + len(b.split(" ", 1)[0]) > cap) and not starts(b)):
+            cut.add(i)  # ``starts`` last: it peels the next line's prefixes, the dearest question here
     return cut
 
 
