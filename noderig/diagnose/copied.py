@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import re
 
+from .transports import PASTE_SHARE
+
 __all__ = ["plain_characters", "single_spaced", "without_line_numbers"]
 
-_SHARE = 0.8  # of the paste's non-blank lines, at least, for a paste-wide gutter
 _MIN_DOUBLE_SPACED = 4  # lines, at least, for a paste read as double-spaced (two or three may be paragraphs)
 _STEP_SHARE = 0.8  # of the numbers after the first, going up by exactly one, for a gutter a space ends
 
@@ -68,7 +69,7 @@ def without_line_numbers(lines: list[str]) -> list[str]:
 def _numbers_the_paste(found: list[re.Match], filled: int, spaced: bool) -> bool:
     """Most lines carry the form, under one file name, and their numbers only go up (by one, mostly, for a
     number a space alone ends)."""
-    if len(found) < 3 or len(found) < _SHARE * filled:
+    if len(found) < 3 or len(found) < PASTE_SHARE * filled:
         return False
     if len({m.groupdict().get("file") for m in found}) > 1:
         return False
@@ -90,9 +91,9 @@ def single_spaced(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """The paste without the blank line a double-spacing copy put after every line (see the module's docstring),
     each line keeping its raw number; the paste as it is when it is not double-spaced."""
     runs, blank, filled = [], 0, 0
-    for k, (_, line) in enumerate(numbered):
+    for _, line in numbered:
         if line.strip():
-            if k and not blank and filled:
+            if filled and not blank:
                 return numbered  # two lines touch
             if filled:
                 runs.append(blank)

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from .carried import expand_carried
 from .copied import plain_characters, single_spaced, without_line_numbers
 from .excgroups import GroupBorders
-from .transports import gitlab_lines, without_stream_names
+from .transports import PASTE_SHARE, gitlab_lines, without_stream_names
 from .wraps import cut_lines
 
-__all__ = ["CXX_FRAME", "CXX_RAISED", "QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
+__all__ = ["CXX_FRAME", "CXX_RAISED", "IPY_CELL", "IPY_FRAME", "IPY_HEADER", "QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
 
 
 @dataclass(slots=True)
@@ -53,6 +53,12 @@ QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING"})
 # neither line continues the one before it, and a frame is never a failure ("Error::Error" is a C++ name)
 CXX_RAISED = re.compile(r"^\s*Exception raised from \S+ at ")
 CXX_FRAME = re.compile(r"^\s*frame #\d+: ")
+# IPython's / Jupyter's traceback (ultratb): its header names the exception ("ValueError    Traceback (most recent
+# call last)"); a frame is "File <path>:<line>, in <qualified name>(<arguments>)" (IPython 8) or "Cell In[3], line 2"
+# (a notebook cell). Read by tracebacks.py; each opens a record of its own here (_NEW_RECORD)
+IPY_HEADER = re.compile(r"^\s*[A-Za-z_][\w.]*\s+Traceback \(most recent call last\)\s*$")
+IPY_FRAME = re.compile(r"^\s*File (?P<file>[^\s\"][^,]*?\.py):(?P<line>\d+)(?:, in (?P<func>[\w.<>]+))?")
+IPY_CELL = re.compile(r"^\s*Cell In ?\[\d*\], line (\d+)\s*$")  # the line unnamed: _NEW_RECORD joins it to IPY_FRAME
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
 # only colour/style (SGR) codes: they end in m. The escape byte written out: `cat -v`'s ^[, less's ESC, a lost
@@ -145,7 +151,6 @@ _MPI_TAG = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:")
 # "0: ", pdsh's "gpu-node-3: ". Read over the whole paste (a line alone could be a message), and only with a
 # number in it ("Error: " or "sglang: " before most lines is no label)
 _LABEL = re.compile(r"^[A-Za-z0-9][\w.-]{0,39}: ")
-_LABEL_SHARE = 0.8  # of the paste's non-blank lines, at least
 # a CI log's gutter before its timestamp (Buildkite): "  | [2025-03-10T15:07:20Z] "
 _GUTTER = re.compile(r"^ *\| (?=\[\d{4}-\d\d-\d\dT)")
 # a paste quoted in Markdown: "> " before every line (not Python's ">>>" prompt)
@@ -606,7 +611,7 @@ def _unlabelled(lines: list[str]) -> list[str]:
     if len(filled) < 3 or not shapes:
         return lines
     shape, count = shapes.most_common(1)[0]
-    if count < _LABEL_SHARE * len(filled):
+    if count < PASTE_SHARE * len(filled):
         return lines
     return [x[_LABEL.match(x).end():] if _label_shape(x) == shape else x for x in lines]
 
@@ -702,10 +707,8 @@ def _continues_under_process_prefix(block: "_Block | None", info: dict, msg: str
 # length, which is no sign of a terminal's wrapping, and none continues the line before it); a line of
 # the C++ stack torch's c10 prints under an error (CXX_RAISED, CXX_FRAME)
 _NEW_RECORD = re.compile(r'^\s*(File "|Traceback \(most recent call last\)|During handling of|The above exception|'
-                         r'\S+:\d+:\d+ \[\d+\] |'
-                         # IPython's frames and header (tracebacks.py): "File /x.py:3, in f(...)", "Cell In[2], line 1"
-                         r'File [^\s"][^,]*\.py:\d+|Cell In ?\[|[\w.]+\s+Traceback \(most recent call last\))|'
-                         + CXX_RAISED.pattern + "|" + CXX_FRAME.pattern)
+                         r'\S+:\d+:\d+ \[\d+\] )|' + CXX_RAISED.pattern + "|" + CXX_FRAME.pattern + "|"
+                         + IPY_HEADER.pattern + "|" + IPY_FRAME.pattern + "|" + IPY_CELL.pattern)
 
 
 def with_continuation(lines: list[Line], i: int) -> tuple[str, str | None]:

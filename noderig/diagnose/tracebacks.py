@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .normalize import Line
+from .normalize import IPY_CELL, IPY_FRAME, IPY_HEADER, Line
 
 __all__ = ["Frame", "Traceback", "TracebackSection", "assert_expression", "format_chain", "parse_tracebacks",
            "traceback_chain"]
@@ -24,14 +24,9 @@ _CONNECTOR = re.compile(r"^\s*(?P<kind>The above exception was the direct cause 
                         r"During handling of the above exception, another exception occurred:)")
 _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
 _TB_START = "Traceback (most recent call last):"
-# IPython's / Jupyter's traceback (ultratb): its header names the exception ("ValueError    Traceback (most recent
-# call last)"); a frame is "File <path>:<line>, in <qualified name>(<arguments>)" (IPython 8), "Cell In[3], line 2"
-# (a notebook cell), or "<path> in <name>(<arguments>)" with the line only in the arrow below it (IPython 7,
-# Colab); the source shown under a frame is numbered, the line that ran behind an arrow ("--> 177 ...", "----> 3
-# ..."), lines left out as "(...)"
-_IPY_HEADER = re.compile(r"^\s*[A-Za-z_][\w.]*\s+Traceback \(most recent call last\)\s*$")
-_IPY_FRAME = re.compile(r"^\s*File (?P<file>[^\s\"][^,]*?\.py):(?P<line>\d+)(?:, in (?P<func>[\w.<>]+))?")
-_IPY_CELL = re.compile(r"^\s*Cell In ?\[\d*\], line (?P<line>\d+)\s*$")
+# IPython's / Jupyter's traceback (ultratb; its header and frames: normalize's IPY_*): a frame may also be
+# "<path> in <name>(<arguments>)" with the line only in the arrow below it (IPython 7, Colab); the source shown
+# under a frame is numbered, the line that ran behind an arrow ("--> 177 ...", "----> 3 ..."), lines left out "(...)"
 _IPY7_FRAME = re.compile(r"^\s*(?P<file>(?:[~/.]|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<func>[\w.<>]+)\(?")
 _IPY_SOURCE = re.compile(r"^\s*(?:-+>\s*\d+\b|\d+\s|\(\.\.\.\)\s*$)")
 
@@ -148,11 +143,11 @@ class _RankParser:
 
     def feed(self, i: int) -> None:
         text = self.lines[i].text
-        if _TB_START in text or _IPY_HEADER.match(text):
+        if _TB_START in text or IPY_HEADER.match(text):
             self._header(i)
             return
         if self.tb is None:
-            if _FRAME.match(text) is None and _IPY_FRAME.match(text) is None:
+            if _FRAME.match(text) is None and IPY_FRAME.match(text) is None:
                 return
             # a traceback whose header was cut off (an excerpt, a paste): start at its first frame
             self._open(i, base=max(0, _indent(text) - 2))  # frames sit two columns in
@@ -177,7 +172,7 @@ class _RankParser:
     def _open(self, i: int, base: int) -> None:
         self.base = base
         text = self.lines[i].text
-        self.ipython = bool(_IPY_HEADER.match(text) or _IPY_FRAME.match(text))
+        self.ipython = bool(IPY_HEADER.match(text) or IPY_FRAME.match(text))
         self.sec = TracebackSection(start_index=i)
         self.tb = Traceback(self.rank, [self.sec], i, i)
         self.state, self.pending_link, self.msg_lines, self.prev_frame = "frames", None, 0, False
@@ -239,12 +234,12 @@ class _RankParser:
 def _frame(text: str) -> Frame | None:
     """The frame a line names: Python's ("File "x.py", line 3, in f", or cut inside it: the function is not known)
     or IPython's (its qualified name read as the function's own: "LLM.__init__" is "__init__")."""
-    fm = _FRAME.match(text) or _CUT_FRAME.match(text) or _IPY_FRAME.match(text) or _IPY7_FRAME.match(text)
+    fm = _FRAME.match(text) or _CUT_FRAME.match(text) or IPY_FRAME.match(text) or _IPY7_FRAME.match(text)
     if fm:
         func = (fm.groupdict().get("func") or "").rsplit(".", 1)[-1]
         return Frame(fm["file"], int(fm.groupdict().get("line") or 0), func)
-    cell = _IPY_CELL.match(text)
-    return Frame("<cell>", int(cell["line"]), "<module>") if cell else None
+    cell = IPY_CELL.match(text)
+    return Frame("<cell>", int(cell[1]), "<module>") if cell else None
 
 
 # the statement that ran, as Python echoes it or behind IPython's arrow ("--> 118 assert cuda_home is not None")

@@ -24,9 +24,9 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-__all__ = ["gitlab_lines", "without_stream_names"]
+__all__ = ["PASTE_SHARE", "gitlab_lines", "without_stream_names"]
 
-_SHARE = 0.8  # of the paste's non-blank lines, at least, for a paste-wide prefix
+PASTE_SHARE = 0.8  # of the paste's non-blank lines, at least, for a prefix read over the whole paste
 _MAX_NAMES = 4  # distinct stream names / pod-container pairs one paste interleaves, at most
 
 _GITLAB = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z [0-9a-f]{2}[EO](?P<flag>[ +])")
@@ -70,14 +70,14 @@ def without_stream_names(lines: list[str], clean: Callable[[str], str]) -> list[
     journal = sum(1 for _, rest in streams if _JOURNAL_REST.match(rest))  # "<time> host ident[pid]: "
     # a paste of one or two lines: only an AWS stream name that has a path's slash ("ecs/sglang/4f3c...")
     short = len(filled) < 3 and len(streams) == len(filled) and len(names) == 1 and "/" in next(iter(names))
-    if names and (short or len(filled) >= 3 and sum(names.values()) >= _SHARE * len(filled)
+    if names and (short or len(filled) >= 3 and sum(names.values()) >= PASTE_SHARE * len(filled)
                   and len(names) <= _MAX_NAMES and journal * 2 < len(streams)):
         return [x[m.end():] if (m := _stream(x)) and m["name"] in names else x for x in lines]
     if len(filled) < 3:
         return lines
     cleaned = [clean(x) if "\x1b" in x[:64] else x for x in lines]
     pairs = Counter((m["pod"], m["container"]) for x in cleaned if x.strip() and (m := _STERN.match(x)))
-    if pairs and sum(pairs.values()) >= _SHARE * len(filled) and len(pairs) <= _MAX_NAMES:
+    if pairs and sum(pairs.values()) >= PASTE_SHARE * len(filled) and len(pairs) <= _MAX_NAMES:
         return [c[m.end():] if (m := _STERN.match(c)) and (m["pod"], m["container"]) in pairs else x
                 for x, c in zip(lines, cleaned)]
     return lines

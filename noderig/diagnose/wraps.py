@@ -22,8 +22,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 from functools import lru_cache
-from pathlib import Path
 from typing import Callable
+
+from .catalog import BENIGN_PATH, CATALOG_PATH
 
 MIN_WIDTH = 60  # no terminal wraps narrower; short log lines of one length are common
 _WORD = re.compile(r"[A-Za-z0-9_]")  # ASCII: a CJK line after a cut line is a line of its own
@@ -109,6 +110,6 @@ def _splits_a_name(a: str, b: str, known: Callable[[], set[str]], shown_only: bo
 @lru_cache(maxsize=1)
 def _vocabulary() -> frozenset[str]:
     """The words of the catalog, its key tokens and its benign lines: the words a cause is matched by."""
-    here = Path(__file__).parent
-    return frozenset(w.lower() for name in ("catalog.toml", "tokens.toml", "benign.toml")
-                     for w in _LETTERS.findall((here / name).read_text(encoding="utf-8")) if len(w) >= 3)
+    from .tokens import TOKENS_PATH  # tokens reads normalize's Lines, which reads this module: imported when used
+    return frozenset(w.lower() for path in (CATALOG_PATH, TOKENS_PATH, BENIGN_PATH)
+                     for w in _LETTERS.findall(path.read_text(encoding="utf-8")) if len(w) >= 3)
