@@ -3392,3 +3392,16 @@ def test_review5_a_relay_and_a_journal_around_a_quoted_compose_paste_are_all_pee
             "ERROR 08-23 03:00:54 [multiproc_executor.py:1004]   File x")
     text, info = strip_prefixes(line)
     assert (text, info["rank"], info["level"]) == ("  File x", "TP1", "ERROR")
+
+
+def test_frames_alone_whose_paths_alone_name_a_class_do_not_crash_the_token_tier():
+    # a paste of frames with no header and no exception line: the decisive lines hold no text (a frame counts as
+    # its module path), and two module patterns of one class are two points. The tier crashed picking the line
+    # with the most tokens out of none; the evidence is the first frame, the line that said something failed
+    frames = ['  File "/srv/venv/lib/python3.12/site-packages/sglang/srt/speculative/eagle_worker.py", line 10, in '
+              '__init__', '    self.init()',
+              '  File "/srv/venv/lib/python3.12/site-packages/sglang/srt/models/dflash_draft.py", line 20, in init',
+              '    x = y[0]']
+    d = diagnose("\n".join(frames))
+    assert d.cls == "speculative_config" and d.confidence < 0.6 and d.remedy is None
+    assert d.evidence[0].line == frames[0].strip()
