@@ -50,7 +50,14 @@ def cmd_diagnose(args) -> int:
     except LogInputError as e:
         print(f"noderig diagnose: {e}", file=sys.stderr)
         return 2
-    result = diagnose(text)
+    try:
+        result = diagnose(text)
+    except Exception as e:  # noqa: BLE001 - a bug of ours on text we did not write: exit 2, never 0 or 1
+        from .diagnose.engine import not_diagnosed
+
+        what = "standard input" if args.file == "-" else args.file
+        print(f"noderig diagnose: could not diagnose {what}: {not_diagnosed(e, 'a pager')}", file=sys.stderr)
+        return 2
     if args.json:
         print(to_json(result))
     else:
@@ -125,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
                                            "byte tokenizer that needs no network; the server counts the tokens)")
     bench.set_defaults(func=cmd_bench)
 
-    diag = sub.add_parser("diagnose", help="name the root cause of a failed launch from its log (exit 0: healthy, 1: failure)")
+    diag = sub.add_parser("diagnose", help="name the root cause of a failed launch from its log "
+                          "(exit 0: healthy, 1: failure, 2: no diagnosis)")
     diag.add_argument("file", metavar="FILE|-", help="a saved journal / log / paste, or - for standard input")
     diag.add_argument("--json", action="store_true", help="machine-readable output")
     diag.set_defaults(func=cmd_diagnose)

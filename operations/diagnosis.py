@@ -234,9 +234,15 @@ def _diagnose_failed_invocation(host, unit: str, waited: float, timeout: int):
         if line.startswith("{"):
             crashed_at = int(json.loads(line).get("__REALTIME_TIMESTAMP", 0)) / 1e6 or None
     # (imported here, when a launch failed: the catalog's modules cost every converged rerun ~0.07 s)
-    from noderig.diagnose import diagnose
+    import noderig.diagnose as diagnosis_core
 
-    d = diagnose("\n".join(journal))
+    try:
+        d = diagnosis_core.diagnose("\n".join(journal))
+    except Exception as e:  # noqa: BLE001 - noderig's bug on the server's text: the launch still failed
+        why = diagnosis_core.not_diagnosed(e, f"journalctl -u {unit}")
+        host.log_styled(f"{unit} did not become ready after {waited:.1f} s (result {result.get('Result', '?')}); "
+                        f"its journal could not be diagnosed: {why}", fg="red", log_func=logger.error)
+        return None
     running = result.get("ActiveState") in ("active", "activating", "reloading")
     if d.healthy and running:  # still starting: slow, not crashed (and nothing to repair)
         host.log_styled(f"{unit} is still starting after {waited:.1f} s ({d.stage}): not a crash, nothing in its "

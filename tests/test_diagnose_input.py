@@ -111,3 +111,20 @@ def test_member_names_of_an_archive_are_shown_escaped(tmp_path):
     path.write_bytes(zipped({"a\x1b[2J.log": b"x", "b.log": b"y"}))
     r = run_cli(str(path))
     assert r.returncode == 2 and "\x1b" not in r.stderr and "a\\x1b[2J.log, b.log" in r.stderr
+
+
+def test_a_diagnosis_that_raises_is_exit_2_and_a_bug_report_not_a_verdict(tmp_path, monkeypatch, capsys):
+    # exit 1 says "the log shows a failure" and 0 "healthy": a bug in noderig's own reading of a log must say
+    # neither, and must say what broke, on which file, and what to do
+    from noderig import cli
+
+    def broken(_text):
+        raise ValueError("max() arg is an empty sequence")
+
+    monkeypatch.setattr("noderig.diagnose.diagnose", broken)
+    path = tmp_path / "server.log"
+    path.write_text("RuntimeError: x\n")
+    assert cli.main(["diagnose", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"could not diagnose {path}" in err and "ValueError: max() arg is an empty sequence" in err
+    assert "a bug in noderig" in err and "report the bug" in err

@@ -203,6 +203,21 @@ def test_a_fix_the_deploy_can_apply_is_not_called_manual():
     assert any("rerun with --data repair=true (install python3-dev)" in m for m in node.logged)
 
 
+def test_a_diagnosis_that_fails_on_the_journal_is_reported_as_a_bug_and_the_launch_as_failed(monkeypatch):
+    # the diagnosis is noderig's own code on text it did not write: if it raises, the launch is still reported
+    # failed (never passed over), the report says the diagnosis broke and how to read the journal, and no repair
+    def broken(_text):
+        raise ValueError("max() arg is an empty sequence")
+
+    monkeypatch.setattr("noderig.diagnose.diagnose", broken)
+    node = Node(SGL_KERNEL_JOURNAL)
+    assert diagnosis._launch_until_ready(None, node, "sglang", 30000, "kimi", 5, None, None, True, 2) is False
+    bug = [m for m in node.logged if "could not be diagnosed" in m]
+    assert len(bug) == 1 and "ValueError: max() arg is an empty sequence" in bug[0]
+    assert "journalctl -u sglang.service" in bug[0] and "a bug in noderig" in bug[0]
+    assert not any("systemctl restart" in c or "rsync" in c for c in node.ran)
+
+
 # --------------------------------------------------------------------------------------------
 # environment.venv
 

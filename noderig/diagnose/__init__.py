@@ -17,12 +17,12 @@ Pure core (no pyinfra, no SSH): `diagnose(text) -> Diagnosis`. The signatures li
 """
 
 from .catalog import CATALOG_PATH, Catalog, CatalogError, load_catalog
-from .engine import diagnose, diagnose_lines
+from .engine import diagnose, diagnose_lines, not_diagnosed
 from .normalize import Line, normalize
 from .result import Diagnosis, Evidence
 from .tracebacks import parse_tracebacks
 
 __all__ = [
     "CATALOG_PATH", "Catalog", "CatalogError", "Diagnosis", "Evidence", "Line",
-    "diagnose", "diagnose_lines", "load_catalog", "normalize", "parse_tracebacks",
+    "diagnose", "diagnose_lines", "load_catalog", "not_diagnosed", "normalize", "parse_tracebacks",
 ]

@@ -20,7 +20,7 @@ from .startup import death_after, first_failure, outlived, quieted, ready_index
 from .tokens import name_by_tokens
 from .tracebacks import Traceback, parse_tracebacks
 
-__all__ = ["diagnose", "diagnose_lines"]
+__all__ = ["diagnose", "diagnose_lines", "not_diagnosed"]
 
 
 def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnosis:
@@ -68,3 +68,10 @@ def _first_failure(lines: list[Line], cat: Catalog, code: set[int], tbs) -> int 
 def diagnose(text: str, catalog: Catalog | None = None) -> Diagnosis:
     """Diagnose one launch's log (journal output, a `-o cat` dump, container logs or a paste)."""
     return diagnose_lines(normalize(text), catalog)
+
+
+def not_diagnosed(exc: BaseException, read_it: str) -> str:
+    """Why a log has no diagnosis when diagnose() itself raised: a bug in noderig, not a verdict on the log
+    (neither healthy nor a failure), what broke, and how to read the log without noderig."""
+    return (f"{type(exc).__name__}: {exc} (a bug in noderig, not a verdict on the log); read it with {read_it}, "
+            "and please report the bug with the log")
