@@ -2581,6 +2581,11 @@ def test_traceback_state_machine_edges():
      "speculative_config"),
     (["OSError: shard model-00007-of-00009.safetensors is missing from /models/qwen"], "checkpoint_incomplete"),
     (["RuntimeError: kernel built for sm_90a cannot run here (compute capability 12.0)"], "unsupported_gpu_arch"),
+    # a refusal in other words than "only supported on": "does not support this GPU", "is not supported by", "below
+    # the minimum", with the hardware it names
+    (["RuntimeError: this kernel does not support the current GPU (compute capability 7.5)"], "unsupported_gpu_arch"),
+    (["ValueError: sm_75 is not supported by the fused MoE kernel"], "unsupported_gpu_arch"),
+    (["RuntimeError: compute capability 6.1 is below the minimum this build needs"], "unsupported_gpu_arch"),
     (["ImportError: the installed cutlass DSL lacks cute.nvgpu.tcgen05.MmaF8Op"], "cute_dsl_version_skew"),
     (["RuntimeError: nvcc under CUDA_HOME=/opt/cuda-11.8 is older than the one torch needs"],
      "toolkit_misconfigured"),

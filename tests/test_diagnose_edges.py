@@ -3405,3 +3405,42 @@ def test_frames_alone_whose_paths_alone_name_a_class_do_not_crash_the_token_tier
     d = diagnose("\n".join(frames))
     assert d.cls == "speculative_config" and d.confidence < 0.6 and d.remedy is None
     assert d.evidence[0].line == frames[0].strip()
+
+
+@pytest.mark.parametrize("line, cls", [
+    # nvidia-smi's own words when it finds no driver to talk to (a container started without its GPUs, a
+    # driver not loaded): it exits 9 with this one line, no "error" word; it read healthy
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+     "NVIDIA driver is installed and running.", "driver_mismatch"),
+    # the driver's library missing from the process (no GPU runtime in the container), whoever loads it
+    ("ImportError: libcuda.so.1: cannot open shared object file: No such file or directory", "driver_mismatch"),
+    # the driver API's name for PTX newer than the driver (its runtime name was known)
+    ("RuntimeError: CUDA error: CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "driver_mismatch"),
+    # a weight file that is a Git LFS pointer, or cut short, as pickle, torch and transformers say it
+    ("_pickle.UnpicklingError: invalid load key, 'v'.", "checkpoint_corrupt"),
+    ("RuntimeError: unexpected EOF, expected 3407873 more bytes. The file might be corrupted.", "checkpoint_corrupt"),
+    ("OSError: Unable to load weights from pytorch checkpoint file for '/models/x/pytorch_model.bin' at "
+     "'/models/x/pytorch_model.bin'. If you tried to load a PyTorch model from a TF 2.0 checkpoint, please set "
+     "from_tf=True.", "checkpoint_corrupt"),
+])
+def test_common_real_messages_of_known_classes_are_named_by_a_signature(line, cls):
+    d = diagnose(line)
+    assert (d.cls, d.confidence >= 0.5) == (cls, True), d.cause
+
+
+def test_a_model_type_transformers_does_not_know_is_an_unsupported_architecture():
+    # transformers older than the model: its config registry has no entry for config.json's model_type and
+    # raises KeyError('<model_type>') from configuration_auto, whatever the model; a KeyError elsewhere is not it
+    frames = ['Traceback (most recent call last):',
+              '  File "/opt/venv/lib/python3.10/site-packages/transformers/models/auto/configuration_auto.py", line '
+              '1023, in from_pretrained', '    config_class = CONFIG_MAPPING[config_dict["model_type"]]',
+              '  File "/opt/venv/lib/python3.10/site-packages/transformers/models/auto/configuration_auto.py", line '
+              '725, in __getitem__', '    raise KeyError(key)']
+    assert diagnose("\n".join([*frames, "KeyError: 'deepseek_v32'"])).cls == "unsupported_architecture"
+    elsewhere = [frames[0], '  File "/opt/venv/lib/python3.10/site-packages/vllm/config.py", line 9, in f',
+                 "    x = d[k]", "KeyError: 'deepseek_v32'"]
+    assert diagnose("\n".join(elsewhere)).cls == "unknown"
+    # cut at the raise statement, the statement says what was raised; cut before it inside the registry, it
+    # names nothing (the module raises other errors too)
+    assert diagnose("\n".join(frames)).cls == "unsupported_architecture"
+    assert diagnose("\n".join(frames[:3])).cls == "unknown"
