@@ -3419,6 +3419,9 @@ def test_frames_alone_whose_paths_alone_name_a_class_do_not_crash_the_token_tier
     # a weight file that is a Git LFS pointer, or cut short, as pickle, torch and transformers say it
     ("_pickle.UnpicklingError: invalid load key, 'v'.", "checkpoint_corrupt"),
     ("RuntimeError: unexpected EOF, expected 3407873 more bytes. The file might be corrupted.", "checkpoint_corrupt"),
+    # SGLang's early registry refusal of an architecture, in its own words
+    ("ValueError: Unsupported architectures: LlavaForCausalLM. Supported list: ['LlamaForCausalLM']",
+     "unsupported_architecture"),
     ("OSError: Unable to load weights from pytorch checkpoint file for '/models/x/pytorch_model.bin' at "
      "'/models/x/pytorch_model.bin'. If you tried to load a PyTorch model from a TF 2.0 checkpoint, please set "
      "from_tf=True.", "checkpoint_corrupt"),
