@@ -1471,9 +1471,9 @@ def test_sixth_round_signatures_keep_to_their_cause(lines, cls):
 
 
 @pytest.mark.parametrize("lines, cls", [
-    # the driver's own library (libcuda) is not one of the toolkit's: no signature knows it yet, so unknown,
-    # never toolkit_misconfigured
-    (["ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"], "unknown"),
+    # the driver's own library (libcuda) is not one of the toolkit's: never toolkit_misconfigured (a signature of
+    # driver_mismatch knows it since the fifty-first round's session: no driver in the process)
+    (["ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"], "driver_mismatch"),
     # an undefined symbol that no CUDA library versions is an extension built for another torch
     (["ImportError: /v/vllm/_C.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"], "kernel_abi_mismatch"),
     # a warning that quotes a CUDA library's load failure, in a startup that goes on to ready, names nothing
