@@ -3,9 +3,9 @@
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
 directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/ ..
-crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/, crashlogs_heldout47/ .. crashlogs_heldout50/ hold real logs set
+crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/, crashlogs_heldout47/ .. crashlogs_heldout51/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the
-accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the forty-two held-out
+accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the forty-three held-out
 splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44 or 46: those rounds made probes, not splits) is printed in the
 terminal summary of every run.
 """
@@ -50,7 +50,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout41", "crashlogs_heldout42",
                                                                  "crashlogs_heldout45", "crashlogs_heldout47",
                                                                  "crashlogs_heldout48", "crashlogs_heldout49",
-                                                                 "crashlogs_heldout50")]
+                                                                 "crashlogs_heldout50", "crashlogs_heldout51")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -448,6 +448,22 @@ KNOWN_MISSES = {
     "unknown/fastchat-2490-vllm-worker-two-t4-rayworker-bus-error": (
         "shm_too_small", "a Ray worker's 'Fatal Python error: Bus error' reads as a /dev/shm too small; the thread "
                          "never names the cause, so it is labelled unknown (the reading may be the true cause)"),
+    # the fifty-first round's tuning misses at its split commit's catalog (no catalog change in that round)
+    "unknown/sglang-13591-qwen3-vl-32b-tp2-tel-link-timestamps-cut": (
+        "healthy", "uvicorn's start lines behind timestamps the tracker turned into tel: links, cut before the "
+                   "failure; only the title says the server errored, and the thread names no cause"),
+    "unsupported_gpu_arch/vllm-18841-llama4-maverick-fp8-h100-unindented-dummy-run-frames": (
+        "unknown", "worker frames of _dummy_run with their indentation lost, cut before the exception line; only the "
+                   "title says 'no kernel image is available' (a wheel built for 10.0+PTX lacked the sm_90 FP8 image)"),
+    "unsupported_gpu_arch/vllm-20847-llama4-maverick-kernel-image-since-pr-20694-frames": (
+        "unknown", "worker frames inside llama4.py's attention, cut before the exception line; only the title says "
+                   "a CUDA kernel image error"),
+    "unsupported_gpu_arch/vllm-40802-dsv4-sm120-apiserver-frames-cut": (
+        "unknown", "the API server's frames into EngineCoreClient, cut before any exception; only the title says "
+                   "DeepSeek-V4 cannot run on SM120 GPUs"),
+    "unsupported_gpu_arch/vllm-42432-dsv4-rtx6000-hc-pre-frames-cut": (
+        "unknown", "EngineCore frames cut in deepseek_v4.py hc_pre before the exception line; only the title (an "
+                   "RTX PRO 6000, SM120) and the later SM120 enablement PR say the GPU was not supported"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
