@@ -2616,6 +2616,15 @@ def test_traceback_state_machine_edges():
     (["ImportError: the installed cutlass DSL lacks cute.nvgpu.tcgen05.MmaF8Op"], "cute_dsl_version_skew"),
     (["RuntimeError: nvcc under CUDA_HOME=/opt/cuda-11.8 is older than the one torch needs"],
      "toolkit_misconfigured"),
+    # this session's leave-one-out measure (a tuning log's own signature lines left out; docs/diagnose.md): a chat
+    # template or a tokenizer mode beside the tokenizer; a speculative method's name alone (EAGLE, NextN, Medusa,
+    # DFlash, suffix decoding); the argument checks' refusals, and a flag beside one; a port in use in other words
+    (["ValueError: the chat template could not be rendered by the tokenizer"], "tokenizer_error"),
+    (["ValueError: --tokenizer-mode mistral needs a fast tokenizer"], "tokenizer_error"),
+    (["RuntimeError: suffix decoding needs a prompt cache"], "speculative_config"),
+    (["ValueError: --enable-foo and --disable-bar cannot be used together"], "invalid_server_args"),
+    (["ValueError: invalid value 'yes' for --enable-bar"], "invalid_server_args"),
+    (["RuntimeError: port 8000 is already in use by another process"], "port_in_use"),
     # a word only one cause uses (`strong`) names it alone when no other class's word is there
     (["ValueError: this combination of speculative settings is refused by the scheduler"], "speculative_config"),
     # the module path of the frames counts as one token: a refusal raised in speculative code (a ValueError
@@ -2647,6 +2656,10 @@ def test_ninth_round_key_tokens_name_a_failure_no_signature_knows(lines, cls):
     # a frame's path counts once, as a module path, even in a paste of frames alone
     (['  File "/v/sglang/srt/layers/quantization/deep_gemm_wrapper/compile_utils.py", line 3, in hook',
       '  File "/usr/lib/python3.12/concurrent/futures/_base.py", line 449, in result'], "unknown"),
+    # a flag alone is no argument error: every class's message names the flag that fixes it
+    (["RuntimeError: the KV cache cannot hold one request; lower --context-length"], "kv_cache_insufficient"),
+    (["RuntimeError: worker failed; rerun with --log-level debug"], "unknown"),
+    (["ValueError: the value must be positive; see --help"], "unknown"),
     # healthy stays healthy whatever its words: the tier reads only a failure's lines
     (["INFO 01-01 00:00:01 [config.py:1] speculative decoding: draft model /m/eagle3, 3 speculative tokens",
       "WARNING 01-01 00:00:02 [eagle.py:1] draft vocab differs from the target model; using the target's",
