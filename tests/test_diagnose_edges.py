@@ -3447,3 +3447,20 @@ def test_a_model_type_transformers_does_not_know_is_an_unsupported_architecture(
     # names nothing (the module raises other errors too)
     assert diagnose("\n".join(frames)).cls == "unsupported_architecture"
     assert diagnose("\n".join(frames[:3])).cls == "unknown"
+
+
+@pytest.mark.parametrize("errno, why", [(13, "permission denied"), (99, "cannot assign requested address")])
+def test_uvicorns_bind_error_after_its_startup_complete_is_no_ready_server(errno, why):
+    # uvicorn logs "Application startup complete." (its app's lifespan) BEFORE it binds the socket: a bind that
+    # fails then (a port under 1024 for a server that is not root, an address the node does not have) ends the
+    # process, which never listened. It read healthy and ready
+    log = ["INFO:     Started server process [11820]", "INFO:     Waiting for application startup.",
+           "INFO:     Application startup complete.",
+           f"ERROR:    [Errno {errno}] error while attempting to bind on address ('10.9.9.9', 80): {why}",
+           "INFO:     Waiting for application shutdown.", "INFO:     Application shutdown complete."]
+    d = diagnose("\n".join(log))
+    assert d.cls != "healthy" and not d.ready, d.cause
+    assert f"[Errno {errno}] error while attempting to bind on address" in d.cause
+    # the ready line it gives when it binds stays ready
+    served = [*log[:3], "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)"]
+    assert diagnose("\n".join(served)).ready

@@ -114,8 +114,10 @@ FAILURE = re.compile(
     r"\bCUDA (driver |runtime )?error\s*(\d+ at \S+:\d+\s*)?[(:]|"  # ggml's "CUDA error 2 at ggml-cuda.cu:5509: ..."
     + _ABORT + "|" + _FORMS + "|" + _PROSE, re.IGNORECASE)
 # After the ready line only a dead process is a failure (a request's traceback is not). The shell's
-# own report of a signal is also read in the locale it was printed in ("段错误 (核心已转储)").
-DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|OOMKilled|CrashLoopBackOff|段错误|核心已转储|Aborted|" + _SGLANG_DEATH + r"|is dead\b|died unexpectedly|"
+# own report of a signal is also read in the locale it was printed in ("段错误 (核心已转储)"). uvicorn's
+# failed bind is one: it logs "Application startup complete" (a weak ready line) before it binds, and exits
+DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|OOMKilled|CrashLoopBackOff|段错误|核心已转储|Aborted|"
+                   + _SGLANG_DEATH + r"|is dead\b|died unexpectedly|error while attempting to bind on address|"
                    r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)|" + _SIGNAL + "|" + _ABORT, re.IGNORECASE)
 # The server asked to stop (an operator's SIGTERM or Ctrl-C, a container stop): what dies after it is the
 # shutdown it asked for ("SIGTERM received. ... Draining requests and shutting down..." then a child's "crashed
