@@ -2613,6 +2613,8 @@ def test_traceback_state_machine_edges():
     (["RuntimeError: this kernel does not support the current GPU (compute capability 7.5)"], "unsupported_gpu_arch"),
     (["ValueError: sm_75 is not supported by the fused MoE kernel"], "unsupported_gpu_arch"),
     (["RuntimeError: compute capability 6.1 is below the minimum this build needs"], "unsupported_gpu_arch"),
+    (["ValueError: fp4 GEMM requires SM 10.0"], "unsupported_gpu_arch"),
+    (["RuntimeError: no supported CUDA architectures in this build"], "unsupported_gpu_arch"),
     (["ImportError: the installed cutlass DSL lacks cute.nvgpu.tcgen05.MmaF8Op"], "cute_dsl_version_skew"),
     (["RuntimeError: nvcc under CUDA_HOME=/opt/cuda-11.8 is older than the one torch needs"],
      "toolkit_misconfigured"),
