@@ -3464,3 +3464,17 @@ def test_uvicorns_bind_error_after_its_startup_complete_is_no_ready_server(errno
     # the ready line it gives when it binds stays ready
     served = [*log[:3], "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)"]
     assert diagnose("\n".join(served)).ready
+
+
+@pytest.mark.parametrize("line", [
+    "free(): invalid pointer", "double free or corruption (out)", "munmap_chunk(): invalid pointer",
+    "malloc(): unaligned tcache chunk detected", "corrupted size vs. prev_size",
+    "*** stack smashing detected ***: terminated", "free(): double free detected in tcache 2"])
+def test_glibcs_own_abort_messages_are_a_dying_process(line):
+    # glibc aborts the process after these lines (SIGABRT); a paste often ends with the line alone, without the
+    # shell's "Aborted (core dumped)". They read healthy; after a ready line they are a death too
+    assert diagnose("\n".join(["Loading safetensors checkpoint shards: 100% Completed", line])).cls == "unknown"
+    ready = "INFO 05-01 10:00:09 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000"
+    assert diagnose("\n".join([ready, line])).cls == "unknown"
+    # a line that only names the functions is none: a symbol in a backtrace, a sentence about a fix
+    assert diagnose("\n".join([ready, "  see free() and malloc() in the allocator docs"])).cls == "healthy"

@@ -18,8 +18,13 @@ __all__ = ["DEATH", "FAILURE", "death_after", "first_failure", "quieted", "ready
 # A native process that is dying, in any wording the tuning logs show: a C++ exception nobody caught
 # ("terminate called after throwing an instance of 'std::runtime_error'", then "  what():  ..."),
 # an abort in a glibc backtrace ("libggml-base.so(ggml_abort+0x152)[0x7...]"), a launcher's report
-# of a child's signal ("Shard process was signaled to shutdown with signal 11").
+# of a child's signal ("Shard process was signaled to shutdown with signal 11"); glibc's heap and stack checks,
+# which abort the process after their one line ("free(): invalid pointer", "double free or corruption (out)",
+# "malloc(): memory corruption", "*** stack smashing detected ***: terminated")
 _ABORT = (r"\bterminate called (after throwing|without an active exception)|^\s*what\(\):  |"
+          r"^\s*(free|malloc|realloc|munmap_chunk|malloc_consolidate|_int_free|_int_malloc)\(\): [a-z]|"
+          r"\bdouble free or corruption \(|\bcorrupted (size vs\. prev_size|double-linked list)\b|"
+          r"\*\*\* stack smashing detected \*\*\*|"
           r"\((ggml_abort|abort|__assert_fail)\+0x[0-9a-f]+\)|"
           r"\b(signal(l)?ed|killed|terminated) (to shutdown )?(with|by) signal \d+")
 # A process killed by a signal, in the words the shell and Python print for it ("Illegal instruction",
@@ -132,7 +137,7 @@ _FAILURE_HINT = re.compile(r"^\[[ef][\d \]]|error|exception|exit|interrupt|trace
                            r"段错误|核心已转储|non-zero|sigquit|dead|died|code=|status=|fail|critical|assert|terminate|what\(\)|"
                            r"signal|panicked|crash|unexpectedly|return ?code|unwrap|not found|no such file|permission denied|resource|kernel image|insufficient|"
                            r"illegal memory|launch failure|display driver|illegal instruction|bus error|received at time|segfault|"
-                           r"fallen off")
+                           r"fallen off|\(\): [a-z]|corrupt|smashing")
 
 
 def death_after(lines: list[Line], cat: Catalog, code: set[int], start: int) -> int | None:
