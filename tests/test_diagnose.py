@@ -3,10 +3,10 @@
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
 directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/ ..
-crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/, crashlogs_heldout47/ .. crashlogs_heldout51/ hold real logs set
+crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/, crashlogs_heldout47/ .. crashlogs_heldout51/, crashlogs_heldout53/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the
-accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the forty-three held-out
-splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44 or 46: those rounds made probes, not splits) is printed in the
+accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the forty-four held-out
+splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46 or 52: those rounds made probes or tuning logs, not splits) is printed in the
 terminal summary of every run.
 """
 
@@ -50,7 +50,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout41", "crashlogs_heldout42",
                                                                  "crashlogs_heldout45", "crashlogs_heldout47",
                                                                  "crashlogs_heldout48", "crashlogs_heldout49",
-                                                                 "crashlogs_heldout50", "crashlogs_heldout51")]
+                                                                 "crashlogs_heldout50", "crashlogs_heldout51",
+                                                                 "crashlogs_heldout53")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -464,6 +465,10 @@ KNOWN_MISSES = {
     "unsupported_gpu_arch/vllm-42432-dsv4-rtx6000-hc-pre-frames-cut": (
         "unknown", "EngineCore frames cut in deepseek_v4.py hc_pre before the exception line; only the title (an "
                    "RTX PRO 6000, SM120) and the later SM120 enablement PR say the GPU was not supported"),
+    # the fifty-third round's tuning misses at its split commit's catalog (no catalog change in that round)
+    "cuda_oom/discuss-vllm-2584-rtx5090-qwen36-27b-mtp-oom": (
+        "healthy", "the forum post's INFO lines stop at the warm-up run, before the out-of-memory error; only the "
+                   "post's title and prose say it ran out of memory"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -565,7 +570,10 @@ def test_paste_shape_says_what_a_failure_paste_holds(text, shape):
 def test_fixture_names_its_source(path):
     first = path.read_text().splitlines()[0]
     assert first.startswith("# source: "), path
-    assert "github.com/" in first or "stand-in" in first or "synthesized" in first
+    # a GitHub thread or file, the lab's stand-in, a synthesized probe, or (from the fifty-third round) a public
+    # web page outside GitHub: a forum thread, a blog post, a docs page that quotes the log
+    web_page = re.match(r"# source: https?://[A-Za-z0-9.-]+\.[A-Za-z]{2,}(:\d+)?/\S*$", first)
+    assert "github.com/" in first or "stand-in" in first or "synthesized" in first or web_page, path
 
 
 # --------------------------------------------------------------------------------------------
