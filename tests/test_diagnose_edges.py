@@ -3478,3 +3478,20 @@ def test_glibcs_own_abort_messages_are_a_dying_process(line):
     assert diagnose("\n".join([ready, line])).cls == "unknown"
     # a line that only names the functions is none: a symbol in a backtrace, a sentence about a fix
     assert diagnose("\n".join([ready, "  see free() and malloc() in the allocator docs"])).cls == "healthy"
+
+
+def test_the_failure_prefilter_lets_through_each_kind_of_failure_line():
+    # first_failure skips a line without any word a failure pattern needs, cheaply (plain substrings, not one regex
+    # of forty alternatives: a third of a 50,000-line log's time). It is part of what a failure line is (FAILURE alone
+    # would read "model.safetensors.index.json: 36.4kB" as one); every fixture's diagnosis rests on it, and each kind
+    # of failure line passes it, the two shapes that hold no word included
+    from noderig.diagnose.startup import _failure_hinted
+
+    for line in ["RuntimeError: x", "Traceback (most recent call last):", "Killed", "Segmentation fault (core dumped)",
+                 "段错误 (核心已转储)", "terminate called after throwing an instance of 'c10::Error'", "  what():  x",
+                 "sglang.service: Main process exited, code=exited, status=1/FAILURE", "free(): invalid pointer",
+                 "[E530 13:41:17.1 x.cpp:6] x", "[E ProcessGroupNCCL.cpp:563] x", "CUDA error: no kernel image",
+                 "thread 'main' panicked at src/main.rs:1", "*** SIGSEGV received at time=1 ***"]:
+        assert _failure_hinted(line.lower()), line
+    assert not _failure_hinted("info 05-01 [loader.py:1] loading weights took 12.3 s")
+    assert not _failure_hinted("model.safetensors.index.json: 36.4kb [00:00, 80.0mb/s]")
