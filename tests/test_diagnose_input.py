@@ -128,3 +128,18 @@ def test_a_diagnosis_that_raises_is_exit_2_and_a_bug_report_not_a_verdict(tmp_pa
     err = capsys.readouterr().err
     assert f"could not diagnose {path}" in err and "ValueError: max() arg is an empty sequence" in err
     assert "a bug in noderig" in err and "report the bug" in err
+
+
+def test_a_bugs_message_reaches_the_terminal_escaped(tmp_path, monkeypatch, capsys):
+    # an exception's message can quote the log's own text: an escape sequence in it must not reach the terminal
+    from noderig import cli
+
+    def broken(_text):
+        raise ValueError("bad line: \x1b]0;owned\x07\x1b[31mred")
+
+    monkeypatch.setattr("noderig.diagnose.diagnose", broken)
+    path = tmp_path / "server.log"
+    path.write_text("RuntimeError: x\n")
+    assert cli.main(["diagnose", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "bad line: \\x1b]0;owned\\x07\\x1b[31mred" in err

@@ -73,5 +73,7 @@ def diagnose(text: str, catalog: Catalog | None = None) -> Diagnosis:
 def not_diagnosed(exc: BaseException, read_it: str) -> str:
     """Why a log has no diagnosis when diagnose() itself raised: a bug in noderig, not a verdict on the log
     (neither healthy nor a failure), what broke, and how to read the log without noderig."""
-    return (f"{type(exc).__name__}: {exc} (a bug in noderig, not a verdict on the log); read it with {read_it}, "
+    # the message can quote the log's own text: escaped, so no escape sequence of it reaches a terminal
+    message = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in str(exc))
+    return (f"{type(exc).__name__}: {message} (a bug in noderig, not a verdict on the log); read it with {read_it}, "
             "and please report the bug with the log")
