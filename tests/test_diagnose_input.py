@@ -113,33 +113,29 @@ def test_member_names_of_an_archive_are_shown_escaped(tmp_path):
     assert r.returncode == 2 and "\x1b" not in r.stderr and "a\\x1b[2J.log, b.log" in r.stderr
 
 
-def test_a_diagnosis_that_raises_is_exit_2_and_a_bug_report_not_a_verdict(tmp_path, monkeypatch, capsys):
-    # exit 1 says "the log shows a failure" and 0 "healthy": a bug in noderig's own reading of a log must say
-    # neither, and must say what broke, on which file, and what to do
+def _diagnosed_with_a_bug(tmp_path, monkeypatch, capsys, message: str) -> tuple[int, str, object]:
+    """`noderig diagnose FILE` while diagnose() raises ValueError(message): its exit status and standard error."""
     from noderig import cli
 
     def broken(_text):
-        raise ValueError("max() arg is an empty sequence")
+        raise ValueError(message)
 
     monkeypatch.setattr("noderig.diagnose.diagnose", broken)
     path = tmp_path / "server.log"
     path.write_text("RuntimeError: x\n")
-    assert cli.main(["diagnose", str(path)]) == 2
-    err = capsys.readouterr().err
-    assert f"could not diagnose {path}" in err and "ValueError: max() arg is an empty sequence" in err
+    return cli.main(["diagnose", str(path)]), capsys.readouterr().err, path
+
+
+def test_a_diagnosis_that_raises_is_exit_2_and_a_bug_report_not_a_verdict(tmp_path, monkeypatch, capsys):
+    # exit 1 says "the log shows a failure" and 0 "healthy": a bug in noderig's own reading of a log must say
+    # neither, and must say what broke, on which file, and what to do
+    rc, err, path = _diagnosed_with_a_bug(tmp_path, monkeypatch, capsys, "max() arg is an empty sequence")
+    assert rc == 2 and f"could not diagnose {path}" in err and "ValueError: max() arg is an empty sequence" in err
     assert "a bug in noderig" in err and "report the bug" in err
 
 
 def test_a_bugs_message_reaches_the_terminal_escaped(tmp_path, monkeypatch, capsys):
     # an exception's message can quote the log's own text: an escape sequence in it must not reach the terminal
-    from noderig import cli
-
-    def broken(_text):
-        raise ValueError("bad line: \x1b]0;owned\x07\x1b[31mred")
-
-    monkeypatch.setattr("noderig.diagnose.diagnose", broken)
-    path = tmp_path / "server.log"
-    path.write_text("RuntimeError: x\n")
-    assert cli.main(["diagnose", str(path)]) == 2
-    err = capsys.readouterr().err
-    assert "\x1b" not in err and "\x07" not in err and "bad line: \\x1b]0;owned\\x07\\x1b[31mred" in err
+    rc, err, _ = _diagnosed_with_a_bug(tmp_path, monkeypatch, capsys, "bad line: \x1b]0;owned\x07\x1b[31mred")
+    assert rc == 2 and "\x1b" not in err and "\x07" not in err
+    assert "bad line: \\x1b]0;owned\\x07\\x1b[31mred" in err
