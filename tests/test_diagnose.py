@@ -2627,7 +2627,7 @@ def test_traceback_state_machine_edges():
     (["ImportError: the installed cutlass DSL lacks cute.nvgpu.tcgen05.MmaF8Op"], "cute_dsl_version_skew"),
     (["RuntimeError: nvcc under CUDA_HOME=/opt/cuda-11.8 is older than the one torch needs"],
      "toolkit_misconfigured"),
-    # this session's leave-one-out measure (a tuning log's own signature lines left out; docs/diagnose.md): a chat
+    # the leave-one-out measure (scripts/diagnose_loo.py: a tuning log's own signature lines left out): a chat
     # template or a tokenizer mode beside the tokenizer; a speculative method's name alone (EAGLE, NextN, Medusa,
     # DFlash, suffix decoding); the argument checks' refusals, and a flag beside one; a port in use in other words
     (["ValueError: the chat template could not be rendered by the tokenizer"], "tokenizer_error"),

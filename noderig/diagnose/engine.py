@@ -12,6 +12,7 @@ ready, is read apart from the signatures (startup.py); outcomes.py builds the Di
 from __future__ import annotations
 
 from .catalog import Catalog, default_catalog
+from .logfile import escaped
 from .matching import find_matches, pick_root
 from .normalize import QUIET_LEVELS, Line, normalize
 from .outcomes import by_tokens, healthy, known, unknown
@@ -74,6 +75,5 @@ def not_diagnosed(exc: BaseException, read_it: str) -> str:
     """Why a log has no diagnosis when diagnose() itself raised: a bug in noderig, not a verdict on the log
     (neither healthy nor a failure), what broke, and how to read the log without noderig."""
     # the message can quote the log's own text: escaped, so no escape sequence of it reaches a terminal
-    message = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in str(exc))
-    return (f"{type(exc).__name__}: {message} (a bug in noderig, not a verdict on the log); read it with {read_it}, "
-            "and please report the bug with the log")
+    return (f"{type(exc).__name__}: {escaped(str(exc))} (a bug in noderig, not a verdict on the log); read it with "
+            f"{read_it}, and please report the bug with the log")

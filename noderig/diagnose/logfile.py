@@ -15,7 +15,7 @@ import io
 import lzma
 import zipfile
 
-__all__ = ["LogInputError", "log_text"]
+__all__ = ["LogInputError", "escaped", "log_text"]
 
 # compressed forms by their magic bytes, with how to open them as a stream
 _DECOMPRESS = ((b"\x1f\x8b", lambda f: gzip.GzipFile(fileobj=f), "gzip"), (b"BZh", bz2.BZ2File, "bzip2"),
@@ -71,6 +71,12 @@ def _opened(data: bytes, name: str) -> bytes:
     return data
 
 
+def escaped(text: str) -> str:
+    """Text that is not ours (a log's, an archive's) fit for a terminal: what is not printable written as its escape
+    ("\\x1b[2J"), so no escape sequence in it reaches the terminal."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 def _zip_member(data: bytes, name: str) -> bytes:
     """The one file a zip archive holds; an archive of several cannot say which is the log."""
     try:
@@ -78,7 +84,7 @@ def _zip_member(data: bytes, name: str) -> bytes:
             files = [info for info in archive.infolist() if not info.is_dir()]
             if len(files) != 1:
                 # the names are the archive's, not ours: shown escaped, so none can write to the terminal
-                names = ", ".join(info.filename.encode("unicode_escape").decode("ascii") for info in files[:10])
+                names = ", ".join(escaped(info.filename) for info in files[:10])
                 names = names or "no file"
                 raise LogInputError(f"{name} is a zip archive of {len(files)} files ({names}): pick the log "
                                     f"(unzip -p {name} <file> | noderig diagnose -)")
