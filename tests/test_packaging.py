@@ -5,6 +5,7 @@ scripts/setup installs beside it for the tests and the demo)."""
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -76,10 +77,20 @@ def test_the_wheel_holds_the_product_and_nothing_of_the_lab(wheel):
     assert {n.split("/")[0] for n in product} == {"noderig"}
     assert [n for n in names if "lab" in n.split("/") or LAB_PACKAGE in n] == []
     assert [n for n in names if "sglang" in n or "standin" in n or "nvidia-smi" in n] == []
-    sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "noderig").rglob("*.py")}
-    assert sources <= set(product), sorted(sources - set(product))
+    assert product_files() <= set(product), sorted(product_files() - set(product))
     assert {"noderig/cli.py", "noderig/node/verify_files.py", "noderig/node/hubpath.py", "noderig/node/launch.py",
-            "noderig/diagnose/catalog.toml", "noderig/diagnose/benign.toml"} <= set(product)
+            "noderig/diagnose/catalog.toml", "noderig/diagnose/benign.toml", "noderig/diagnose/tokens.toml",
+            "noderig/bench_workloads.toml"} <= set(product)
+
+
+def product_files() -> set[str]:
+    """Every file of the package as the repository holds it: code and the data it reads beside it (a data file
+    left out of package-data is missing only from an install, where no checkout test would see it)."""
+    listed = subprocess.run(["git", "ls-files", "noderig"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode == 0 and listed.stdout:
+        return set(listed.stdout.split())
+    return {p.relative_to(ROOT).as_posix() for p in (ROOT / "noderig").rglob("*")  # a copy without .git
+            if p.is_file() and "__pycache__" not in p.parts}
 
 
 def test_the_wheel_declares_the_noderig_command_and_no_lab_command(wheel):
@@ -90,12 +101,19 @@ def test_the_wheel_declares_the_noderig_command_and_no_lab_command(wheel):
     assert cli.COMMANDS_GROUP not in text
 
 
-def test_the_wheel_installs_a_noderig_command_that_says_where_the_lab_is(wheel, tmp_path):
-    venv = tmp_path / "venv"
+def installed(wheel: Path, venv: Path) -> Path:
+    """A new venv with the wheel installed (no dependencies); its python. PYTHONPATH is dropped: a checkout on it
+    makes pip see noderig as installed already and install nothing."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     res = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
-                          "--no-deps", "--no-index", str(wheel)], capture_output=True, text=True, timeout=300)
+                          "--no-deps", "--no-index", str(wheel)], capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0, res.stdout + res.stderr
+    return venv / "bin" / "python"
+
+
+def test_the_wheel_installs_a_noderig_command_that_says_where_the_lab_is(wheel, tmp_path):
+    venv = installed(wheel, tmp_path / "venv").parents[1]
     command = venv / "bin" / "noderig"
     helped = subprocess.run([str(command), "--help"], capture_output=True, text=True, timeout=60)
     assert helped.returncode == 0 and "verify" in helped.stdout and "diagnose" in helped.stdout, helped.stderr
@@ -105,6 +123,22 @@ def test_the_wheel_installs_a_noderig_command_that_says_where_the_lab_is(wheel, 
                                   "run scripts/setup in a clone of the noderig repository, then .venv/bin/noderig lab")
     no_lab = subprocess.run([str(venv / "bin" / "python"), "-c", f"import {LAB_PACKAGE}"], capture_output=True)
     assert no_lab.returncode == 1
+
+
+# A failure no signature names, that the key-token tier (tokens.toml) does: the installed catalog's every layer.
+TOKEN_TIER_LOG = ("Traceback (most recent call last):\n  File \"/srv/app/serve.py\", line 3, in <module>\n"
+                  "ValueError: the draft model's speculative head does not match the target model\n")
+
+
+def test_the_installed_wheel_diagnoses_with_every_layer_of_its_catalog(wheel, tmp_path):
+    python = installed(wheel, tmp_path / "venv")
+    code = ("import sys; from noderig.diagnose import diagnose; r = diagnose(sys.stdin.read()); "
+            "print(r.cls, r.confidence < 0.9)")
+    # -I: the installed package alone, never this checkout on sys.path
+    run = subprocess.run([str(python), "-I", "-c", code], input=TOKEN_TIER_LOG,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["speculative_config", "True"]
 
 
 def test_the_development_install_dispatches_noderig_lab_to_the_lab():
