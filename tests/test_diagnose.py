@@ -167,9 +167,6 @@ KNOWN_MISSES = {
                                  "is not in the paste"),
     "missing_python_headers/comfyui-seedvr2-134-tcc-cuda-utils": (
         "unknown", "only Triton's failed compiler command is pasted, not the compiler's message naming Python.h"),
-    "speculative_config/vllm-52069-mtp-under-pipeline-parallel": (
-        "unknown", "the error is the draft model lacking pipeline parallelism; only the command line says it is "
-                   "the speculative config"),
     "cute_dsl_version_skew/flashinfer-pr-4649-keyerror-sm107a-old-dsl": (
         "unknown", "a bare KeyError naming the GPU's arch; only the PR's prose says the DSL's Arch enum raised it "
                    "(the same KeyError from another arch table would be unsupported_gpu_arch)"),
@@ -184,18 +181,12 @@ KNOWN_MISSES = {
     "speculative_config/vllm-15154-ngram-draft-256-broadcast-shape": (
         "unknown", "a numpy broadcast error in the engine core's step; only the report's title says n-gram speculative "
                    "decoding with 256 draft tokens raised it"),
-    "speculative_config/vllm-pr-55444-mtp-num-speculative-tokens-none": (
-        "unknown", "a TypeError comparing None with an int, with no frame; only the command line says it is the "
-                   "speculative config (an MTP method without num_speculative_tokens)"),
     "speculative_config/sglang-pr-34361-nextn-without-eagle-topk-nonetype": (
         "unknown", "a TypeError multiplying None by an int, with no frame; only the PR's prose says NEXTN without "
                    "--speculative-eagle-topk left it None"),
     "unsupported_gpu_arch/deepgemm-pr-324-unknown-recipe-sm120": (
         "deepgemm_jit_failure", "DeepGEMM's 'Unknown recipe' layout assertion inside its JIT path; only the PR's prose "
                                 "says the pinned revision has no sm_120 support"),
-    "speculative_config/vllm-18906-eagle3-70b-hidden-size-assert": (
-        "unknown", "a KeyError naming a weight, then an assert comparing two hidden sizes; only the command line "
-                   "(--speculative-config with an EAGLE3 head) says they are the draft's and the target's"),
     "speculative_config/vllm-pr-12304-eagle-draft-no-embed-tokens": (
         "unknown", "a weight named by the checkpoint that the model class lacks, vLLM's generic loading error; only "
                    "the PR's thread says the checkpoint was an EAGLE draft given as speculative_model"),
@@ -488,6 +479,13 @@ KNOWN_LOW_CONFIDENCE = {
     "checkpoint_incomplete/src36-vllm-weights-not-initialized-from-checkpoint": (
         "vLLM's 'Following weights were not initialized from checkpoint' is what a missing shard and a weight-name "
         "mapping bug both end in; no signature, the key-token tier names it"),
+    # the fifty-fourth round's setting rule: a bug's exception in a launch that turns speculative decoding on
+    "speculative_config/vllm-52069-mtp-under-pipeline-parallel": (
+        "a NotImplementedError for pipeline parallelism; the command line's --speculative-config (MTP) names it"),
+    "speculative_config/vllm-pr-55444-mtp-num-speculative-tokens-none": (
+        "a TypeError comparing None with an int; the command line's --speculative-config (MTP) names it"),
+    "speculative_config/vllm-18906-eagle3-70b-hidden-size-assert": (
+        "a KeyError naming a weight; the command line's --speculative-config (EAGLE3) names it"),
 }
 
 
@@ -2661,9 +2659,10 @@ def test_ninth_round_key_tokens_name_a_failure_no_signature_knows(lines, cls):
     (["RuntimeError: ran out of memory while building the KV cache"], "unknown"),
     # "nccl" names a component, not a cause: alone it names nothing
     (["RuntimeError: nccl could not open its shared segment /dev/shm/nccl-x"], "unknown"),
-    # the tokens are in the command line, not in the line that decided the failure
+    # the tokens are in the command line, not in the line that decided the failure (a bug's TypeError there is
+    # named by the setting: test_a_bug_in_a_launch_that_turns_a_feature_on_is_named_by_the_setting)
     (["python -m sglang.launch_server --speculative-algorithm EAGLE --speculative-draft-model-path /m/draft",
-      "TypeError: unsupported operand type(s) for *: 'NoneType' and 'int'"], "unknown"),
+      "RuntimeError: the scheduler could not be started"], "unknown"),
     # a frame's path counts once, as a module path, even in a paste of frames alone
     (['  File "/v/sglang/srt/layers/quantization/deep_gemm_wrapper/compile_utils.py", line 3, in hook',
       '  File "/usr/lib/python3.12/concurrent/futures/_base.py", line 449, in result'], "unknown"),
@@ -2712,6 +2711,71 @@ def test_ninth_round_signatures_keep_to_their_cause(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
 
 
+_EAGLE_LAUNCH = "python -m sglang.launch_server --model-path /m/t --speculative-algorithm EAGLE --speculative-num-steps 3"
+
+
+@pytest.mark.parametrize("lines", [
+    # a top-k left unset (SGLang's NEXTN without --speculative-eagle-topk), in the command or in the config dump
+    [_EAGLE_LAUNCH, "TypeError: unsupported operand type(s) for *: 'NoneType' and 'int'"],
+    ["vllm serve /m/t --speculative-config '{\"method\": \"mtp\"}'",
+     "TypeError: '>' not supported between instances of 'NoneType' and 'int'"],
+    ["[2026-01-01 00:00:01] server_args=ServerArgs(model_path='/m/t', speculative_algorithm='EAGLE3', tp_size=8)",
+     "Traceback (most recent call last):", '  File "/s/sglang/srt/managers/scheduler.py", line 9, in __init__',
+     "KeyError: 'embed_tokens.weight'"],
+    ["vllm serve /m/t --num-speculative-tokens 3", "AssertionError"],
+])
+def test_a_bug_in_a_launch_that_turns_a_feature_on_is_named_by_the_setting(lines):
+    d = diagnose("\n".join(lines))
+    assert d.cls == "speculative_config", d.cause
+    assert d.remedy is None and d.confidence < 0.45  # a guess by the setting: below the key tokens' own
+    assert "the launch turns this feature on (line 1)" in d.cause and "relaunch without the feature" in d.fix
+    bug, setting = d.evidence[:2]  # the bug's line, then the setting's
+    assert lines[-1].endswith(bug.line) and lines[0].endswith(setting.line) and setting.line
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # the setting turned off, or printed as the default it is: no feature on
+    (["server_args=ServerArgs(model_path='/m/t', speculative_algorithm=None, tp_size=8)",
+      "TypeError: unsupported operand type(s) for *: 'NoneType' and 'int'"], "unknown"),
+    (["vllm serve /m/t --speculative-config None", "AttributeError: 'NoneType' object has no attribute 'x'"], "unknown"),
+    # an error that says a cause (not a bug's type) is not the feature's by its setting
+    ([_EAGLE_LAUNCH, "RuntimeError: the scheduler could not be started"], "unknown"),
+    ([_EAGLE_LAUNCH, "ValueError: the value must be positive"], "unknown"),
+    # another class's words name it, whatever the launch turned on
+    ([_EAGLE_LAUNCH, "KeyError: shard model-00002-of-00009.safetensors missing from weight_map"],
+     "checkpoint_incomplete"),
+    # the feature on and nothing failed: healthy
+    ([_EAGLE_LAUNCH, "[2026-01-01 00:00:09] The server is fired up and ready to roll!"], "healthy"),
+    # no setting: a bug's exception alone names nothing
+    (["TypeError: unsupported operand type(s) for *: 'NoneType' and 'int'"], "unknown"),
+])
+def test_a_setting_names_only_a_bug_that_no_word_explains(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
+def test_two_features_turned_on_name_neither(tmp_path):
+    from noderig.diagnose.tokens import load_tokens, name_by_tokens
+
+    (tmp_path / "t.toml").write_text("""version = 1
+programming_errors = ["TypeError"]
+[[class]]
+id = "speculative_config"
+tokens = ['\\bdraft']
+enabled_by = ['--speculative-algorithm \\w']
+[[class]]
+id = "tokenizer_error"
+tokens = ['tokenizer']
+enabled_by = ['--tokenizer-mode \\w']
+""")
+    tier = load_tokens(tmp_path / "t.toml")
+    cat = default_catalog()
+    for launch, named in [("x --speculative-algorithm EAGLE", "speculative_config"),
+                          ("x --speculative-algorithm EAGLE --tokenizer-mode slow", None)]:
+        lines = normalize(f"{launch}\nTypeError: 'NoneType' object is not subscriptable")
+        verdict = name_by_tokens(lines, parse_tracebacks(lines), 1, cat, tier)
+        assert (verdict.cls if verdict else None) == named
+
+
 def test_every_token_pattern_is_seen_in_a_tuning_fixtures_decisive_lines():
     """tokens.toml is checked like the catalog: every token and module pattern is seen in the decisive
     lines (or frame paths) of some tuning fixture, and every class it names is a catalog class."""
@@ -2719,9 +2783,10 @@ def test_every_token_pattern_is_seen_in_a_tuning_fixtures_decisive_lines():
     from noderig.diagnose.tokens import decisive_lines, default_tokens
 
     cat = default_catalog()
-    texts, paths = [], []
+    texts, paths, settings = [], [], []
     for path in ALL_FIXTURES:
         lines = normalize(fixture_text(path))
+        settings += [ln.text for ln in lines]  # a setting is read on any line of the launch
         tbs = parse_tracebacks(lines)
         first = _first_failure(lines, cat, set().union(*(tb.code_lines for tb in tbs)) if tbs else set(), tbs)
         if first is not None:
@@ -2734,6 +2799,7 @@ def test_every_token_pattern_is_seen_in_a_tuning_fixtures_decisive_lines():
         dead += [f"{tc.id}.tokens: {p.pattern}" for p in tc.tokens if not any(p.search(x) for x in texts)]
         dead += [f"{tc.id}.modules: {p.pattern}" for p in tc.modules if not any(p.search(x) for x in paths)]
         dead += [f"{tc.id}.strong: {p.pattern}" for p in tc.strong if not any(p.search(x) for x in texts)]
+        dead += [f"{tc.id}.enabled_by: {p.pattern}" for p in tc.enabled_by if not any(p.search(x) for x in settings)]
     assert not dead, dead
 
 

@@ -54,7 +54,7 @@ def _unrecognised(lines: list[Line], tbs: list[Traceback], first: int, cat: Cata
     verdict = name_by_tokens(lines, tbs, first, cat)
     if verdict is None:
         return unknown(lines, tbs, first, cat.relay)
-    return by_tokens(lines, tbs, first, cat.get(verdict.cls), verdict.index, verdict.hits)
+    return by_tokens(lines, tbs, first, cat.get(verdict.cls), verdict.index, verdict.hits, verdict.setting)
 
 
 def _first_failure(lines: list[Line], cat: Catalog, code: set[int], tbs) -> int | None:

@@ -139,18 +139,26 @@ def _missing_cause(lines: list[Line], tbs: list[Traceback], tb: Traceback | None
 
 
 def by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cls: CatalogClass, index: int,
-              hits: tuple[str, ...]) -> Diagnosis:
-    """A failure no signature knows, named by the key tokens of its decisive lines (tokens.py):
+              hits: tuple[str, ...], setting: int | None = None) -> Diagnosis:
+    """A failure no signature knows, named by the key tokens of its decisive lines (tokens.py), or by
+    the launch setting that turned its feature on when a bug's exception names nothing (``setting``):
     the class's title, meaning and fix, a lower confidence than a signature's and no remedy (the
     deploy never repairs on a guess); the evidence starts with the line that holds the tokens."""
     base = unknown(lines, tbs, first)
     at = lines[index]
-    evidence = _collapse([Evidence(_clip(at.text, 400), at.rank, at.no), *base.evidence])
+    shown = [at] if setting is None else [at, lines[setting]]
+    evidence = _collapse([*(Evidence(_clip(ln.text, 400), ln.rank, ln.no) for ln in shown), *base.evidence])
+    if setting is None:
+        how = "named by its key tokens; no signature matched"
+        check = f"Named by key tokens ({', '.join(hits)}), not by a signature: check the evidence first."
+    else:
+        how = f"a {hits[0]} names no cause; the launch turns this feature on (line {lines[setting].no})"
+        check = ("Named by the launch's setting, not by the error: relaunch without the feature; if the launch "
+                 "then starts, the feature's settings are the cause.")
     return replace(
-        base, cls=cls.id, title=cls.title, meaning=cls.meaning, remedy=None, confidence=0.45,
-        cause=_clip(f"{cls.title} (named by its key tokens; no signature matched): {at.text.strip()}"),
-        evidence=evidence, component=_component(cls, base.chain, lines) or base.component,
-        fix=f"{cls.fix} (Named by key tokens ({', '.join(hits)}), not by a signature: check the evidence first.)",
+        base, cls=cls.id, title=cls.title, meaning=cls.meaning, remedy=None,
+        confidence=0.45 if setting is None else 0.35, cause=_clip(f"{cls.title} ({how}): {at.text.strip()}"),
+        evidence=evidence, component=_component(cls, base.chain, lines) or base.component, fix=f"{cls.fix} ({check})",
     )
 
 

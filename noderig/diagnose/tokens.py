@@ -40,6 +40,7 @@ class TokenClass:
     tokens: tuple[re.Pattern, ...]  # searched in the decisive lines (exception type and message, failure line)
     modules: tuple[re.Pattern, ...]  # searched in the module paths of the exception's frames
     strong: tuple[re.Pattern, ...] = ()  # tokens only this cause uses: two points each
+    enabled_by: tuple[re.Pattern, ...] = ()  # a launch setting that turns the cause's feature on (any line)
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,11 @@ class TokenTier:
     classes: tuple[TokenClass, ...]
     min_score: int
     margin: int
+    programming_errors: frozenset[str] = frozenset()  # exception types that say a bug, not a cause
+
+
+# an exception line's type, qualified or not ("TypeError: ...", "torch._dynamo.exc.Unsupported: ...")
+_EXC_TYPE = re.compile(r"^\s*(?:[\w.]+\.)?(\w+)(?::|$)")
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,7 @@ class TokenVerdict:
     score: int
     runner_up: int
     hits: tuple[str, ...]  # the token and module patterns seen, for the report
+    setting: int | None = None  # named by a launch setting: the line that turns the feature on
 
 
 def load_tokens(path: Path | str | None = None) -> TokenTier:
@@ -71,8 +78,9 @@ def load_tokens(path: Path | str | None = None) -> TokenTier:
         if not cid or not entry.get("tokens"):
             raise CatalogError(f"{path}: a token class needs an id and tokens")
         classes.append(TokenClass(cid, compile_patterns(entry["tokens"], cid), compile_patterns(entry.get("modules"), cid),
-                                  compile_patterns(entry.get("strong"), cid)))
-    return TokenTier(tuple(classes), int(data.get("min_score", 2)), int(data.get("margin", 2)))
+                                  compile_patterns(entry.get("strong"), cid), compile_patterns(entry.get("enabled_by"), cid)))
+    return TokenTier(tuple(classes), int(data.get("min_score", 2)), int(data.get("margin", 2)),
+                     frozenset(data.get("programming_errors", ())))
 
 
 @lru_cache(maxsize=1)
@@ -132,13 +140,33 @@ def name_by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cat: Cat
         strong = [p.pattern for p in tc.strong if any(p.search(t) for _, t in texts)]
         if hits or strong:
             scored.append((len(hits) + 2 * len(strong), tc, hits + strong))
-    if not scored:
-        return None
     scored.sort(key=lambda s: -s[0])
-    score, tc, hits = scored[0]
+    score, tc, hits = scored[0] if scored else (0, None, [])
     runner_up = scored[1][0] if len(scored) > 1 else 0
     if score < tier.min_score or score - runner_up < tier.margin:
-        return None
+        return name_by_setting(lines, texts, tier, known) if score < tier.min_score else None
     # frames alone, named by their paths, hold no text line: the evidence is the first failure (the first frame)
     index = max(texts, key=lambda it: sum(1 for p in tc.tokens if p.search(it[1])))[0] if texts else first
     return TokenVerdict(tc.id, index, score, runner_up, tuple(hits))
+
+
+def name_by_setting(lines: list[Line], texts: list[tuple[int, str]], tier: TokenTier,
+                    known: set[str]) -> TokenVerdict | None:
+    """A bug's exception (a TypeError, a KeyError: ``programming_errors``) that no class's words explain, in a
+    launch whose settings turn on one class's feature (``enabled_by``): that feature's class. The newest code path
+    a launch turns on is where such a bug most often is (speculative decoding with a draft the flags do not fit:
+    "'NoneType' and 'int'" for a top-k left unset); the fix says to relaunch without it to confirm."""
+    bug = next(((i, m.group(1)) for i, t in texts if (m := _EXC_TYPE.match(t)) and m.group(1) in tier.programming_errors),
+               None)
+    if bug is None:
+        return None
+    found = {}
+    for tc in tier.classes:
+        if tc.id in known and tc.enabled_by:
+            at = next((j for j, ln in enumerate(lines) if any(p.search(ln.text) for p in tc.enabled_by)), None)
+            if at is not None:
+                found[tc.id] = at
+    if len(found) != 1:  # two features on: the settings do not say which
+        return None
+    ((cls, at),) = found.items()
+    return TokenVerdict(cls, bug[0], 0, 0, (bug[1], lines[at].text.strip()[:120]), setting=at)
