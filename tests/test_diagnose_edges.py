@@ -2544,12 +2544,14 @@ def test_an_nccl_error_whose_last_error_is_out_of_memory_is_an_oom(last, want):
     ("[rank2]: RuntimeError: CUDA driver error: system not yet initialized", "driver_mismatch"),
     ("cudaGetDeviceProperties returned 802\n-> system not yet initialized\nCUDA error at bandwidthTest.cu:256 "
      "code=802(cudaErrorSystemNotReady) \"cudaSetDevice(currentDevice)\"", "driver_mismatch"),
+    ("CUDA error at simpleP2P.cu:71 code=802(cudaErrorSystemNotReady) \"cudaGetDeviceCount(&gpu_n)\"",
+     "driver_mismatch"),
     ("RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (9, 1, 0) but found runtime "
      "version (8, 9, 2). PyTorch already comes bundled with cuDNN.", "kernel_abi_mismatch"),
     ("RuntimeError: cuDNN version mismatch: PyTorch was compiled against 7102 but linked against 7600",
      "kernel_abi_mismatch"),
 ], ids=["PTX toolchain", "PTX toolchain, ggml's words", "PTX version by name", "802 from torch", "802 driver API",
-        "802 by name", "cuDNN incompatibility", "cuDNN mismatch, older torch"])
+        "802 by name", "802 by its enum alone", "cuDNN incompatibility", "cuDNN mismatch, older torch"])
 def test_driver_state_and_library_mismatches_by_cause(line, want):
     assert diagnose(line).cls == want
 
