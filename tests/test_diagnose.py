@@ -2711,6 +2711,44 @@ def test_ninth_round_signatures_keep_to_their_cause(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
 
 
+def _tier_names(*lines: str) -> str | None:
+    """What the key-token tier alone names for a paste (as if no signature matched it)."""
+    from noderig.diagnose.engine import _first_failure
+    from noderig.diagnose.tokens import name_by_tokens
+
+    cat = default_catalog()
+    parsed = normalize("\n".join(lines))
+    tbs = parse_tracebacks(parsed)
+    first = _first_failure(parsed, cat, set().union(*(tb.code_lines for tb in tbs)) if tbs else set(), tbs)
+    verdict = name_by_tokens(parsed, tbs, first, cat)
+    return verdict.cls if verdict else None
+
+
+_CUTE_FRAMES = ["Traceback (most recent call last):",
+                '  File "/py/site-packages/nvidia_cutlass_dsl/python_packages/cutlass/base_dsl/jit.py", line 9, in run']
+
+
+@pytest.mark.parametrize("lines, named", [
+    # a component's names (cutlass, cute, dsl; nccl; deep_gemm) say where it failed: they do not outvote a cause
+    ([*_CUTE_FRAMES, "ValueError: CuTe DSL HCA compilation requires SM100/SM103, got SM90"], "unsupported_gpu_arch"),
+    (["RuntimeError: MNNVL CuTe DSL kernels require a Blackwell GPU"], "unsupported_gpu_arch"),
+    (["misc/shm.cc:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv-1 (size 9637888): "
+      "No space left on device"], "shm_too_small"),
+    (["node:1:1 [1] misc/cudawrap.cc:188 NCCL WARN Cuda failure 803 'system has unsupported display driver / cuda "
+      "driver combination'"], "driver_mismatch"),
+    (["OSError: Can't load tokenizer for 'org/model'. If you were trying to load it from "
+      "'https://huggingface.co/models', make sure you don't have a local directory with the same name."],
+     "tokenizer_error"),
+    # with no cause in the line, the component's names name it as before
+    ([*_CUTE_FRAMES, "RuntimeError: cutlass cute DSL lowering did not finish"], "cute_dsl_version_skew"),
+    # a cause word below min_score does not silence them ("arch" is one point; cute's three win)
+    (["AttributeError: module 'cutlass.cute.arch' has no attribute 'fmin' (nvidia-cutlass-dsl 4.5.0)"],
+     "cute_dsl_version_skew"),
+])
+def test_a_components_name_does_not_outvote_a_cause(lines, named):
+    assert _tier_names(*lines) == named
+
+
 _EAGLE_LAUNCH = "python -m sglang.launch_server --model-path /m/t --speculative-algorithm EAGLE --speculative-num-steps 3"
 
 
@@ -2800,6 +2838,9 @@ def test_every_token_pattern_is_seen_in_a_tuning_fixtures_decisive_lines():
         dead += [f"{tc.id}.modules: {p.pattern}" for p in tc.modules if not any(p.search(x) for x in paths)]
         dead += [f"{tc.id}.strong: {p.pattern}" for p in tc.strong if not any(p.search(x) for x in texts)]
         dead += [f"{tc.id}.enabled_by: {p.pattern}" for p in tc.enabled_by if not any(p.search(x) for x in settings)]
+        dead += [f"{tc.id}.component: {p.pattern}" for p in tc.component if not any(p.search(x) for x in texts)]
+        dead += [f"{tc.id}.component_modules: {p.pattern}" for p in tc.component_modules
+                 if not any(p.search(x) for x in paths)]
     assert not dead, dead
 
 

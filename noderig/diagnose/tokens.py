@@ -41,6 +41,8 @@ class TokenClass:
     modules: tuple[re.Pattern, ...]  # searched in the module paths of the exception's frames
     strong: tuple[re.Pattern, ...] = ()  # tokens only this cause uses: two points each
     enabled_by: tuple[re.Pattern, ...] = ()  # a launch setting that turns the cause's feature on (any line)
+    component: tuple[re.Pattern, ...] = ()  # the names of the component it fails in: a point each, no cause
+    component_modules: tuple[re.Pattern, ...] = ()  # the component's module paths: a point each, no cause
 
 
 @dataclass(frozen=True)
@@ -75,10 +77,11 @@ def load_tokens(path: Path | str | None = None) -> TokenTier:
     classes = []
     for entry in data.get("class", []):
         cid = entry.get("id")
-        if not cid or not entry.get("tokens"):
-            raise CatalogError(f"{path}: a token class needs an id and tokens")
-        classes.append(TokenClass(cid, compile_patterns(entry["tokens"], cid), compile_patterns(entry.get("modules"), cid),
-                                  compile_patterns(entry.get("strong"), cid), compile_patterns(entry.get("enabled_by"), cid)))
+        if not cid or not (entry.get("tokens") or entry.get("component")):
+            raise CatalogError(f"{path}: a token class needs an id and tokens (or component words)")
+        lists = [compile_patterns(entry.get(k), cid) for k in ("tokens", "modules", "strong", "enabled_by", "component",
+                                                                "component_modules")]
+        classes.append(TokenClass(cid, *lists))
     return TokenTier(tuple(classes), int(data.get("min_score", 2)), int(data.get("margin", 2)),
                      frozenset(data.get("programming_errors", ())))
 
@@ -131,23 +134,37 @@ def name_by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cat: Cat
     tier = tier or default_tokens()
     texts, paths = decisive_lines(lines, tbs, first)
     known = set(cat.ids)
-    scored = []
-    for tc in tier.classes:
-        if tc.id not in known:
-            continue
-        hits = [p.pattern for p in tc.tokens if any(p.search(t) for _, t in texts)]
-        hits += [p.pattern for p in tc.modules if any(p.search(path) for path in paths)]
-        strong = [p.pattern for p in tc.strong if any(p.search(t) for _, t in texts)]
-        if hits or strong:
-            scored.append((len(hits) + 2 * len(strong), tc, hits + strong))
-    scored.sort(key=lambda s: -s[0])
-    score, tc, hits = scored[0] if scored else (0, None, [])
+    scored = _scores([tc for tc in tier.classes if tc.id in known], texts, paths)
+    if any(cause and score >= tier.min_score for score, cause, _, _ in scored):
+        # a component's name says where it failed, not why: it does not outvote a cause ("CuTe DSL HCA compilation
+        # requires SM100/SM103, got SM90" is the GPU's, whatever its cutlass and cute words)
+        scored = [s for s in scored if s[1]]
+    score, _, tc, hits = scored[0] if scored else (0, False, None, [])
     runner_up = scored[1][0] if len(scored) > 1 else 0
     if score < tier.min_score or score - runner_up < tier.margin:
         return name_by_setting(lines, texts, tier, known) if score < tier.min_score else None
     # frames alone, named by their paths, hold no text line: the evidence is the first failure (the first frame)
     index = max(texts, key=lambda it: sum(1 for p in tc.tokens if p.search(it[1])))[0] if texts else first
     return TokenVerdict(tc.id, index, score, runner_up, tuple(hits))
+
+
+def _scores(classes: list[TokenClass], texts: list[tuple[int, str]],
+            paths: list[str]) -> list[tuple[int, bool, TokenClass, list[str]]]:
+    """Each class the decisive lines hold a word of: (points, whether a cause word is among them, class, the
+    patterns seen), most points first."""
+    def seen(patterns, where):
+        return [p.pattern for p in patterns if any(p.search(x) for x in where)]
+
+    words = [t for _, t in texts]
+    out = []
+    for tc in classes:
+        cause = seen(tc.tokens, words) + seen(tc.modules, paths)
+        strong = seen(tc.strong, words)
+        component = seen(tc.component, words) + seen(tc.component_modules, paths)
+        if cause or strong or component:
+            out.append((len(cause) + 2 * len(strong) + len(component), bool(cause or strong), tc,
+                        cause + strong + component))
+    return sorted(out, key=lambda s: -s[0])
 
 
 def name_by_setting(lines: list[Line], texts: list[tuple[int, str]], tier: TokenTier,
