@@ -2739,13 +2739,21 @@ _CUTE_FRAMES = ["Traceback (most recent call last):",
     (["OSError: Can't load tokenizer for 'org/model'. If you were trying to load it from "
       "'https://huggingface.co/models', make sure you don't have a local directory with the same name."],
      "tokenizer_error"),
+    # a state word ("not found", "mismatch") counts only beside its class's object: NVML's mismatch is the
+    # driver's, a tokenizer file not found the tokenizer's, nvcc not found the compiler's
+    (["Failed to initialize NVML: Driver/library version mismatch (nvidia-smi exited 18)"], "driver_mismatch"),
+    (["OSError: Can't load tokenizer for '/models/m': tokenizer.json not found"], "tokenizer_error"),
+    (["RuntimeError: Could not find nvcc under /opt/cuda/bin"], "nvcc_not_found"),
+    # beside its object it counts as before
+    (["RuntimeError: shard model-00003-of-00009.safetensors is missing"], "checkpoint_incomplete"),
+    (["RuntimeError: libcudart.so.12 does not match the CUDA version torch was built with"], "toolkit_misconfigured"),
     # with no cause in the line, the component's names name it as before
     ([*_CUTE_FRAMES, "RuntimeError: cutlass cute DSL lowering did not finish"], "cute_dsl_version_skew"),
     # a cause word below min_score does not silence them ("arch" is one point; cute's three win)
     (["AttributeError: module 'cutlass.cute.arch' has no attribute 'fmin' (nvidia-cutlass-dsl 4.5.0)"],
      "cute_dsl_version_skew"),
 ])
-def test_a_components_name_does_not_outvote_a_cause(lines, named):
+def test_component_and_state_words_do_not_outvote_a_cause(lines, named):
     assert _tier_names(*lines) == named
 
 
@@ -2839,6 +2847,7 @@ def test_every_token_pattern_is_seen_in_a_tuning_fixtures_decisive_lines():
         dead += [f"{tc.id}.strong: {p.pattern}" for p in tc.strong if not any(p.search(x) for x in texts)]
         dead += [f"{tc.id}.enabled_by: {p.pattern}" for p in tc.enabled_by if not any(p.search(x) for x in settings)]
         dead += [f"{tc.id}.component: {p.pattern}" for p in tc.component if not any(p.search(x) for x in texts)]
+        dead += [f"{tc.id}.qualifiers: {p.pattern}" for p in tc.qualifiers if not any(p.search(x) for x in texts)]
         dead += [f"{tc.id}.component_modules: {p.pattern}" for p in tc.component_modules
                  if not any(p.search(x) for x in paths)]
     assert not dead, dead

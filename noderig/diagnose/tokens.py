@@ -43,6 +43,7 @@ class TokenClass:
     enabled_by: tuple[re.Pattern, ...] = ()  # a launch setting that turns the cause's feature on (any line)
     component: tuple[re.Pattern, ...] = ()  # the names of the component it fails in: a point each, no cause
     component_modules: tuple[re.Pattern, ...] = ()  # the component's module paths: a point each, no cause
+    qualifiers: tuple[re.Pattern, ...] = ()  # a state ("missing", "mismatch"): a point only beside the class's words
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,10 @@ def load_tokens(path: Path | str | None = None) -> TokenTier:
     classes = []
     for entry in data.get("class", []):
         cid = entry.get("id")
-        if not cid or not (entry.get("tokens") or entry.get("component")):
+        if not cid or not (entry.get("tokens") or entry.get("component") or entry.get("strong")):
             raise CatalogError(f"{path}: a token class needs an id and tokens (or component words)")
         lists = [compile_patterns(entry.get(k), cid) for k in ("tokens", "modules", "strong", "enabled_by", "component",
-                                                                "component_modules")]
+                                                                "component_modules", "qualifiers")]
         classes.append(TokenClass(cid, *lists))
     return TokenTier(tuple(classes), int(data.get("min_score", 2)), int(data.get("margin", 2)),
                      frozenset(data.get("programming_errors", ())))
@@ -162,6 +163,7 @@ def _scores(classes: list[TokenClass], texts: list[tuple[int, str]],
         strong = seen(tc.strong, words)
         component = seen(tc.component, words) + seen(tc.component_modules, paths)
         if cause or strong or component:
+            cause += seen(tc.qualifiers, words)
             out.append((len(cause) + 2 * len(strong) + len(component), bool(cause or strong), tc,
                         cause + strong + component))
     return sorted(out, key=lambda s: -s[0])
