@@ -3,11 +3,10 @@
 The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash logs (each names
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
 directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/ ..
-crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/, crashlogs_heldout47/ .. crashlogs_heldout51/, crashlogs_heldout53/, crashlogs_heldout55/ hold real logs set
+crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/, crashlogs_heldout47/ .. crashlogs_heldout51/, crashlogs_heldout53/ .. crashlogs_heldout55/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the
-accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the forty-five held-out
-splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46 or 52: those rounds made probes or tuning logs, not splits;
-crashlogs_heldout54 is the parallel fifty-fourth round's, on its own branch) is printed in the
+accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the forty-six held-out
+splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46 or 52: those rounds made probes or tuning logs, not splits) is printed in the
 terminal summary of every run.
 """
 
@@ -52,7 +51,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout45", "crashlogs_heldout47",
                                                                  "crashlogs_heldout48", "crashlogs_heldout49",
                                                                  "crashlogs_heldout50", "crashlogs_heldout51",
-                                                                 "crashlogs_heldout53", "crashlogs_heldout55")]
+                                                                 "crashlogs_heldout53", "crashlogs_heldout54",
+                                                                 "crashlogs_heldout55")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 HELDOUT_FIXTURES = sorted(p for split in HELDOUT_SPLITS for p in split.glob("*/*.log"))
 REQUIRED_IDS = [
@@ -470,6 +470,34 @@ KNOWN_MISSES = {
         "unknown", "three SGLang frames (multi_tokenizer_mixin -> tokenizer_manager.init_ipc_channels) cut before the "
                    "exception line; only the title and description say every TokenizerWorker bound the same zmq "
                    "endpoint ('Address already in use')"),
+    # the fifty-fourth round's tuning misses at its split commit's catalog (no catalog change in that round)
+    "checkpoint_corrupt/omniparser-130-vllm-serve-config-json-zero-bytes": (
+        "unknown", "transformers' \"config file ... is not a valid JSON file\" names no catalog class; only the title "
+                   "says the Hub's config.json is 0 bytes"),
+    "checkpoint_corrupt/videoagent-3-config-json-not-valid-redownload": (
+        "unknown", "the same \"is not a valid JSON file\" OSError alone; only the reporter's reply says a re-download "
+                   "fixed it"),
+    "checkpoint_incomplete/tgi-982-only-three-safetensors-downloaded": (
+        "unknown", "TGI's CLI frames (click, typer) cut before the exception; only the title says the download "
+                   "stopped after three safetensors files"),
+    "kernel_abi_mismatch/llamafactory-3648-vllm-api-flash-attn-undefined-symbol": (
+        "healthy", "the ImportError with flash_attn_2_cuda's undefined symbol sits mid-line after the command and "
+                   "before Chinese prose, so no exception line is read"),
+    "speculative_config/gpustack-3392-sglang-speculative-eagle-topk-none": (
+        "healthy", "GPUStack's INFO/DEBUG lines stop before SGLang starts; only the title names the "
+                   "speculative_eagle_topk error"),
+    "speculative_config/local-inference-lab-vllm-pr-19-dflash-flashinfer-non-causal-dcp": (
+        "healthy", "the two messages are quoted inside Markdown list items and backticks, wrapped mid-message, in "
+                   "the PR's prose; no record or exception line carries them"),
+    "speculative_config/vllm-pr-42069-gemma4-dflash-triton-attn-non-causal": (
+        "unknown", "\"Selected backend TRITON_ATTN is not valid ... non-causal attention not supported\" is no "
+                   "speculative signature; only the PR's prose says the drafter is a non-causal DFlash draft"),
+    "trust_remote_code/langchain-chatchat-1075-qwen-fastchat-worker": (
+        "healthy", "the relayed API server's \"Uvicorn running\" line is read as ready and the model worker's "
+                   "traceback is cut after its first frame; only the title quotes the trust_remote_code ValueError"),
+    "unsupported_architecture/tgi-3133-mistral-small-3-1-error-initializing": (
+        "unknown", "TGI's \"Error when initializing model\" and CLI frames cut before the exception; only the "
+                   "thread (a model-support request) says TGI has no Mistral 3.1 implementation"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -1059,6 +1087,12 @@ KNOWN_FORM_MISSES.update({
         "unknown", "under a launcher's process prefix on every line the tier no longer gives the capture class its "
                    "lead, as under the SGLang rank prefix")
     for form in ("a Ray task with no name", "a Ray task on another node", "SkyPilot", "mpirun --tag-output")})
+# the fifty-fourth round: a tuning miss read as healthy in its bare paste (a relayed "Uvicorn running" line is taken
+# for ready before the worker's cut traceback)
+KNOWN_FORM_MISSES[("SGLang rank prefix", "trust_remote_code/langchain-chatchat-1075-qwen-fastchat-worker")] = (
+    "unknown", "under a timed SGLang prefix on every line the paste comes out an unrecognised failure, not healthy as "
+               "in its bare form (its true class is trust_remote_code either way); why the form differs was not "
+               "investigated")
 
 
 @pytest.mark.parametrize("form", PASTE_FORMS)
