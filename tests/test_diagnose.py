@@ -471,12 +471,6 @@ KNOWN_MISSES = {
                    "exception line; only the title and description say every TokenizerWorker bound the same zmq "
                    "endpoint ('Address already in use')"),
     # the fifty-fourth round's tuning misses at its split commit's catalog (no catalog change in that round)
-    "checkpoint_corrupt/omniparser-130-vllm-serve-config-json-zero-bytes": (
-        "unknown", "transformers' \"config file ... is not a valid JSON file\" names no catalog class; only the title "
-                   "says the Hub's config.json is 0 bytes"),
-    "checkpoint_corrupt/videoagent-3-config-json-not-valid-redownload": (
-        "unknown", "the same \"is not a valid JSON file\" OSError alone; only the reporter's reply says a re-download "
-                   "fixed it"),
     "checkpoint_incomplete/tgi-982-only-three-safetensors-downloaded": (
         "unknown", "TGI's CLI frames (click, typer) cut before the exception; only the title says the download "
                    "stopped after three safetensors files"),

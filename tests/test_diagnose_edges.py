@@ -3497,3 +3497,17 @@ def test_the_failure_prefilter_lets_through_each_kind_of_failure_line():
         assert _failure_hinted(line.lower()), line
     assert not _failure_hinted("info 05-01 [loader.py:1] loading weights took 12.3 s")
     assert not _failure_hinted("model.safetensors.index.json: 36.4kb [00:00, 80.0mb/s]")
+
+
+# transformers reading a checkpoint's config.json that does not parse (an empty or cut-short copy) is a corrupt
+# checkpoint file (the fifty-fourth round's OmniParser 130 and VideoAgent 3); a JSON error about another file is not
+@pytest.mark.parametrize("line, want", [
+    ("OSError: It looks like the config file at '/models/k2/config.json' is not a valid JSON file.",
+     "checkpoint_corrupt"),
+    ("OSError: It looks like the config file at 'C:\\\\hf\\\\snapshots\\\\abc\\\\config.json' is not a valid JSON file.",
+     "checkpoint_corrupt"),
+    ("json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)", "unknown"),
+    ("ValueError: the request body is not a valid JSON file", "unknown"),
+])
+def test_a_config_json_that_does_not_parse_is_a_corrupt_checkpoint(line, want):
+    assert diagnose(line).cls == want
