@@ -2795,6 +2795,15 @@ def test_component_and_state_words_do_not_outvote_a_cause(lines, named):
     assert _tier_names(*lines) == named
 
 
+def test_the_tiers_evidence_is_the_line_that_holds_the_class_words():
+    # the DSL's class has component words only: its evidence is still the line that holds them, not the first one read
+    d = diagnose("\n".join(["ERROR 01-01 00:00:01 [jit.py:1] cutlass cute DSL kernel lowering stopped",
+                            "Traceback (most recent call last):", '  File "/srv/w.py", line 3, in run',
+                            "RuntimeError: worker process ended"]))
+    assert d.cls == "cute_dsl_version_skew" and d.confidence < 0.5
+    assert d.evidence[0].line == "cutlass cute DSL kernel lowering stopped"
+
+
 _EAGLE_LAUNCH = "python -m sglang.launch_server --model-path /m/t --speculative-algorithm EAGLE --speculative-num-steps 3"
 
 

@@ -144,8 +144,10 @@ def name_by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cat: Cat
     runner_up = scored[1][0] if len(scored) > 1 else 0
     if score < tier.min_score or score - runner_up < tier.margin:
         return name_by_setting(lines, texts, tier, known) if score < tier.min_score else None
-    # frames alone, named by their paths, hold no text line: the evidence is the first failure (the first frame)
-    index = max(texts, key=lambda it: sum(1 for p in tc.tokens if p.search(it[1])))[0] if texts else first
+    # the evidence is the decisive line with most of the class's words (a component's too: the DSL's class has no
+    # other); frames alone, named by their paths, hold no text line: then the first failure (the first frame)
+    words = (*tc.tokens, *tc.strong, *tc.component, *tc.qualifiers)
+    index = max(texts, key=lambda it: sum(1 for p in words if p.search(it[1])))[0] if texts else first
     return TokenVerdict(tc.id, index, score, runner_up, tuple(hits))
 
 
