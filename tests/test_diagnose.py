@@ -2785,6 +2785,8 @@ _CUTE_FRAMES = ["Traceback (most recent call last):",
     # beside its object it counts as before
     (["RuntimeError: shard model-00003-of-00009.safetensors is missing"], "checkpoint_incomplete"),
     (["RuntimeError: libcudart.so.12 does not match the CUDA version torch was built with"], "toolkit_misconfigured"),
+    (["RuntimeError: Worker failed: no cudagraph sizes fit num_speculative_tokens + 1 as spec-decode requires"],
+     "speculative_config"),
     # with no cause in the line, the component's names name it as before
     ([*_CUTE_FRAMES, "RuntimeError: cutlass cute DSL lowering did not finish"], "cute_dsl_version_skew"),
     # a cause word below min_score does not silence them ("arch" is one point; cute's three win)
