@@ -10,6 +10,13 @@ frames. A class is named only when it clearly wins (``min_score`` points and ``m
 any other class); its confidence is marked lower than a signature's and it carries no remedy, so
 the deploy never repairs on it. The evidence is the line that holds the tokens.
 
+Words are of three kinds: a cause's (``tokens``, ``strong``, ``modules``); a component's names
+(``component``, ``component_modules``: where it failed, which never outvote a class whose cause
+words reach ``min_score``); and a state (``qualifiers``: "missing", "mismatch"), which counts only
+beside another word of its class. When no class reaches ``min_score`` and the failure is a bug's
+exception (``programming_errors``), a launch setting that turns one class's feature on
+(``enabled_by``) names it (name_by_setting).
+
 It never runs on a log where nothing failed (healthy stays healthy) and never overrides a
 signature (it only replaces ``unknown``).
 """
