@@ -2749,16 +2749,21 @@ def test_ninth_round_signatures_keep_to_their_cause(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
 
 
+def _tier_inputs(lines, cat):
+    """What the key-token tier reads of normalised lines, as the engine gives it: (tracebacks, first failure)."""
+    from noderig.diagnose.engine import _first_failure
+
+    tbs = parse_tracebacks(lines)
+    return tbs, _first_failure(lines, cat, set().union(*(tb.code_lines for tb in tbs)) if tbs else set(), tbs)
+
+
 def _tier_names(*lines: str) -> str | None:
     """What the key-token tier alone names for a paste (as if no signature matched it)."""
-    from noderig.diagnose.engine import _first_failure
     from noderig.diagnose.tokens import name_by_tokens
 
     cat = default_catalog()
     parsed = normalize("\n".join(lines))
-    tbs = parse_tracebacks(parsed)
-    first = _first_failure(parsed, cat, set().union(*(tb.code_lines for tb in tbs)) if tbs else set(), tbs)
-    verdict = name_by_tokens(parsed, tbs, first, cat)
+    verdict = name_by_tokens(parsed, *_tier_inputs(parsed, cat), cat)
     return verdict.cls if verdict else None
 
 
@@ -2874,7 +2879,6 @@ enabled_by = ['--tokenizer-mode \\w']
 def test_every_token_pattern_is_seen_in_a_tuning_fixtures_decisive_lines():
     """tokens.toml is checked like the catalog: every token and module pattern is seen in the decisive
     lines (or frame paths) of some tuning fixture, and every class it names is a catalog class."""
-    from noderig.diagnose.engine import _first_failure
     from noderig.diagnose.tokens import decisive_lines, default_tokens
 
     cat = default_catalog()
@@ -2882,38 +2886,32 @@ def test_every_token_pattern_is_seen_in_a_tuning_fixtures_decisive_lines():
     for path in ALL_FIXTURES:
         lines = normalize(fixture_text(path))
         settings += [ln.text for ln in lines]  # a setting is read on any line of the launch
-        tbs = parse_tracebacks(lines)
-        first = _first_failure(lines, cat, set().union(*(tb.code_lines for tb in tbs)) if tbs else set(), tbs)
+        tbs, first = _tier_inputs(lines, cat)
         if first is not None:
             t, p = decisive_lines(lines, tbs, first)
             texts += [x for _, x in t]
             paths += p
+    # each list of a token class, and the text it is searched in
+    seen_in = {"tokens": texts, "strong": texts, "component": texts, "qualifiers": texts, "modules": paths,
+               "component_modules": paths, "enabled_by": settings}
     dead = []
     for tc in default_tokens().classes:
         assert tc.id in cat.ids, tc.id
-        dead += [f"{tc.id}.tokens: {p.pattern}" for p in tc.tokens if not any(p.search(x) for x in texts)]
-        dead += [f"{tc.id}.modules: {p.pattern}" for p in tc.modules if not any(p.search(x) for x in paths)]
-        dead += [f"{tc.id}.strong: {p.pattern}" for p in tc.strong if not any(p.search(x) for x in texts)]
-        dead += [f"{tc.id}.enabled_by: {p.pattern}" for p in tc.enabled_by if not any(p.search(x) for x in settings)]
-        dead += [f"{tc.id}.component: {p.pattern}" for p in tc.component if not any(p.search(x) for x in texts)]
-        dead += [f"{tc.id}.qualifiers: {p.pattern}" for p in tc.qualifiers if not any(p.search(x) for x in texts)]
-        dead += [f"{tc.id}.component_modules: {p.pattern}" for p in tc.component_modules
-                 if not any(p.search(x) for x in paths)]
+        for kind, where in seen_in.items():
+            dead += [f"{tc.id}.{kind}: {p.pattern}" for p in getattr(tc, kind) if not any(p.search(x) for x in where)]
     assert not dead, dead
 
 
 def test_the_token_tier_never_names_a_healthy_or_an_unknown_tuning_fixture():
     """Leave the signatures out: the tier alone, on every tuning fixture that failed, names no `unknown`
     fixture and names no class but the fixture's own, except where a signature already errs the same way."""
-    from noderig.diagnose.engine import _first_failure
     from noderig.diagnose.tokens import name_by_tokens
 
     cat = default_catalog()
     named, wrong = 0, []
     for path in ALL_FIXTURES:
         lines = normalize(fixture_text(path))
-        tbs = parse_tracebacks(lines)
-        first = _first_failure(lines, cat, set().union(*(tb.code_lines for tb in tbs)) if tbs else set(), tbs)
+        tbs, first = _tier_inputs(lines, cat)
         verdict = name_by_tokens(lines, tbs, first, cat) if first is not None else None
         if verdict is None:
             continue

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from .catalog import SUPPORTED_CATALOG_VERSIONS, Catalog, CatalogError, compile_patterns
 from .normalize import CXX_RAISED, Line, with_continuation
-from .tracebacks import Traceback
+from .tracebacks import Traceback, exception_type
 
 __all__ = ["TOKENS_PATH", "TokenClass", "TokenTier", "TokenVerdict", "decisive_lines", "default_tokens",
            "load_tokens", "name_by_tokens"]
@@ -60,9 +60,6 @@ class TokenTier:
     margin: int
     programming_errors: frozenset[str] = frozenset()  # exception types that say a bug, not a cause
 
-
-# an exception line's type, qualified or not ("TypeError: ...", "torch._dynamo.exc.Unsupported: ...")
-_EXC_TYPE = re.compile(r"^\s*(?:[\w.]+\.)?(\w+)(?::|$)")
 
 
 @dataclass(frozen=True)
@@ -184,8 +181,7 @@ def name_by_setting(lines: list[Line], texts: list[tuple[int, str]], tier: Token
     launch whose settings turn on one class's feature (``enabled_by``): that feature's class. The newest code path
     a launch turns on is where such a bug most often is (speculative decoding with a draft the flags do not fit:
     "'NoneType' and 'int'" for a top-k left unset); the fix says to relaunch without it to confirm."""
-    bug = next(((i, m.group(1)) for i, t in texts if (m := _EXC_TYPE.match(t)) and m.group(1) in tier.programming_errors),
-               None)
+    bug = next(((i, kind) for i, t in texts if (kind := exception_type(t)) in tier.programming_errors), None)
     if bug is None:
         return None
     found = {}

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from .normalize import IPY_CELL, IPY_FRAME, IPY_HEADER, Line
 
-__all__ = ["Frame", "Traceback", "TracebackSection", "assert_expression", "format_chain", "parse_tracebacks",
-           "traceback_chain"]
+__all__ = ["Frame", "Traceback", "TracebackSection", "assert_expression", "exception_type", "format_chain",
+           "parse_tracebacks", "traceback_chain"]
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
 # a frame line the paste cut before its function (inside the path, or after it): where it ran is still known
@@ -79,6 +79,13 @@ class Traceback:
 _NOISE_FUNCS = {"_call_impl", "_wrapped_call_impl", "decorate_context", "_run_code", "_run_module_as_main",
                 "inner", "wrapper", "wrapped", "_fn", "__call__", "<lambda>", "<listcomp>", "<genexpr>",
                 "<dictcomp>", "<module>"}
+
+
+def exception_type(text: str) -> str | None:
+    """The unqualified exception type a line starts with, as the parser reads an exception line
+    ("TypeError: x" and "torch.OutOfMemoryError: x" -> "TypeError", "OutOfMemoryError"); else None."""
+    m = _EXC.match(text.strip().split("\n", 1)[0])
+    return m.group("type").rsplit(".", 1)[-1] if m else None
 
 
 def _is_noise(frame: Frame) -> bool:
