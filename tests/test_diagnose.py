@@ -2802,6 +2802,55 @@ def test_component_and_state_words_do_not_outvote_a_cause(lines, named):
     assert _tier_names(*lines) == named
 
 
+_GRAPH_FRAME = ["Traceback (most recent call last):",
+                '  File "/py/site-packages/torch/cuda/graphs.py", line 88, in capture_end', "    super().capture_end()"]
+
+
+@pytest.mark.parametrize("lines, named", [
+    # the session after rounds 54 and 55, from the leave-one-out measure (tuning logs only): words a cause uses in any
+    # wording. The reader's words for a broken file and "corrupt" are two words, not one
+    (["RuntimeError: unexpected EOF while reading /models/m/consolidated.00.pth: the file is corrupted"],
+     "checkpoint_corrupt"),
+    # torch's graph module is where a capture fails, whatever it raises
+    ([*_GRAPH_FRAME, "RuntimeError: the capture was invalidated by a synchronizing call on the legacy stream"],
+     "cuda_graph_capture"),
+    # a CUDA library's allocation failure (cuFFT, cuDNN, cuBLAS: *_ALLOC_FAILED) is the GPU's memory
+    (["RuntimeError: cuFFT error: CUFFT_ALLOC_FAILED"], "cuda_oom"),
+    # the driver's own library (libcuda, libnvidia-*) not found or not loaded; "found no" driver
+    (["RuntimeError: libcuda.so cannot be found"], "driver_mismatch"),
+    (["ImportError: libnvidia-ml.so.1 could not be loaded by the runtime"], "driver_mismatch"),
+    (["[agent] Unable to initialise NVML: library not found"], "driver_mismatch"),
+    # a tokenizer's or a chat template's file that is not there
+    (["OSError: Not found: \"/models/m/tokenizer.model\": No such file or directory"], "tokenizer_error"),
+    (["ValueError: chat template file /t/x.jinja does not exist"], "tokenizer_error"),
+    # "unsupported architecture" beside a model's class is the model's; an arch mismatch by a CUDA library's status,
+    # a kernel supported on other GPUs, the GPU's
+    (["ValueError: Unsupported architecture: FooForCausalLM"], "unsupported_architecture"),
+    (["RuntimeError: CUSPARSE_STATUS_ARCH_MISMATCH"], "unsupported_gpu_arch"),
+    (["AssertionError: this MoE kernel is supported on Blackwell GPUs only"], "unsupported_gpu_arch"),
+])
+def test_a_causes_general_words_name_it_in_new_wording(lines, named):
+    assert _tier_names(*lines) == named
+
+
+@pytest.mark.parametrize("line", [
+    # a state word alone, or a driver library that did not fail, names no class; the toolkit's runtime is not the driver
+    "RuntimeError: config file not found",
+    "RuntimeError: libcuda.so was loaded twice",
+    "ValueError: the tokenizer returned 3 ids",
+    "RuntimeError: weights file is corrupt",
+])
+def test_a_causes_general_words_alone_name_nothing(line):
+    assert _tier_names(line) is None and diagnose(line).cls == "unknown"
+
+
+def test_a_model_class_after_unsupported_architecture_is_not_the_gpu():
+    # TensorRT's "Unsupported architecture" is the GPU's; the same words before a model's class name the model
+    assert diagnose("ValueError: Unsupported architecture: FooForCausalLM").cls == "unsupported_architecture"
+    for line in ["[TRT] Unsupported architecture", "RuntimeError: Unsupported architecture sm_120", "Unsupported SM."]:
+        assert diagnose(line).cls == "unsupported_gpu_arch", line
+
+
 def test_the_tiers_evidence_is_the_line_that_holds_the_class_words():
     # the DSL's class has component words only: its evidence is still the line that holds them, not the first one read
     d = diagnose("\n".join(["ERROR 01-01 00:00:01 [jit.py:1] cutlass cute DSL kernel lowering stopped",
@@ -2968,7 +3017,8 @@ _READY = "INFO 01-01 00:00:09 [api_server.py:1] Starting vLLM API server on http
     ["worker 2: an illegal memory access was encountered"],
     ["launch of kernel rmsnorm_fwd: unspecified launch failure"],
     ["Failed to initialize CUPTI: insufficient privileges"],
-    ["[agent] Unable to initialise NVML: library not found"],
+    # (NVML's "library not found" is the driver's: test_a_causes_general_words_name_it_in_new_wording)
+    ["[agent] Unable to initialise DCGM: library not found"],
 ])
 def test_tenth_round_a_failure_without_a_traceback_is_no_healthy_log(lines):
     assert diagnose("\n".join(lines)).cls == "unknown"
