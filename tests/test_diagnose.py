@@ -2846,6 +2846,25 @@ def test_a_causes_general_words_alone_name_nothing(line):
     assert _tier_names(line) is None and diagnose(line).cls == "unknown"
 
 
+def test_an_op_namespace_without_the_op_is_the_extensions_build():
+    # torch's op namespace of a compiled extension without the op its Python code calls: another build of it
+    for line in ["AttributeError: '_OpNamespace' '_C' object has no attribute 'rms_norm'",
+                 "AttributeError: '_OpNamespace' '_moe_C' object has no attribute 'topk_softmax'"]:
+        assert diagnose(line).cls == "kernel_abi_mismatch", line
+    # sgl_kernel's namespace is its own class; any other object without an attribute is a bug no class names
+    assert diagnose("AttributeError: '_OpNamespace' 'sgl_kernel' object has no attribute 'rmsnorm'").cls == (
+        "sgl_kernel_mismatch")
+    assert diagnose("AttributeError: 'Foo' object has no attribute 'rms_norm'").cls == "unknown"
+
+
+def test_too_old_is_a_state_of_what_it_follows():
+    # "too old" names the driver only beside the driver's words: an sgl-kernel too old is sgl-kernel's
+    assert _tier_names("RuntimeError: sgl-kernel is too old; please upgrade to sgl-kernel>=0.3.9") == (
+        "sgl_kernel_mismatch")
+    assert _tier_names("RuntimeError: the NVIDIA driver is too old for this runtime") == "driver_mismatch"
+    assert _tier_names("RuntimeError: this plugin is too old") is None
+
+
 def test_a_model_class_after_unsupported_architecture_is_not_the_gpu():
     # TensorRT's "Unsupported architecture" is the GPU's; the same words before a model's class name the model
     assert diagnose("ValueError: Unsupported architecture: FooForCausalLM").cls == "unsupported_architecture"
