@@ -495,12 +495,6 @@ KNOWN_MISSES = {
     "unsupported_architecture/tgi-3133-mistral-small-3-1-error-initializing": (
         "unknown", "TGI's \"Error when initializing model\" and CLI frames cut before the exception; only the "
                    "thread (a model-support request) says TGI has no Mistral 3.1 implementation"),
-    # the fifty-ninth round (its split commit): vLLM's attention-head / tensor-parallel divisibility check, no signature yet
-    "invalid_server_args/vllm-2652-wizardlm-33b-52-heads-tp-8": ("unknown", "no signature reads the heads check yet"),
-    "invalid_server_args/vllm-414-llama-33b-52-heads-tp-3": ("unknown", "no signature reads the heads check yet"),
-    "invalid_server_args/fsdrive-21-qwen-12-heads-tp-8": ("unknown", "no signature reads the heads check yet"),
-    "invalid_server_args/vllm-52435-dsv4-flash-64-heads-tp-3-value-error": (
-        "healthy", "pydantic's 'Value error, ...' line alone is not read as a failure yet"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -1564,8 +1558,9 @@ def test_sixth_round_signatures_keep_to_their_cause(lines, cls):
     (["ImportError: [sgl_kernel] CRITICAL: Could not load any common_ops library!",
       "Error details from previous import attempts:",
       "- ImportError: libnvrtc.so.12: cannot open shared object file: No such file or directory"], "sgl_kernel_mismatch"),
-    # an op namespace of another package lacking an attribute is not sgl-kernel
-    (["AttributeError: '_OpNamespace' 'npu' object has no attribute 'transfer_kv_dim_exchange'"], "unknown"),
+    # an op namespace of another package lacking an attribute is not sgl-kernel: that package's ops are of another build
+    # than the code that calls them (kernel_abi_mismatch, since the session after rounds 54 and 55)
+    (["AttributeError: '_OpNamespace' 'npu' object has no attribute 'transfer_kv_dim_exchange'"], "kernel_abi_mismatch"),
     # SGLang's own DeepGEMM wrapper lacking a name is SGLang, not the deep_gemm package
     (["AttributeError: module 'sglang.srt.layers.quantization.deep_gemm_wrapper' has no attribute "
       "'get_col_major_tma_aligned_tensor'"], "unknown"),
@@ -2870,6 +2865,19 @@ def test_too_old_is_a_state_of_what_it_follows():
         "sgl_kernel_mismatch")
     assert _tier_names("RuntimeError: the NVIDIA driver is too old for this runtime") == "driver_mismatch"
     assert _tier_names("RuntimeError: this plugin is too old") is None
+
+
+def test_a_tensor_parallel_size_the_heads_do_not_divide_is_the_command_lines():
+    # the fifty-ninth round: vLLM's heads check, raised, inside an engine-core record, or in pydantic's words
+    for line in ["ValueError: Total number of attention heads (40) must be divisible by tensor parallel size (3).",
+                 "(EngineCore_DP0 pid=9) ERROR 01-01 00:00:01 [core.py:1] ValueError: Total number of attention heads "
+                 "(28) must be divisible by tensor parallel size (8)",
+                 "  Value error, Total number of attention heads (96) must be divisible by tensor parallel size (5). "
+                 "[type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]"]:
+        d = diagnose(line)
+        assert d.cls == "invalid_server_args" and d.confidence >= 0.5, line
+    # the rule in a question, without the numbers of a refusal, is no failure
+    assert diagnose("Why must the number of attention heads be divisible by tensor parallel size?").cls == "healthy"
 
 
 def test_a_model_class_after_unsupported_architecture_is_not_the_gpu():
