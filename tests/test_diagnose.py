@@ -4,9 +4,9 @@ The fixtures under tests/fixtures/crashlogs/<class id>/ are real public crash lo
 its source issue) plus real runs of the lab's stand-in server; each must be diagnosed as its
 directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, crashlogs_heldout28/ ..
 crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/,
-crashlogs_heldout47/ .. crashlogs_heldout51/, crashlogs_heldout53/ .. crashlogs_heldout59/ hold real logs set
+crashlogs_heldout47/ .. crashlogs_heldout51/, crashlogs_heldout53/ .. crashlogs_heldout60/ hold real logs set
 aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the
-accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the fifty held-out
+accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of the fifty-one held-out
 splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46 or 52: those rounds made probes or tuning logs, not
 splits) is printed in the
 terminal summary of every run.
@@ -496,28 +496,6 @@ KNOWN_MISSES = {
     "unsupported_architecture/tgi-3133-mistral-small-3-1-error-initializing": (
         "unknown", "TGI's \"Error when initializing model\" and CLI frames cut before the exception; only the "
                    "thread (a model-support request) says TGI has no Mistral 3.1 implementation"),
-    # round 60
-    "invalid_server_args/vllm-1823-qwen-awq-bfloat16-dtype": (
-        "unknown", "vLLM's \"torch.bfloat16 is not supported for quantization method awq\" dtype refusal is named by "
-                   "no class yet; only the thread's answer says the --dtype flag (half) is the fix"),
-    "invalid_server_args/vllm-5677-gptq-marlin-quantization-arg-mismatch": (
-        "unknown", "vLLM's \"Quantization method specified in the model config (gptq) does not match ... the "
-                   "`quantization` argument\" is named by no class yet; only the maintainer says drop the flag"),
-    "tokenizer_error/tabbyapi-pr-437-laguna-generation-tag": (
-        "unknown", "a bare jinja2 TemplateSyntaxError (unknown tag 'generation') with no tokenizer or chat-template "
-                   "word beside it; only the PR says it is the model's chat template"),
-    "unsupported_architecture/comfyui-chatterbox-voice-1-rope-scaling-llama3": (
-        "healthy", "the one line is transformers' rope_scaling validation without its ValueError prefix, so no "
-                   "exception line is read; only the maintainer says the transformers version is too old"),
-    "unsupported_architecture/fms-384-llama31-70b-rope-scaling-rank2": (
-        "unknown", "transformers' \"`rope_scaling` must be a dictionary with two fields\" (Llama 3.1's llama3 rope_type "
-                   "on an older stack) is named by no class yet; only the fix PR says the stack lacked Llama 3.1 RoPE"),
-    "unsupported_architecture/swissarmytransformer-181-llama31-rope-scaling": (
-        "unknown", "transformers' rope_scaling validation ValueError for Llama 3.1 is named by no class yet; only the "
-                   "thread says upgrading transformers (4.44.0) fixed it"),
-    "unsupported_gpu_arch/llm-compressor-1258-w4a16-v100-min-capability-80": (
-        "unknown", "compressed-tensors' \"Quantization scheme is not supported for the current GPU. Min capability: "
-                   "80. Current capability: 70.\" is a tuple repr the GPU-capability signature does not read"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -2901,6 +2879,25 @@ def test_a_tensor_parallel_size_the_heads_do_not_divide_is_the_command_lines():
         assert d.cls == "invalid_server_args" and d.confidence >= 0.5, line
     # the rule in a question, without the numbers of a refusal, is no failure
     assert diagnose("Why must the number of attention heads be divisible by tensor parallel size?").cls == "healthy"
+
+
+@pytest.mark.parametrize("line, named", [
+    # the sixtieth round's signatures, in other words than its logs: Llama 3.1's rope_scaling on an older transformers
+    ("[rank0]: ValueError: `rope_scaling` must be a dictionary with two fields, `type` and `factor`, got {'factor': "
+     "32.0, 'rope_type': 'llama3'}", "unsupported_architecture"),
+    # a chat template that does not parse; a quantization that refuses --dtype or --quantization as given
+    ("jinja2.exceptions.TemplateSyntaxError: expected token 'end of statement block', got 'x'", "tokenizer_error"),
+    ("ValueError: torch.float32 is not supported for quantization method gptq. Supported dtypes: [torch.float16]",
+     "invalid_server_args"),
+    ("ValueError: Quantization method specified in the model config (awq) does not match the quantization method "
+     "specified in the `quantization` argument (fp8).", "invalid_server_args"),
+    # a minimum compute capability printed as a tuple of pieces
+    ("RuntimeError: ('Quantization scheme is not supported for ', 'the current GPU. Min capability: 89. ', "
+     "'Current capability: 80.')", "unsupported_gpu_arch"),
+])
+def test_sixtieth_round_common_refusals(line, named):
+    d = diagnose(line)
+    assert d.cls == named and d.confidence >= 0.5, d.cause
 
 
 def test_a_model_class_after_unsupported_architecture_is_not_the_gpu():
