@@ -2833,6 +2833,11 @@ _GRAPH_FRAME = ["Traceback (most recent call last):",
     (["ValueError: Unsupported architecture: FooForCausalLM"], "unsupported_architecture"),
     (["RuntimeError: CUSPARSE_STATUS_ARCH_MISMATCH"], "unsupported_gpu_arch"),
     (["AssertionError: this MoE kernel is supported on Blackwell GPUs only"], "unsupported_gpu_arch"),
+    # cuDNN's library is one of the CUDA libraries a toolkit or its wheels provide
+    (["ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory"], "toolkit_misconfigured"),
+    # "insufficient" is a state: beside shared memory it is the shm's, beside a KV cache the cache's
+    (["RuntimeError: worker 3 died of a bus error: insufficient shared memory"], "shm_too_small"),
+    (["ValueError: Insufficient memory to allocate KV cache: need 35.2 GiB, have 12.1 GiB"], "kv_cache_insufficient"),
 ])
 def test_a_causes_general_words_name_it_in_new_wording(lines, named):
     assert _tier_names(*lines) == named
