@@ -511,35 +511,10 @@ KNOWN_MISSES = {
     "unsupported_architecture/tgi-3133-mistral-small-3-1-error-initializing": (
         "unknown", "TGI's \"Error when initializing model\" and CLI frames cut before the exception; only the "
                    "thread (a model-support request) says TGI has no Mistral 3.1 implementation"),
-    # round 61
-    "cuda_oom/lm-eval-1689-orca-13b-cublas-not-initialized": (
-        "unknown", "cuBLAS's \"CUBLAS_STATUS_NOT_INITIALIZED when calling cublasCreate(handle)\" names no memory; "
-                   "only the thread (more GPUs made it run) says the handle could not be allocated on a full GPU"),
-    "cuda_oom/qwen-120-cublas-not-initialized-cublascreate": (
-        "unknown", "the title's CUBLAS_STATUS_NOT_INITIALIZED alone names no memory; only the maintainer's reply "
-                   "says the GPU memory was exceeded"),
-    "port_in_use/eval-20-compose-two-services-port-8000-allocated": (
-        "unknown", "Docker's \"Bind for 0.0.0.0:8000 failed: port is already allocated\" (publishing a container "
-                   "port another container holds) has none of the bind errors' words (EADDRINUSE, in use)"),
-    "port_in_use/lmdeploy-3950-docker-run-23333-port-already-allocated": (
-        "healthy", "Docker's \"port is already allocated\" refusal of docker run is no known failure line, and "
-                   "nothing else in the paste failed"),
-    "port_in_use/localai-3414-docker-bind-8080-port-already-allocated": (
-        "healthy", "Docker's \"port is already allocated\" refusal after the image pull is no known failure line; "
-                   "the pull's \"Status: Downloaded newer image\" is all else there is"),
     # round 62 (chosen for the diagnosis's misses)
     "unsupported_gpu_arch/sglang-35557-deepgemm-mxfp4-megamoe-sm100-only-on-h100-capture": (
         "cuda_graph_capture", "\"Capture cuda graph failed\" heads DeepGEMM's assertion; only the assertion's "
                               "\"arch_major == 10\" (SM100 only, the GPUs are SM90) says the arch is the cause"),
-    "unsupported_gpu_arch/mineru-3416-sglang-only-supports-sm75-v100": (
-        "healthy", "one line, SGLang's own \"only supports sm 75 and above\" refusal: no signature for an engine "
-                   "naming the minimum sm it supports"),
-    "tokenizer_error/tritonserver-pr-8817-tokenizersbackend-all-special-tokens-extended": (
-        "unknown", "one AttributeError line: transformers v5's TokenizersBackend missing all_special_tokens_extended, "
-                   "with no vLLM get_cached_tokenizer frame around it"),
-    "kernel_abi_mismatch/vllm-34041-numpy-2-2-6-compiled-with-numpy-1x": (
-        "unknown", "NumPy's \"A module that was compiled using NumPy 1.x cannot be run in NumPy 2.x\" is no "
-                   "signature of a compiled extension not matching its library"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -2947,6 +2922,34 @@ def test_a_tensor_parallel_size_the_heads_do_not_divide_is_the_command_lines():
 def test_sixtieth_round_common_refusals(line, named):
     d = diagnose(line)
     assert d.cls == named and d.confidence >= 0.5, d.cause
+
+
+@pytest.mark.parametrize("lines, named", [
+    # rounds 61 and 62 (logs chosen for the diagnosis's misses), in other words than theirs: Docker publishing a port
+    # another container holds
+    (["docker: Error response from daemon: driver failed programming external connectivity on endpoint vllm "
+      "(3f2a): Bind for [::]:30000 failed: port is already allocated."], "port_in_use"),
+    # an extension built against NumPy 1.x under NumPy 2
+    (["A module that was compiled using NumPy 1.x cannot be run in", "NumPy 2.1.3 as it may crash."],
+     "kernel_abi_mismatch"),
+    # a tokenizer class without the attribute its caller reads
+    (["AttributeError: LlamaTokenizer has no attribute added_tokens_decoder_extended"], "tokenizer_error"),
+    # a minimum SM in a program's words
+    (["RuntimeError: this build only supports sm_80 or higher"], "unsupported_gpu_arch"),
+])
+def test_sixty_first_and_second_rounds_refusals(lines, named):
+    d = diagnose("\n".join(lines))
+    assert d.cls == named and d.confidence >= 0.5, d.cause
+
+
+def test_cublas_without_its_handle_is_a_symptom_of_a_full_gpu():
+    # cuBLAS could not create its handle: a full GPU, as a symptom (a wrong device can say it too)
+    d = diagnose("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`")
+    assert d.cls == "cuda_oom" and 0.5 <= d.confidence < 0.9
+    # a decisive cause beside it wins
+    assert diagnose("\n".join(["RuntimeError: CUDA error: no kernel image is available for execution on the device",
+                               "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`"])
+                    ).cls == "unsupported_gpu_arch"
 
 
 def test_a_model_class_after_unsupported_architecture_is_not_the_gpu():
