@@ -2918,27 +2918,19 @@ def test_a_tensor_parallel_size_the_heads_do_not_divide_is_the_command_lines():
     # a minimum compute capability printed as a tuple of pieces
     ("RuntimeError: ('Quantization scheme is not supported for ', 'the current GPU. Min capability: 89. ', "
      "'Current capability: 80.')", "unsupported_gpu_arch"),
-])
-def test_sixtieth_round_common_refusals(line, named):
-    d = diagnose(line)
-    assert d.cls == named and d.confidence >= 0.5, d.cause
-
-
-@pytest.mark.parametrize("lines, named", [
     # rounds 61 and 62 (logs chosen for the diagnosis's misses), in other words than theirs: Docker publishing a port
     # another container holds
-    (["docker: Error response from daemon: driver failed programming external connectivity on endpoint vllm "
-      "(3f2a): Bind for [::]:30000 failed: port is already allocated."], "port_in_use"),
+    ("docker: Error response from daemon: driver failed programming external connectivity on endpoint vllm "
+     "(3f2a): Bind for [::]:30000 failed: port is already allocated.", "port_in_use"),
     # an extension built against NumPy 1.x under NumPy 2
-    (["A module that was compiled using NumPy 1.x cannot be run in", "NumPy 2.1.3 as it may crash."],
-     "kernel_abi_mismatch"),
+    ("A module that was compiled using NumPy 1.x cannot be run in\nNumPy 2.1.3 as it may crash.", "kernel_abi_mismatch"),
     # a tokenizer class without the attribute its caller reads
-    (["AttributeError: LlamaTokenizer has no attribute added_tokens_decoder_extended"], "tokenizer_error"),
+    ("AttributeError: LlamaTokenizer has no attribute added_tokens_decoder_extended", "tokenizer_error"),
     # a minimum SM in a program's words
-    (["RuntimeError: this build only supports sm_80 or higher"], "unsupported_gpu_arch"),
+    ("RuntimeError: this build only supports sm_80 or higher", "unsupported_gpu_arch"),
 ])
-def test_sixty_first_and_second_rounds_refusals(lines, named):
-    d = diagnose("\n".join(lines))
+def test_refusals_of_rounds_60_to_62_are_named_as_signatures(line, named):
+    d = diagnose(line)
     assert d.cls == named and d.confidence >= 0.5, d.cause
 
 
