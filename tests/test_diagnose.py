@@ -515,10 +515,6 @@ KNOWN_MISSES = {
     "unsupported_gpu_arch/sglang-35557-deepgemm-mxfp4-megamoe-sm100-only-on-h100-capture": (
         "cuda_graph_capture", "\"Capture cuda graph failed\" heads DeepGEMM's assertion; only the assertion's "
                               "\"arch_major == 10\" (SM100 only, the GPUs are SM90) says the arch is the cause"),
-    # round 63 (chosen for the diagnosis's misses)
-    "healthy/vllm-18731-single-node-test-py-nccl-warn-cudawrap": (
-        "nccl_failure", "NCCL's benign cudawrap WARN lines (cuGetErrorString, PFN functions not found) in a passing "
-                        "test.py run with NCCL_DEBUG=TRACE; only the commenter's words say the run came out normal"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -2936,6 +2932,19 @@ def test_a_tensor_parallel_size_the_heads_do_not_divide_is_the_command_lines():
 def test_refusals_of_rounds_60_to_62_are_named_as_signatures(line, named):
     d = diagnose(line)
     assert d.cls == named and d.confidence >= 0.5, d.cause
+
+
+def test_nccls_cuda_wrapper_missing_an_entry_point_is_benign():
+    # round 63: NCCL's CUDA wrapper warns that the driver lacks an entry point and goes on
+    warn = "node1:30483:30483 [0] misc/cudawrap.cc:{} NCCL WARN {}"
+    log = ["node1:30483:30483 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>",
+           warn.format(131, "Retrieve cuGetErrorString failed with 0 status 4021"),
+           warn.format(190, "CUDA some PFN functions not found in the library"),
+           "node1:30483:30483 [0] NCCL INFO Comm config Blocking set to 1"]
+    assert diagnose("\n".join(log)).cls == "healthy"
+    # the wrapper's report of a CUDA call that failed is still a failure
+    assert diagnose(warn.format(88, "Cuda failure 803 'system has unsupported display driver / cuda driver "
+                                    "combination'")).cls == "driver_mismatch"
 
 
 def test_cublas_without_its_handle_is_a_symptom_of_a_full_gpu():
