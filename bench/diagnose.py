@@ -130,6 +130,9 @@ SINGLE_CASES = (
     ("long_line", "one 103 KB line of a signature's words repeated",
      lambda: "is greater than the derived context_length " * 2400),
     ("one_word", "an ERROR record of one 200,000-character word", lambda: one_record_word(200_000)),
+    # a class name a signature looks for, repeated in one word (`\w*Tokenizer\w*` backtracked from each: 83 s)
+    ("class_name_word", "an AttributeError of one 180,000-character word of class names",
+     lambda: "AttributeError: " + "Tokenizer" * 20_000 + "!"),
 )
 
 

@@ -2947,6 +2947,12 @@ def test_nccls_cuda_wrapper_missing_an_entry_point_is_benign():
                                     "combination'")).cls == "driver_mismatch"
 
 
+def test_a_tokenizer_class_name_is_read_as_one_word():
+    # the class name is taken whole: a word of class names is one name (bench/diagnose.py times the long word)
+    assert diagnose("AttributeError: " + "Tokenizer" * 2000 + " has no attribute x").cls == "tokenizer_error"
+    assert diagnose("AttributeError: " + "Tokenizer" * 2000 + "!").cls == "unknown"
+
+
 def test_cublas_without_its_handle_is_a_symptom_of_a_full_gpu():
     # cuBLAS could not create its handle: a full GPU, as a symptom (a wrong device can say it too)
     d = diagnose("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`")

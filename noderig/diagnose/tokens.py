@@ -61,7 +61,6 @@ class TokenTier:
     programming_errors: frozenset[str] = frozenset()  # exception types that say a bug, not a cause
 
 
-
 @dataclass(frozen=True)
 class TokenVerdict:
     cls: str
