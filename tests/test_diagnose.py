@@ -493,9 +493,6 @@ KNOWN_MISSES = {
     "checkpoint_incomplete/tgi-982-only-three-safetensors-downloaded": (
         "unknown", "TGI's CLI frames (click, typer) cut before the exception; only the title says the download "
                    "stopped after three safetensors files"),
-    "kernel_abi_mismatch/llamafactory-3648-vllm-api-flash-attn-undefined-symbol": (
-        "healthy", "the ImportError with flash_attn_2_cuda's undefined symbol sits mid-line after the command and "
-                   "before Chinese prose, so no exception line is read"),
     "speculative_config/gpustack-3392-sglang-speculative-eagle-topk-none": (
         "healthy", "GPUStack's INFO/DEBUG lines stop before SGLang starts; only the title names the "
                    "speculative_eagle_topk error"),

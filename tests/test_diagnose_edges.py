@@ -1593,6 +1593,10 @@ def test_twenty_eighth_round_a_pasted_command_line_is_no_evidence(prompt):
     # a background job's output glued after the prompt is output, not a command
     ("user@gpu-node:~$ torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "cuda_oom"),
     ("(venv) $ RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error", "nccl_failure"),
+    # the error a command printed, glued to the command in a report's prose (llamafactory#3648's form): the
+    # assignments are settings, the exception after them is what happened, also right after CJK text
+    ("CUDA_VISIBLE_DEVICES=0,1 API_PORT=8000 llamafactory-cli api x.yaml部署服务时报错ImportError: /usr/lib/"
+     "flash_attn_2_cuda.cpython-39-x86_64-linux-gnu.so: undefined symbol: _ZNK3c106SymIntltEl", "kernel_abi_mismatch"),
     # a daemon's logfmt record (lower-case keys) is a log line, not VAR=value assignments
     ('Jun 01 10:00:00 gpu1 dockerd[1234]: level=error msg="failed to start container" error="nvidia-container-cli: '
      'initialization error: nvml error: driver/library version mismatch: unknown"', "driver_mismatch"),
@@ -1604,6 +1608,13 @@ def test_twenty_eighth_round_trap_output_after_a_prompt_and_logfmt_records_are_s
 
 # round 29's tuning logs: a library's named logger and its level after a bracketed time is a record at that
 # level; the host's OOM killer, named among a dead actor's possible causes, is no GPU out of memory
+def test_an_exception_no_class_knows_glued_to_cjk_prose_is_still_a_failure():
+    # "...部署服务时报错SomeError: ..." (no space after the Chinese words): the exception is what happened
+    d = diagnose("llamafactory-cli api examples/inference/qwen_vllm.yaml部署服务时报错KeyError: "
+                 "'model.layers.0.mlp.gate_up_proj.weight_scale_inv'")
+    assert d.cls == "unknown" and "KeyError" in d.cause
+
+
 def test_twenty_ninth_round_a_named_loggers_info_record_is_no_failure():
     log = ["[2025-11-19 10:57:44,552] LMCache INFO: Initializing usage context. (usage_context.py:357:lmcache.usage_context)",
            "[2025-11-19 10:57:52,515] LMCache INFO: Max Q error: 0.0078125 (positional_encoding.py:123:lmcache.blend)",

@@ -44,7 +44,7 @@ _SIGNAL = (r"(?-i:\b(Illegal instruction|Bus error)\b(?!:))|\*\*\* SIG[A-Z]+ rec
 # "CUDA_ERROR_NO_BINARY_FOR_GPU"), NCCL's own failure reports ("NCCL WARN Call to ibv_create_qp failed",
 # "Failed, NCCL error x.c:99 '...'"), a level in brackets after a tag ("[TensorRT-LLM][ERROR]", "[F] [TRT]",
 # "<time> [Error] (Process)", "[sgl_kernel] CRITICAL:").
-_FORMS = (r"(^|[\s`*(\[（：:,，])[\w.]*\.? ?[A-Z]\w*(Error|Exception): |\b[A-Z]\w*(Error|Exception)\([\"']|"
+_FORMS = (r"(^|[\s`*(\[（：:,，\u3400-\u9fff])[\w.]*\.? ?[A-Z]\w*(Error|Exception): |\b[A-Z]\w*(Error|Exception)\([\"']|"
           r"\b[A-Z]\w*(Error|Exception)\([A-Z][\w.]*\): |"  # Ray's wrapper: "RayTaskError(RuntimeError): ray::..."
           r"^\s*\[Errno \d+\] |^\s*(/bin/)?(ba|da)?sh: (line )?\d+: .*: (command not found|not found|No such file or directory|"
           r"Permission denied)|"
