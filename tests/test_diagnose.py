@@ -545,10 +545,6 @@ KNOWN_LOW_CONFIDENCE = {
         "a TypeError comparing None with an int; the command line's --speculative-config (MTP) names it"),
     "speculative_config/vllm-18906-eagle3-70b-hidden-size-assert": (
         "a KeyError naming a weight; the command line's --speculative-config (EAGLE3) names it"),
-    # round 64
-    "missing_python_headers/helper-comfyui-accel-1-flux-cuda-utils-python-h": (
-        "a single tcc line, \"cuda_utils.c:14: error: include file 'Python.h' not found\", with no traceback or "
-        "cc_cmd after it (cut in the stored text); the key-token tier names it"),
 }
 
 
