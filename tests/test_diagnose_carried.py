@@ -93,6 +93,20 @@ def test_cloud_logging_program_record_keeps_its_severity():
     assert (line.text, line.level) == ("Loading weights took 12.3 seconds", "INFO")
 
 
+def test_a_rust_tracing_json_record_is_read_by_its_fields_message_and_level():
+    # tracing-subscriber's JSON form (TGI's --json-output, Rust routers and launchers): the message under
+    # "fields", the module path as "target"
+    def record(level, message):
+        return json.dumps({"timestamp": "2025-03-01T10:00:00.000Z", "level": level,
+                           "fields": {"message": message}, "target": "text_generation_launcher"})
+    started = [record("INFO", "Starting shard rank=0"), record("INFO", "Waiting for shard to be ready... rank=0")]
+    assert diagnose("\n".join(started)).cls == "healthy"
+    crashed = started + [record("ERROR", "Shard complete standard error output:\n\n" + "\n".join(KV_TRACEBACK)),
+                         record("ERROR", "Shard 0 failed to start")]
+    assert diagnose("\n".join(crashed)).cls == "kv_cache_insufficient"
+    assert diagnose(record("ERROR", "Shard 0 failed to start")).cls == "unknown"
+
+
 def test_a_child_stderr_quoted_as_bytes_is_read_as_its_lines():
     child = "\n".join(["INFO 01-22 20:05:31 [core.py:60] Initializing a V1 LLM engine", *KV_TRACEBACK])
     log = f"RuntimeError: Server process exited with code 1, stderr={child.encode()!r}"

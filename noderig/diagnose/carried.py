@@ -36,9 +36,11 @@ _TRANSPORT_FIELDS = ("log", "MESSAGE", "textPayload")
 JOURNAL_LEFT_OUT = "(journalctl -o json left out this line: over 4096 bytes; export with --all to keep it)"
 # a program's own record (and a shipper's, which has no level): the message, then where it was, then the trace
 _MESSAGE_FIELDS = ("message", "msg", "@message")
-_PAYLOAD_FIELDS = ("jsonPayload",)  # Cloud Logging nests a program's JSON record under it
+# Cloud Logging nests a program's JSON record under "jsonPayload"; Rust's tracing-subscriber (TGI's --json-output,
+# the Rust routers and launchers) its message and fields under "fields", its module path as "target"
+_PAYLOAD_FIELDS = ("jsonPayload", "fields")
 _LEVEL_FIELDS = ("levelname", "level", "severity", "log.level")
-_LOGGER_FIELDS = ("name", "logger", "logger_name", "log.logger")
+_LOGGER_FIELDS = ("name", "logger", "logger_name", "log.logger", "target")
 _TRACE_FIELDS = ("exc_info", "exc_text", "exception", "stack_trace", "traceback", "stack_info", "error.stack_trace")
 _LOGGER_NAME = re.compile(r"[A-Za-z_][\w.]*")  # a name Python logging's default form can show
 # what programs call their levels, by Python logging's names
