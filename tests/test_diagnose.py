@@ -2762,6 +2762,16 @@ def test_ninth_round_key_tokens_keep_to_their_cause(lines, cls):
     (["Loading model...", "段错误 (核心已转储)"], "unknown"),
     (["INFO 01-01 00:00:09 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000",
       "段错误 (核心已转储)"], "unknown"),
+    # ... in the other locales glibc and bash translate it to, and SIGFPE's own words, which bash prints alone
+    # when no core was dumped
+    *[(["Loading model...", death], "unknown") for death in (
+        "Speicherzugriffsfehler (Speicherabzug geschrieben)", "Erreur de segmentation (core dumped)",
+        "Violación de segmento (`core' generado)", "Falha de segmentação (imagem do núcleo gravada)",
+        "Ошибка сегментирования (стек памяти сброшен на диск)", "セグメンテーション違反です (コアダンプ)",
+        "세그멘테이션 오류 (core dumped)", "./serve.sh: 行 3: 12345 已杀死               python -m sglang.launch_server",
+        "Floating point exception")],
+    # trap: the same words inside a sentence of prose are no shell's report
+    (["Loading model...", "进程已杀死了吗"], "healthy"),
     # traps: shared memory is not an SM; a CPU buffer is not GPU memory; an IR dump at INFO is no error
     (["RuntimeError: unsupported smem size 232448 for this kernel"], "unknown"),
     (["ggml_gallocr_reserve_n: failed to allocate CPU buffer of size 1048576",

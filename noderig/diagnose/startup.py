@@ -30,10 +30,20 @@ _ABORT = (r"\bterminate called (after throwing|without an active exception)|^\s*
 # A process killed by a signal, in the words the shell and Python print for it ("Illegal instruction",
 # "Bus error (core dumped)", "Fatal Python error: Bus error") and absl's failure handler's ("*** SIGBUS
 # received at time=..."); in their own case, so a PCIe report ("PCIe Bus Error: severity=Corrected") is none.
-_SIGNAL = (r"(?-i:\b(Illegal instruction|Bus error)\b(?!:))|\*\*\* SIG[A-Z]+ received at time=|"
+_SIGNAL = (r"(?-i:\b(Illegal instruction|Bus error|Floating point exception)\b(?!:))|\*\*\* SIG[A-Z]+ received at time=|"
            # torch's own signal handler ("!!!!!!! Segfault encountered !!!!!!!"); the driver losing the GPU
            # ("NVRM: ... has fallen off the bus and is not responding to commands", Xid 79)
-           r"\bSegfault encountered\b|\bfallen off the bus\b")
+           r"\bSegfault encountered\b|\bfallen off the bus\b|"
+           # the shell's report in the node's locale (glibc's and bash's translations): a segmentation fault or a
+           # core dumped in German, French, Spanish, Portuguese, Russian, Japanese, Korean; in Chinese also a
+           # process killed, aborted, or dead of SIGILL, SIGFPE or SIGBUS, as a word of its own
+           r"Speicherzugriffsfehler|Speicherabzug geschrieben|Erreur de segmentation|Violación de segmento|"
+           r"Falha de segmentação|imagem do núcleo gravada|Ошибка сегментирования|セグメンテーション違反|コアダンプ|"
+           r"세그멘테이션 오류|(?<!\w)(已杀死|已放弃|非法指令|浮点数例外|总线错误)(?!\w)")
+# the lowercased words of _SIGNAL's locales, for _FAILURE_WORDS
+_SIGNAL_LOCALE_WORDS = ("speicher", "segmentación", "segmento", "segmentação", "núcleo gravada", "сегментирования",
+                        "セグメンテーション", "コアダンプ", "세그멘테이션", "已杀死", "已放弃", "非法指令", "浮点数例外",
+                        "总线错误")
 # Failure forms the tuning logs show where no exception line starts the line: an exception named mid-line
 # or in Markdown ("...还是报错RuntimeError: ...", "**ValueError: ...", "`x.SafetensorError: ...`",
 # "safetensors_rust. SafetensorError: ..."), an exception's repr ("failed with exception: RuntimeError('...')"),
@@ -140,7 +150,8 @@ _FAILURE_WORDS = ("error", "exception", "exit", "interrupt", "traceback", "fatal
                   "critical", "assert", "terminate", "what()", "signal", "panicked", "crash", "unexpectedly",
                   "return code", "returncode", "unwrap", "not found", "no such file", "permission denied", "resource",
                   "kernel image", "insufficient", "illegal memory", "launch failure", "display driver",
-                  "illegal instruction", "bus error", "received at time", "segfault", "fallen off", "corrupt", "smashing")
+                  "illegal instruction", "bus error", "received at time", "segfault", "fallen off", "corrupt", "smashing",
+                  "floating point") + _SIGNAL_LOCALE_WORDS
 _FAILURE_SHAPES = re.compile(r"^\[[ef][\d \]]|\(\): [a-z]")
 
 
