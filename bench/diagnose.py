@@ -133,6 +133,11 @@ SINGLE_CASES = (
     # a class name a signature looks for, repeated in one word (`\w*Tokenizer\w*` backtracked from each: 83 s)
     ("class_name_word", "an AttributeError of one 180,000-character word of class names",
      lambda: "AttributeError: " + "Tokenizer" * 20_000 + "!"),
+    # a failure word after one long word, dotted path or CJK run: an exception-name form read from each start (a
+    # dotted path's name, CJK as a boundary) was quadratic on them (200,000 characters: over two minutes)
+    ("word_then_error", "one 200,000-character word, then 'error'", lambda: "a" * 200_000 + " error"),
+    ("dotted_then_error", "a 200,000-character dotted path, then 'error'", lambda: "a." * 100_000 + " error"),
+    ("cjk_then_error", "200,000 CJK characters, then 'error'", lambda: "错" * 200_000 + " error"),
 )
 
 

@@ -3522,3 +3522,34 @@ def test_the_failure_prefilter_lets_through_each_kind_of_failure_line():
 ])
 def test_a_config_json_that_does_not_parse_is_a_corrupt_checkpoint(line, want):
     assert diagnose(line).cls == want
+
+
+# the launch refused by what runs it, before the server printed anything: no class names these, but each is a failure
+@pytest.mark.parametrize("line", [
+    "bash: vllm: command not found", "zsh: command not found: vllm", "fish: Unknown command: sglang",
+    "/usr/bin/python3: No module named sglang.launch_server", r"C:\venv\Scripts\python.exe: No module named vllm",
+    "python3: can't open file '/workspace/serve.py': [Errno 2] No such file or directory",
+    'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
+    'docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime '
+    'create failed: runc create failed: unable to start container process: exec: "vllm": executable file not found in '
+    '$PATH: unknown.',
+])
+def test_a_launch_the_shell_python_or_docker_refused_is_a_failure(line):
+    d = diagnose(line)
+    assert d.cls == "unknown" and not d.healthy
+
+
+@pytest.mark.parametrize("line", [
+    # a note that an optional module is missing, at INFO, and a sentence about a command: no launch refused
+    "INFO: No module named 'flash_attn' found, using the default attention backend",
+    "Tip: if you see 'command not found', add ~/.local/bin to PATH",
+])
+def test_trap_words_of_a_refused_launch_in_a_note_are_no_failure(line):
+    assert diagnose(line).cls == "healthy"
+
+
+@pytest.mark.parametrize("text", ["a" * 3000 + " error", "a." * 1500 + " error", "错" * 3000 + " error"])
+def test_a_long_word_path_or_cjk_run_before_a_failure_word_is_read(text):
+    # no exception is named in them; bench/diagnose.py times them at 200,000 characters (they were quadratic)
+    assert diagnose(text).cls == "healthy"
+    assert diagnose(text.replace(" error", "ValueError: x")).cls == "unknown"

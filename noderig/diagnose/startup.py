@@ -54,10 +54,20 @@ _SIGNAL_LOCALE_WORDS = ("speicher", "segmentación", "segmento", "segmentação"
 # "CUDA_ERROR_NO_BINARY_FOR_GPU"), NCCL's own failure reports ("NCCL WARN Call to ibv_create_qp failed",
 # "Failed, NCCL error x.c:99 '...'"), a level in brackets after a tag ("[TensorRT-LLM][ERROR]", "[F] [TRT]",
 # "<time> [Error] (Process)", "[sgl_kernel] CRITICAL:").
-_FORMS = (r"(^|[\s`*(\[（：:,，\u3400-\u9fff])[\w.]*\.? ?[A-Z]\w*(Error|Exception): |\b[A-Z]\w*(Error|Exception)\([\"']|"
+# (the dotted path before the name is read one way only, a name after each dot: a long word or CJK run must not make
+# the search quadratic; a CJK character is a boundary only before a Latin letter)
+_FORMS = (r"(^|[\s`*(\[（：:,，]|[\u3400-\u9fff](?=[A-Za-z]))\.*(\w+\. ?)*[A-Za-z]\w*(Error|Exception): |\b[A-Z]\w*(Error|Exception)\([\"']|"
           r"\b[A-Z]\w*(Error|Exception)\([A-Z][\w.]*\): |"  # Ray's wrapper: "RayTaskError(RuntimeError): ray::..."
           r"^\s*\[Errno \d+\] |^\s*(/bin/)?(ba|da)?sh: (line )?\d+: .*: (command not found|not found|No such file or directory|"
           r"Permission denied)|"
+          # the launch itself refused by what runs it: a shell without the program ("bash: vllm: command not found",
+          # "zsh: command not found: vllm", "fish: Unknown command: vllm"), Python without the module or script
+          # ("/usr/bin/python3: No module named sglang", "python3: can't open file '/x/serve.py': [Errno 2] ..."),
+          # Docker's daemon ("docker: Error response from daemon: could not select device driver ...") or runtime
+          # ("exec: \"vllm\": executable file not found in $PATH")
+          r"^\s*(\S*/)?(ba|z|k|fi)?sh: (.*: )?(command not found|unknown command)\b|"
+          r"^\s*\S*python[\d.]*(\.exe)?: (No module named \S|can't open file )|"
+          r"^\s*(docker: )?Error response from daemon: |\bexecutable file not found in \$PATH|"
           # NVSHMEM's own reports (DeepEP's internode setup): "x.h:63: non-zero status: 7: ..., exiting...", "aborting
           # due to error in nvshmemi_init_thread"
           r"\bnon-zero status: -?\d+|\baborting due to error\b|"
@@ -68,7 +78,7 @@ _FORMS = (r"(^|[\s`*(\[（：:,，\u3400-\u9fff])[\w.]*\.? ?[A-Z]\w*(Error|Excep
           # a CUDA API call that failed, by name ("cudaMalloc failed: out of memory"); an exception class named
           # by its dotted module path mid-line ("stdout/INFO triton.runtime.errors.OutOfResources: "; read only
           # where a word of _FAILURE_WORDS is on the line, here the module "errors")
-          r"\bcu(da)?[A-Z]\w* failed\b|\b[a-z_]+(\.[a-z_]+)+\.[A-Z]\w+: |"
+          r"\bcu(da)?[A-Z]\w* failed\b|(?<![\w.])[a-z_]+(\.[a-z_]+)+\.[A-Z]\w+: |"
           # the CUDA runtime's own error texts the tuning logs show, whoever printed them; a library that
           # could not initialise, with its reason ("Failed to initialize NVML: Driver/library version mismatch")
           r"\bno kernel image is available for execution|\bCUDA driver version is insufficient|"
@@ -151,7 +161,7 @@ _FAILURE_WORDS = ("error", "exception", "exit", "interrupt", "traceback", "fatal
                   "return code", "returncode", "unwrap", "not found", "no such file", "permission denied", "resource",
                   "kernel image", "insufficient", "illegal memory", "launch failure", "display driver",
                   "illegal instruction", "bus error", "received at time", "segfault", "fallen off", "corrupt", "smashing",
-                  "floating point") + _SIGNAL_LOCALE_WORDS
+                  "floating point", "no module named", "unknown command", "can't open file") + _SIGNAL_LOCALE_WORDS
 _FAILURE_SHAPES = re.compile(r"^\[[ef][\d \]]|\(\): [a-z]")
 
 
