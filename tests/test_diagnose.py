@@ -3046,6 +3046,17 @@ def test_the_token_tier_reads_a_setting_as_its_flag_is_spelled(line, cls):
     assert diagnose(line).cls == cls
 
 
+def test_a_hybrid_models_state_cache_that_does_not_fit_is_the_kv_cache_not_speculative_decoding():
+    # SGLang's hint lists a speculative setting among the knobs that free memory: the shortfall is the cache's
+    hint = ("Try: (1) reduce --max-running-requests, (2) increase --mem-fraction-static, (3) reduce "
+            "--speculative-num-draft-tokens, or (4) use GPUs with more memory.")
+    assert diagnose("RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
+                    "Computed max_mamba_cache_size=0. " + hint).cls != "speculative_config"
+    # the state cache is a word of the KV cache's in the key-token tier
+    assert diagnose("RuntimeError: the linear-attention state cache has no room for one request; increase "
+                    "--mem-fraction-static").cls == "kv_cache_insufficient"
+
+
 def test_two_features_turned_on_name_neither(tmp_path):
     from noderig.diagnose.tokens import load_tokens, name_by_tokens
 
