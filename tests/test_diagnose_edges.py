@@ -3533,6 +3533,9 @@ def test_a_config_json_that_does_not_parse_is_a_corrupt_checkpoint(line, want):
     'docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime '
     'create failed: runc create failed: unable to start container process: exec: "vllm": executable file not found in '
     '$PATH: unknown.',
+    # what a container runtime lists for a container that failed: kubectl get pods, docker ps
+    "pod/vllm-0   0/1   Error   3 (40s ago)   2m", "vllm-0                    0/1     Init:Error   0          10s",
+    'abc123   vllm/vllm-openai:latest   "vllm serve"   2 minutes ago   Exited (137) 5 seconds ago   vllm',
 ])
 def test_a_launch_the_shell_python_or_docker_refused_is_a_failure(line):
     d = diagnose(line)
@@ -3543,6 +3546,9 @@ def test_a_launch_the_shell_python_or_docker_refused_is_a_failure(line):
     # a note that an optional module is missing, at INFO, and a sentence about a command: no launch refused
     "INFO: No module named 'flash_attn' found, using the default attention backend",
     "Tip: if you see 'command not found', add ~/.local/bin to PATH",
+    # a pod running, a container that exited cleanly
+    "vllm-0   1/1   Running   0   2m",
+    'abc123   vllm/vllm-openai:latest   "vllm serve"   2 minutes ago   Exited (0) 5 seconds ago   vllm',
 ])
 def test_trap_words_of_a_refused_launch_in_a_note_are_no_failure(line):
     assert diagnose(line).cls == "healthy"

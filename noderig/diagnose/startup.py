@@ -99,6 +99,10 @@ _SGLANG_DEATH = (r"(Scheduler|DataParallelController|DetokenizerManager|Tokenize
 # "exit status 1", Python's header for a thread's uncaught exception ("Exception in thread Thread-3 (run):"), a
 # program's own "Unhandled exception" record.
 _RUNNER = (r"\bBack-off restarting failed container|\bCrashLoopBackOff\b|\bOOMKilled\b|^\s*Exit Code:\s+[1-9]|\bexit status [1-9]|"
+           # kubectl get pods' row of a container that failed ("pod/vllm-0   0/1   Error   3 (40s ago)   2m"), docker
+           # ps's status of one that exited non-zero ("Exited (1) 10 seconds ago"; "Exited (0)" is a clean exit)
+           r"^\s*\S+\s+\d+/\d+\s+(Init:)?(Error|ContainerCannotRun|CreateContainerError|RunContainerError)\s+\d+|"
+           r"(?-i:\bExited \((?!0\))-?\d+\) )|"
            r"^\s*Exception in thread \S.*:\s*$|\b(Unhandled|Uncaught) exception\b")
 # A failure of the start said in prose, by what failed: the server, its engine, a worker or process, the model's
 # loading, the start itself ("The server failed to start", "Engine core initialization failed", "Server process
