@@ -3040,7 +3040,8 @@ def test_a_setting_names_only_a_bug_that_no_word_explains(lines, cls):
 @pytest.mark.parametrize("line, cls", [
     ("RuntimeError: max_total_num_tokens is too small: 512. Please increase --mem-fraction-static.",
      "kv_cache_insufficient"),
-    ("ValueError: Please pass the argument --trust-remote-code to load this model's configuration.", "trust_remote_code"),
+    ("ValueError: Please pass the argument --trust-remote-code to load this model's configuration.",
+     "trust_remote_code"),
 ])
 def test_the_token_tier_reads_a_setting_as_its_flag_is_spelled(line, cls):
     # the engines' hints and users name a setting by its command-line flag, with hyphens

@@ -30,7 +30,8 @@ _ABORT = (r"\bterminate called (after throwing|without an active exception)|^\s*
 # A process killed by a signal, in the words the shell and Python print for it ("Illegal instruction",
 # "Bus error (core dumped)", "Fatal Python error: Bus error") and absl's failure handler's ("*** SIGBUS
 # received at time=..."); in their own case, so a PCIe report ("PCIe Bus Error: severity=Corrected") is none.
-_SIGNAL = (r"(?-i:\b(Illegal instruction|Bus error|Floating point exception)\b(?!:))|\*\*\* SIG[A-Z]+ received at time=|"
+_SIGNAL = (r"(?-i:\b(Illegal instruction|Bus error|Floating point exception)\b(?!:))|"
+           r"\*\*\* SIG[A-Z]+ received at time=|"
            # torch's own signal handler ("!!!!!!! Segfault encountered !!!!!!!"); the driver losing the GPU
            # ("NVRM: ... has fallen off the bus and is not responding to commands", Xid 79)
            r"\bSegfault encountered\b|\bfallen off the bus\b|"
@@ -56,7 +57,8 @@ _SIGNAL_LOCALE_WORDS = ("speicher", "segmentación", "segmento", "segmentação"
 # "<time> [Error] (Process)", "[sgl_kernel] CRITICAL:").
 # (the dotted path before the name is read one way only, a name after each dot: a long word or CJK run must not make
 # the search quadratic; a CJK character is a boundary only before a Latin letter)
-_FORMS = (r"(^|[\s`*(\[（：:,，]|[\u3400-\u9fff](?=[A-Za-z]))\.*(\w+\. ?)*[A-Za-z]\w*(Error|Exception): |\b[A-Z]\w*(Error|Exception)\([\"']|"
+_FORMS = (r"(^|[\s`*(\[（：:,，]|[\u3400-\u9fff](?=[A-Za-z]))\.*(\w+\. ?)*[A-Za-z]\w*(Error|Exception): |"
+          r"\b[A-Z]\w*(Error|Exception)\([\"']|"
           r"\b[A-Z]\w*(Error|Exception)\([A-Z][\w.]*\): |"  # Ray's wrapper: "RayTaskError(RuntimeError): ray::..."
           r"^\s*\[Errno \d+\] |^\s*(/bin/)?(ba|da)?sh: (line )?\d+: .*: (command not found|not found|No such file or directory|"
           r"Permission denied)|"
@@ -164,8 +166,9 @@ _FAILURE_WORDS = ("error", "exception", "exit", "interrupt", "traceback", "fatal
                   "critical", "assert", "terminate", "what()", "signal", "panicked", "crash", "unexpectedly",
                   "return code", "returncode", "unwrap", "not found", "no such file", "permission denied", "resource",
                   "kernel image", "insufficient", "illegal memory", "launch failure", "display driver",
-                  "illegal instruction", "bus error", "received at time", "segfault", "fallen off", "corrupt", "smashing",
-                  "floating point", "no module named", "unknown command", "can't open file") + _SIGNAL_LOCALE_WORDS
+                  "illegal instruction", "bus error", "received at time", "segfault", "fallen off", "corrupt",
+                  "smashing", "floating point", "no module named", "unknown command", "can't open file",
+                  *_SIGNAL_LOCALE_WORDS)
 _FAILURE_SHAPES = re.compile(r"^\[[ef][\d \]]|\(\): [a-z]")
 
 
