@@ -27,6 +27,13 @@ _ABORT = (r"\bterminate called (after throwing|without an active exception)|^\s*
           r"\*\*\* stack smashing detected \*\*\*|"
           r"\((ggml_abort|abort|__assert_fail)\+0x[0-9a-f]+\)|"
           r"\b(signal(l)?ed|killed|terminated) (to shutdown )?(with|by) signal \d+")
+# The shell's report of a dead process in the node's locale (glibc's and bash's translations): a segmentation fault or a
+# core dumped in German, French, Spanish, Portuguese, Russian, Japanese, Korean; in Chinese also a process killed,
+# aborted, or dead of SIGILL, SIGFPE or SIGBUS, each only as a word of its own (not inside a sentence)
+_SIGNAL_IN_LOCALE = ("Speicherzugriffsfehler", "Speicherabzug geschrieben", "Erreur de segmentation",
+                     "Violación de segmento", "Falha de segmentação", "imagem do núcleo gravada",
+                     "Ошибка сегментирования", "セグメンテーション違反", "コアダンプ", "세그멘테이션 오류")
+_SIGNAL_IN_CHINESE = ("已杀死", "已放弃", "非法指令", "浮点数例外", "总线错误")
 # A process killed by a signal, in the words the shell and Python print for it ("Illegal instruction",
 # "Bus error (core dumped)", "Fatal Python error: Bus error") and absl's failure handler's ("*** SIGBUS
 # received at time=..."); in their own case, so a PCIe report ("PCIe Bus Error: severity=Corrected") is none.
@@ -35,16 +42,7 @@ _SIGNAL = (r"(?-i:\b(Illegal instruction|Bus error|Floating point exception)\b(?
            # torch's own signal handler ("!!!!!!! Segfault encountered !!!!!!!"); the driver losing the GPU
            # ("NVRM: ... has fallen off the bus and is not responding to commands", Xid 79)
            r"\bSegfault encountered\b|\bfallen off the bus\b|"
-           # the shell's report in the node's locale (glibc's and bash's translations): a segmentation fault or a
-           # core dumped in German, French, Spanish, Portuguese, Russian, Japanese, Korean; in Chinese also a
-           # process killed, aborted, or dead of SIGILL, SIGFPE or SIGBUS, as a word of its own
-           r"Speicherzugriffsfehler|Speicherabzug geschrieben|Erreur de segmentation|Violación de segmento|"
-           r"Falha de segmentação|imagem do núcleo gravada|Ошибка сегментирования|セグメンテーション違反|コアダンプ|"
-           r"세그멘테이션 오류|(?<!\w)(已杀死|已放弃|非法指令|浮点数例外|总线错误)(?!\w)")
-# the lowercased words of _SIGNAL's locales, for _FAILURE_WORDS
-_SIGNAL_LOCALE_WORDS = ("speicher", "segmentación", "segmento", "segmentação", "núcleo gravada", "сегментирования",
-                        "セグメンテーション", "コアダンプ", "세그멘테이션", "已杀死", "已放弃", "非法指令", "浮点数例外",
-                        "总线错误")
+           + "|".join(_SIGNAL_IN_LOCALE) + "|(?<!\\w)(" + "|".join(_SIGNAL_IN_CHINESE) + ")(?!\\w)")
 # Failure forms the tuning logs show where no exception line starts the line: an exception named mid-line
 # or in Markdown ("...还是报错RuntimeError: ...", "**ValueError: ...", "`x.SafetensorError: ...`",
 # "safetensors_rust. SafetensorError: ..."), an exception's repr ("failed with exception: RuntimeError('...')"),
@@ -60,14 +58,13 @@ _SIGNAL_LOCALE_WORDS = ("speicher", "segmentación", "segmento", "segmentação"
 _FORMS = (r"(^|[\s`*(\[（：:,，]|[\u3400-\u9fff](?=[A-Za-z]))\.*(\w+\. ?)*[A-Za-z]\w*(Error|Exception): |"
           r"\b[A-Z]\w*(Error|Exception)\([\"']|"
           r"\b[A-Z]\w*(Error|Exception)\([A-Z][\w.]*\): |"  # Ray's wrapper: "RayTaskError(RuntimeError): ray::..."
-          r"^\s*\[Errno \d+\] |^\s*(/bin/)?(ba|da)?sh: (line )?\d+: .*: (command not found|not found|No such file or directory|"
-          r"Permission denied)|"
-          # the launch itself refused by what runs it: a shell without the program ("bash: vllm: command not found",
-          # "zsh: command not found: vllm", "fish: Unknown command: vllm"), Python without the module or script
-          # ("/usr/bin/python3: No module named sglang", "python3: can't open file '/x/serve.py': [Errno 2] ..."),
-          # Docker's daemon ("docker: Error response from daemon: could not select device driver ...") or runtime
-          # ("exec: \"vllm\": executable file not found in $PATH")
-          r"^\s*(\S*/)?(ba|z|k|fi)?sh: (.*: )?(command not found|unknown command)\b|"
+          # the launch itself refused by what runs it: a shell that cannot run the program ("/bin/sh: 1: nvcc: not
+          # found", "bash: vllm: command not found", "zsh: command not found: vllm", "fish: Unknown command: vllm"),
+          # Python without the module or script ("/usr/bin/python3: No module named sglang", "python3: can't open file
+          # '/x/serve.py': [Errno 2] ..."), Docker's daemon ("docker: Error response from daemon: could not select device
+          # driver ...") or runtime ("exec: \"vllm\": executable file not found in $PATH")
+          r"^\s*\[Errno \d+\] |^\s*(\S*/)?(ba|da|z|k|fi)?sh: ((line )?\d+: .*: (command not found|not found|"
+          r"No such file or directory|Permission denied)|(.*: )?(command not found|unknown command)\b)|"
           r"^\s*\S*python[\d.]*(\.exe)?: (No module named \S|can't open file )|"
           r"^\s*(docker: )?Error response from daemon: |\bexecutable file not found in \$PATH|"
           # NVSHMEM's own reports (DeepEP's internode setup): "x.h:63: non-zero status: 7: ..., exiting...", "aborting
@@ -168,7 +165,7 @@ _FAILURE_WORDS = ("error", "exception", "exit", "interrupt", "traceback", "fatal
                   "kernel image", "insufficient", "illegal memory", "launch failure", "display driver",
                   "illegal instruction", "bus error", "received at time", "segfault", "fallen off", "corrupt",
                   "smashing", "floating point", "no module named", "unknown command", "can't open file",
-                  *_SIGNAL_LOCALE_WORDS)
+                  *(w.lower() for w in _SIGNAL_IN_LOCALE + _SIGNAL_IN_CHINESE))
 _FAILURE_SHAPES = re.compile(r"^\[[ef][\d \]]|\(\): [a-z]")
 
 
