@@ -507,8 +507,9 @@ KNOWN_MISSES = {
         "unknown", "\"Selected backend TRITON_ATTN is not valid ... non-causal attention not supported\" is no "
                    "speculative signature; only the PR's prose says the drafter is a non-causal DFlash draft"),
     "trust_remote_code/langchain-chatchat-1075-qwen-fastchat-worker": (
-        "healthy", "the relayed API server's \"Uvicorn running\" line is read as ready and the model worker's "
-                   "traceback is cut after its first frame; only the title quotes the trust_remote_code ValueError"),
+        "unknown", "the model worker's traceback, which rose to llm_api.py's top level after the relayed API "
+                   "server's ready line, is cut after its first frame; only the title quotes the trust_remote_code "
+                   "ValueError"),
     "unsupported_architecture/tgi-3133-mistral-small-3-1-error-initializing": (
         "unknown", "TGI's \"Error when initializing model\" and CLI frames cut before the exception; only the "
                    "thread (a model-support request) says TGI has no Mistral 3.1 implementation"),
@@ -1110,12 +1111,6 @@ KNOWN_FORM_MISSES.update({
         "unknown", "under a launcher's process prefix on every line the tier no longer gives the capture class its "
                    "lead, as under the SGLang rank prefix")
     for form in ("a Ray task with no name", "a Ray task on another node", "SkyPilot", "mpirun --tag-output")})
-# the fifty-fourth round: a tuning miss read as healthy in its bare paste (a relayed "Uvicorn running" line is taken
-# for ready before the worker's cut traceback)
-KNOWN_FORM_MISSES[("SGLang rank prefix", "trust_remote_code/langchain-chatchat-1075-qwen-fastchat-worker")] = (
-    "unknown", "under a timed SGLang prefix on every line the paste comes out an unrecognised failure, not healthy as "
-               "in its bare form (its true class is trust_remote_code either way); why the form differs was not "
-               "investigated")
 
 
 @pytest.mark.parametrize("form", PASTE_FORMS)

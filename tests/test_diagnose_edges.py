@@ -3559,3 +3559,33 @@ def test_a_long_word_path_or_cjk_run_before_a_failure_word_is_read(text):
     # no exception is named in them; bench/diagnose.py times them at 200,000 characters (they were quadratic)
     assert diagnose(text).cls == "healthy"
     assert diagnose(text.replace(" error", "ValueError: x")).cls == "unknown"
+
+
+# a traceback that rose to a script's top level after the ready line: that process ended (Langchain-Chatchat's
+# launcher printed uvicorn's ready line for its controller, then its worker's load raised in llm_api.py's <module>)
+_READY_THEN = ["INFO:     Uvicorn running on http://0.0.0.0:20001 (Press CTRL+C to quit)"]
+_TOP_LEVEL_FRAMES = ["Traceback (most recent call last):",
+                     '  File "/srv/app/server/llm_api.py", line 230, in <module>',
+                     "    run_model_worker()",
+                     '  File "/srv/app/server/llm_api.py", line 120, in run_model_worker']
+
+
+@pytest.mark.parametrize("tail", [[], ["ValueError: Loading /data/model requires you to execute the configuration file"]])
+def test_a_traceback_that_reached_a_scripts_top_level_after_ready_is_a_failure(tail):
+    d = diagnose("\n".join(_READY_THEN + _TOP_LEVEL_FRAMES + tail))
+    assert not d.healthy and d.cls != "healthy"
+
+
+@pytest.mark.parametrize("before, tail", [
+    ([], ["KeyboardInterrupt"]),  # Ctrl-C at the top level: the stop asked for
+    (["INFO:     Received SIGTERM, shutting down"], ["RuntimeError: event loop closed"]),
+])
+def test_trap_a_top_level_traceback_of_a_stop_asked_for_after_ready_stays_healthy(before, tail):
+    assert diagnose("\n".join(_READY_THEN + before + _TOP_LEVEL_FRAMES + tail)).cls == "healthy"
+
+
+def test_trap_a_requests_traceback_after_ready_that_the_server_survived_stays_healthy():
+    request_frames = ["ERROR:    Exception in ASGI application", "Traceback (most recent call last):",
+                      '  File "/usr/lib/python3/site-packages/uvicorn/protocols/http/httptools_impl.py", line 409, '
+                      "in run_asgi", "    result = await app(", "ValueError: prompt is too long"]
+    assert diagnose("\n".join(_READY_THEN + request_frames)).cls == "healthy"

@@ -13,7 +13,7 @@ from .catalog import Catalog
 from .normalize import CXX_FRAME, CXX_RAISED, QUIET_LEVELS, Line, with_continuation
 from .tracebacks import Traceback
 
-__all__ = ["DEATH", "FAILURE", "death_after", "first_failure", "quieted", "ready_index", "stage"]
+__all__ = ["DEATH", "FAILURE", "death_after", "first_failure", "quieted", "ready_index", "script_died", "stage"]
 
 # A native process that is dying, in any wording the tuning logs show: a C++ exception nobody caught
 # ("terminate called after throwing an instance of 'std::runtime_error'", then "  what():  ..."),
@@ -185,6 +185,21 @@ def death_after(lines: list[Line], cat: Catalog, code: set[int], start: int) -> 
     if died is not None and any(_STOP_ASKED.search(lines[i].text) for i in range(start, died + 1)):
         return None
     return died
+
+
+def script_died(lines: list[Line], tbs: list[Traceback], start: int) -> int | None:
+    """Start of the first traceback from `start` that rose to a script's top level (its outermost frame is
+    `<module>`): nothing caught it, so that process ended, whatever a ready line said before. Not the stop an
+    operator asked for (Ctrl-C's KeyboardInterrupt, a SystemExit), nor a traceback a logger marked quiet."""
+    for tb in tbs:
+        first = tb.sections[0]
+        if (tb.start_index < start or not first.frames or first.frames[0].function != "<module>"
+                or lines[tb.start_index].level in QUIET_LEVELS
+                or tb.final.exc_type in ("KeyboardInterrupt", "SystemExit")):
+            continue
+        if not any(_STOP_ASKED.search(lines[i].text) for i in range(start, tb.start_index)):
+            return tb.start_index
+    return None
 
 
 def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 0,
