@@ -3589,3 +3589,38 @@ def test_trap_a_requests_traceback_after_ready_that_the_server_survived_stays_he
                       '  File "/usr/lib/python3/site-packages/uvicorn/protocols/http/httptools_impl.py", line 409, '
                       "in run_asgi", "    result = await app(", "ValueError: prompt is too long"]
     assert diagnose("\n".join(_READY_THEN + request_frames)).cls == "healthy"
+
+
+_EXITED_NONZERO = [
+    "vllm-1 exited with code 1",  # docker compose
+    "Process finished with exit code 1",  # an IDE's run window
+    'The terminal process "/bin/bash \'-c\', \'vllm serve Qwen/Qwen3-8B\'" terminated with exit code: 1.',  # VS Code
+    "PM2        | App [vllm:0] exited with code [1] via signal [SIGINT]",
+    "[1]+  Exit 1                  python -m sglang.launch_server --model-path Qwen/Qwen3-8B",  # bash's job report
+    "make: *** [Makefile:10: serve] Error 1",
+    "make[1]: *** [serve] Error 2",
+    "sglang   lmsysorg/sglang:latest   Exited (1)",  # docker ps, its status last
+]
+
+
+@pytest.mark.parametrize("line", _EXITED_NONZERO)
+def test_a_process_that_exited_non_zero_as_what_ran_it_says_is_a_failure(line):
+    assert diagnose(line).cls == "unknown"
+
+
+@pytest.mark.parametrize("line", _EXITED_NONZERO)
+def test_a_non_zero_exit_after_the_ready_line_is_a_server_that_died(line):
+    d = diagnose("\n".join(_READY_THEN + [line]))
+    assert d.cls == "unknown" and not d.healthy
+
+
+@pytest.mark.parametrize("line", [
+    "vllm-1 exited with code 0", "[1]+  Done                    python -m sglang.launch_server",
+    "make: *** [Makefile:10: serve] Interrupt",
+    # the codes of the SIGTERM and SIGINT an operator stops a ready server with
+    "vllm-1 exited with code 143", "Process finished with exit code 130",
+    # a health check's HTTP status is no exit
+    "WARNING 01-22 10:00:00 [monitor.py:40] health check failed with status 503",
+])
+def test_trap_a_clean_exit_or_a_stop_asked_for_after_ready_stays_healthy(line):
+    assert diagnose("\n".join(_READY_THEN + [line])).cls == "healthy"

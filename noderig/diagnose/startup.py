@@ -93,15 +93,24 @@ _FORMS = (r"(^|[\s`*(\[（：:,，]|[\u3400-\u9fff](?=[A-Za-z]))\.*(\w+\. ?)*[A-
 # usually means one child failed.") and kills the server. Fatal before or after the ready line.
 _SGLANG_DEATH = (r"(Scheduler|DataParallelController|DetokenizerManager|TokenizerManager) hit an exception|"
                  r"Received sigquit|SIGQUIT received")
+# A process that exited non-zero, as what ran it reports it: a shell's, a CI runner's or Go's "exit status 1",
+# kubectl's "Exit Code: 137", docker ps's "Exited (1) 10 seconds ago" ("Exited (0)" is a clean exit), compose's
+# "vllm-1 exited with code 1", an IDE's "Process finished with exit code 1", VS Code's "terminated with exit code: 1",
+# PM2's "exited with code [1]", bash's job report ("[1]+  Exit 1    python -m ..."), make's "make: *** [serve] Error 1".
+# Before the ready line any non-zero code; after it (DEATH) not 130 or 143, the codes of the SIGINT and SIGTERM an
+# operator stops a server with.
+_EXIT_VERBS = r"\b(exit(ed)?|finished|crashed|died|terminated) with (an? )?(exit )?(code|status):? \[?"
+_EXITED = (r"\bexit status [1-9]|^\s*Exit Code:\s+[1-9]|(?-i:\bExited \((?!0\))-?\d+\)(\s|$))|"
+           r"^\s*\[\d+\][+-]?\s+Exit [1-9]\d*\b|^\s*g?make(\[\d+\])?: \*\*\* .*\bError [1-9]\d*\s*$|"
+           r"failed with (an? )?exit (code|status):? \[?-?[1-9]|")
+_EXITED_BEFORE_READY = _EXITED + _EXIT_VERBS + r"-?[1-9]"
+_EXITED_AFTER_READY = _EXITED + _EXIT_VERBS + r"(?!(130|143)\b)-?[1-9]"
 # A failure said by what runs the server, not by the server: Kubernetes' pod status ("Back-off restarting failed
-# container", "CrashLoopBackOff", kubectl's "Reason: OOMKilled" and "Exit Code: 137"), a shell's or a CI runner's
-# "exit status 1", Python's header for a thread's uncaught exception ("Exception in thread Thread-3 (run):"), a
-# program's own "Unhandled exception" record.
-_RUNNER = (r"\bBack-off restarting failed container|\bCrashLoopBackOff\b|\bOOMKilled\b|^\s*Exit Code:\s+[1-9]|\bexit status [1-9]|"
-           # kubectl get pods' row of a container that failed ("pod/vllm-0   0/1   Error   3 (40s ago)   2m"), docker
-           # ps's status of one that exited non-zero ("Exited (1) 10 seconds ago"; "Exited (0)" is a clean exit)
+# container", "CrashLoopBackOff", kubectl's "Reason: OOMKilled"), Python's header for a thread's uncaught exception
+# ("Exception in thread Thread-3 (run):"), a program's own "Unhandled exception" record.
+_RUNNER = (r"\bBack-off restarting failed container|\bCrashLoopBackOff\b|\bOOMKilled\b|"
+           # kubectl get pods' row of a container that failed ("pod/vllm-0   0/1   Error   3 (40s ago)   2m")
            r"^\s*\S+\s+\d+/\d+\s+(Init:)?(Error|ContainerCannotRun|CreateContainerError|RunContainerError)\s+\d+|"
-           r"(?-i:\bExited \((?!0\))-?\d+\) )|"
            r"^\s*Exception in thread \S.*:\s*$|\b(Unhandled|Uncaught) exception\b")
 # A failure of the start said in prose, by what failed: the server, its engine, a worker or process, the model's
 # loading, the start itself ("The server failed to start", "Engine core initialization failed", "Server process
@@ -128,9 +137,7 @@ FAILURE = re.compile(
     + CXX_RAISED.pattern + "|"
     r"\b(fatal error|FATAL|Segmentation fault|core dumped|Killed|段错误|核心已转储|Aborted|returned non-zero exit status|"
     + _SGLANG_DEATH + r"|is dead\b|died unexpectedly|code=(killed|dumped)|"
-    r"status=[1-9]\d*/|Failed with result|(exit(ed)?|finished|crashed|died) with (an? )?(exit )?(code|status) -?[1-9]|"
-    # "failed with" only with the exit status's own word: a health check's HTTP status is no exit ("failed with status 503")
-    r"failed with (an? )?exit (code|status) -?[1-9])|" + _RUNNER + "|" + _SIGNAL + "|"
+    r"status=[1-9]\d*/|Failed with result)|" + _EXITED_BEFORE_READY + "|" + _RUNNER + "|" + _SIGNAL + "|"
     r"^\[?(ERROR|CRITICAL)\b|\berror:|"
     # torch/c10's error records ("[E530 13:41:17.1 x.cpp:6] "; older torch without the date: "[E ProcessGroupNCCL.cpp:563] ")
     r"^\[E(\d{3,4} [\d:.]+| [\w.-]+:\d+\]) |"
@@ -146,7 +153,8 @@ FAILURE = re.compile(
 # failed bind is one: it logs "Application startup complete" (a weak ready line) before it binds, and exits
 DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|OOMKilled|CrashLoopBackOff|段错误|核心已转储|Aborted|"
                    + _SGLANG_DEATH + r"|is dead\b|died unexpectedly|error while attempting to bind on address|"
-                   r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)|" + _SIGNAL + "|" + _ABORT, re.IGNORECASE)
+                   r"code=(killed|dumped|exited)|status=[1-9]\d*/|Failed with result)|" + _EXITED_AFTER_READY + "|"
+                   + _SIGNAL + "|" + _ABORT, re.IGNORECASE)
 # The server asked to stop (an operator's SIGTERM or Ctrl-C, a container stop): what dies after it is the
 # shutdown it asked for ("SIGTERM received. ... Draining requests and shutting down..." then a child's "crashed
 # with exit code -15" and SIGQUIT). Only the signal's own record: uvicorn's "Shutting down" follows a crash too.
