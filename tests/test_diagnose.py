@@ -73,7 +73,7 @@ REQUIRED_IDS = [
     "cuda_graph_capture", "speculative_config", "driver_mismatch", "hf_gated_repo",
     "triton_out_of_shared_memory", "tokenizer_error", "too_many_open_files",
     "cute_dsl_version_skew", "sgl_kernel_mismatch", "deepgemm_jit_failure", "toolkit_misconfigured",
-    "checkpoint_incomplete", "invalid_server_args",
+    "checkpoint_incomplete", "invalid_server_args", "host_oom",
 ]
 NEW_IN_ISSUE_13 = ["toolkit_misconfigured", "deepgemm_jit_failure", "sgl_kernel_mismatch", "cute_dsl_version_skew",
                    "checkpoint_incomplete", "unsupported_gpu_arch", "kv_cache_insufficient", "speculative_config"]
@@ -522,6 +522,13 @@ KNOWN_MISSES = {
         "unknown", "only the end of the paste is stored: tcc's CalledProcessError and FramePack's unload lines; "
                    "the \"include file 'Python.h' not found\" line before them is cut, only the maintainer's reply "
                    "names it"),
+    # round 74 (host_oom, a new class)
+    "host_oom/ktransformers-637-killed-loading-weight-oom-task-table": (
+        "healthy", "only rows of the kernel OOM report's task table (pid, uid, pages, name) are stored, without the "
+                   "report's header or its \"Out of memory: Killed process\" line; no row says anything failed"),
+    "host_oom/vllm-586-ray-actor-dead-tp4-vicuna-13b-cpu-memory": (
+        "unknown", "Ray's dead-actor message lists the OOM killer among its potential root causes for any death; only "
+                   "a commenter's reading of the setup (four 13B copies in host RAM) says it was host memory"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -1674,7 +1681,7 @@ def _catalog_patterns():
     """(where, compiled pattern) for every line pattern the catalog and the benign list hold."""
     cat = default_catalog()
     for c in cat.classes:
-        for kind in ("evidence", "symptoms", "supporting", "fatal_when_warned"):
+        for kind in ("evidence", "symptoms", "supporting", "fatal_when_warned", "alone"):
             for p in getattr(c, kind):
                 yield f"{c.id}.{kind}", p
         for p, _ in c.remedies:

@@ -3624,3 +3624,43 @@ def test_a_non_zero_exit_after_the_ready_line_is_a_server_that_died(line):
 ])
 def test_trap_a_clean_exit_or_a_stop_asked_for_after_ready_stays_healthy(line):
     assert diagnose("\n".join(_READY_THEN + [line])).cls == "healthy"
+
+
+# host_oom (round 74): the host's RAM ran out and the OOM killer, a memory limit or Ray's memory monitor killed
+@pytest.mark.parametrize("lines", [
+    ["[Tue Mar  3 10:00:01 2026] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,task=python3,pid=91"],
+    ["[ 912.220113] Out of memory: Killed process 4242 (python3) total-vm:98109076kB, anon-rss:94095848kB"],
+    ["[ 912.220100] Tasks state (memory values in pages):"],
+    ["(raylet) node_manager.cc:3069: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers "
+     "crashed due to other reasons at node (ID: 3f2a, IP: 10.0.0.5) over the last time period."],
+    ["ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+     "Memory on the node (IP: 10.0.0.5, ID: 3f2a) where the task (actor ID: 9c1d, name=RayWorkerWrapper.__init__, "
+     "pid=88, memory used=61.2GB) was running was 240.1GB / 251.7GB (0.9539), which exceeds the memory usage "
+     "threshold of 0.95. Ray killed this worker (ID: 77ab) because it was the most recently scheduled task"],
+    # the shell's SIGKILL report with nothing failed before it: alone, glued to a progress bar, bash's job line
+    ["INFO 03-03 10:00:00 [default_loader.py:262] Loading weights took 12.1 seconds",
+     "Loading safetensors checkpoint shards:  62% Completed | 40/64 [01:12<00:43,  1.81s/it]", "Killed"],
+    ["Loading checkpoint shards:  50%|#####     | 1/2 [00:31<00:31, 31.20s/it]Killed"],
+    ["./serve.sh: line 7: 51234 Killed                  python3 -m sglang.launch_server --model-path x"],
+])
+def test_the_hosts_memory_killing_the_server_is_host_oom(lines):
+    d = diagnose("\n".join(lines))
+    assert d.cls == "host_oom" and not d.healthy and d.fix
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # a launcher that kills its own process tree after an error: the shell's "Killed" is that error's consequence
+    (["[2026-03-03 10:00:05 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/v/sglang/srt/managers/scheduler.py", line 9, in run_scheduler_process',
+      "RuntimeError: No space left on device (/dev/shm)", "Killed"], "shm_too_small"),
+    (["KeyError: 'model.layers.0.self_attn.k_norm.weight'", "Killed"], "unknown"),
+    # Ray's list of potential root causes for any dead actor names the OOM killer: no evidence
+    (["The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: "
+      "Worker unexpectedly exits with a connection error code 2. End of file. There are some potential root "
+      "causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force "
+      "is called. (3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected errors."], "unknown"),
+    # "Killed" inside a sentence or an INFO record is no shell's report
+    (["INFO 03-03 10:00:00 [engine.py:1] Killed 2 idle requests after the timeout"], "healthy"),
+])
+def test_trap_killed_after_another_failure_or_in_a_sentence_is_no_host_oom(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls

@@ -87,7 +87,7 @@ class AnchorIndex:
         self.by_literal: dict[str, list[tuple[int, str, re.Pattern]]] = {}
         self.always: list[tuple[int, str, re.Pattern]] = []
         for ci, c in enumerate(classes):
-            for kind, patterns in (("e", c.evidence), ("s", c.symptoms)):
+            for kind, patterns in (("e", c.evidence), ("s", c.symptoms), ("a", c.alone)):
                 for p in patterns:
                     anchors = [_anchor(alt) for alt in _split_alternatives(p.pattern)]
                     entry = (ci, kind, p)

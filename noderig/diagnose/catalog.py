@@ -48,6 +48,9 @@ class CatalogClass:
     # /dev/shm): that detail is the root cause, this error only how it surfaced
     explained_by: tuple[str, ...] = ()
     detail_lines: int = 0
+    # symptoms that name the class only when nothing failed before them: the shell's bare "Killed" is the
+    # kernel's OOM killer when it is all that failed, and a launcher killing its own process tree after an error
+    alone: tuple[re.Pattern, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -248,6 +251,7 @@ def _catalog_class(entry: dict, path: Path, seen: set) -> CatalogClass:
         exceptions=_exception_signatures(entry.get("exceptions"), cid),
         fatal_when_warned=compile_patterns(entry.get("fatal_when_warned"), cid),
         explained_by=tuple(entry.get("explained_by", [])), detail_lines=int(entry.get("detail_lines", 0)),
+        alone=compile_patterns(entry.get("alone"), cid),
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .catalog import Catalog, default_catalog
 from .logfile import escaped
-from .matching import find_matches, pick_root
+from .matching import Match, find_matches, pick_root
 from .normalize import QUIET_LEVELS, Line, normalize
 from .outcomes import by_tokens, healthy, known, unknown
 from .result import Diagnosis
@@ -33,7 +33,7 @@ def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnos
     lines = quieted(lines, cat, tbs)  # what the program said it goes on from: a warning, whatever it quotes
     code = set().union(*(tb.code_lines for tb in tbs)) if tbs else set()
     code |= outlived(lines, cat)  # a warning the server went on from is neither evidence nor a failure
-    matches = find_matches(lines, cat, tbs, code)
+    matches = _after_a_failure_dropped(find_matches(lines, cat, tbs, code), lines, cat, code, tbs)
     ready = ready_index(lines, cat)
     if ready is not None:
         matches = [m for m in matches if m.index > ready]  # it was fine until then
@@ -56,6 +56,16 @@ def _unrecognised(lines: list[Line], tbs: list[Traceback], first: int, cat: Cata
     if verdict is None:
         return unknown(lines, tbs, first, cat.relay)
     return by_tokens(lines, tbs, first, cat.get(verdict.cls), verdict.index, verdict.hits, verdict.setting)
+
+
+def _after_a_failure_dropped(matches: list[Match], lines: list[Line], cat: Catalog, code: set[int],
+                             tbs: list[Traceback]) -> list[Match]:
+    """The matches, without a class's `alone` symptoms that come after the first failure: there they are that
+    failure's consequence (a launcher that kills its own process tree after an error makes the shell say "Killed")."""
+    if not any(m.alone for m in matches):
+        return matches
+    first = _first_failure(lines, cat, code, tbs)
+    return [m for m in matches if not m.alone or first is None or m.index <= first]
 
 
 def _first_failure(lines: list[Line], cat: Catalog, code: set[int], tbs) -> int | None:

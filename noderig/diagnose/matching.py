@@ -21,6 +21,7 @@ class Match:
     cls: CatalogClass
     index: int
     strong: bool  # evidence (True) or symptom (False)
+    alone: bool = False  # a symptom that names the class only when nothing failed before it (CatalogClass.alone)
 
 
 # "RuntimeError:" alone on its line, its message on the next ones
@@ -52,6 +53,8 @@ def find_matches(lines: list[Line], cat: Catalog, tbs: list[Traceback], skip: se
                                                     and any(p.search(t) for p in c.fatal_when_warned))))
             elif (ci, "s") in hits:
                 matches.append(Match(c, i, False))
+            elif (ci, "a") in hits and loud:
+                matches.append(Match(c, i, False, alone=True))
     for tb in tbs:  # cut before its exception: where it failed is a symptom of that module's class
         last = _last_frame_line(tb)
         if tb.final.exc_index is None and lines[last].level not in QUIET_LEVELS:
