@@ -59,7 +59,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout59", "crashlogs_heldout60",
                                                                  "crashlogs_heldout64", "crashlogs_heldout65",
                                                                  "crashlogs_heldout66", "crashlogs_heldout67",
-                                                                 "crashlogs_heldout68", "crashlogs_heldout74")]
+                                                                 "crashlogs_heldout68", "crashlogs_heldout71",
+                                                                  "crashlogs_heldout74")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 # Held-out splits of rounds that chose logs because the diagnosis got them wrong (their collectors ran it first): split
 # by the same rule and never tuned on, but printed apart, so the measure above stays one of logs as users post them
@@ -529,6 +530,13 @@ KNOWN_MISSES = {
     "host_oom/vllm-586-ray-actor-dead-tp4-vicuna-13b-cpu-memory": (
         "unknown", "Ray's dead-actor message lists the OOM killer among its potential root causes for any death; only "
                    "a commenter's reading of the setup (four 13B copies in host RAM) says it was host memory"),
+    # round 71
+    "invalid_server_args/lighteval-532-dp-worker-use-ray-kwarg-vllm07": (
+        "unknown", "a TypeError from EngineArgs.__init__() on a keyword lighteval passes in Python (worker_use_ray), "
+                   "no command line or argument parser in the paste; only the fix PR says vLLM 0.7 removed it"),
+    "unknown/modal-examples-1154-runner-init-timeout-300s": (
+        "healthy", "vLLM's load and torch.compile INFO lines and no error record; modal's \"Runner has been "
+                   "initializing for too long: 300 seconds\" is no failure signature, only the maintainer says so"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
