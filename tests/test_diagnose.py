@@ -534,9 +534,6 @@ KNOWN_MISSES = {
     "invalid_server_args/lighteval-532-dp-worker-use-ray-kwarg-vllm07": (
         "unknown", "a TypeError from EngineArgs.__init__() on a keyword lighteval passes in Python (worker_use_ray), "
                    "no command line or argument parser in the paste; only the fix PR says vLLM 0.7 removed it"),
-    "unknown/modal-examples-1154-runner-init-timeout-300s": (
-        "healthy", "vLLM's load and torch.compile INFO lines and no error record; modal's \"Runner has been "
-                   "initializing for too long: 300 seconds\" is no failure signature, only the maintainer says so"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.

@@ -3664,3 +3664,23 @@ def test_the_hosts_memory_killing_the_server_is_host_oom(lines):
 ])
 def test_trap_killed_after_another_failure_or_in_a_sentence_is_no_host_oom(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("line", [
+    # what runs the server giving up on its start (modal's runner, a harness's readiness wait)
+    "Runner failed with exception: Runner has been initializing for too long: 300 seconds",
+    "Runner has been initializing for too long: 300 seconds",
+    "Inference server did not become healthy within 3600s",
+    "The server did not become ready within 600 s; giving up",
+    "Worker failed with exception: connection reset",
+])
+def test_a_start_given_up_on_or_failed_with_an_exception_is_a_failure(line):
+    assert diagnose(line).cls == "unknown"
+
+
+@pytest.mark.parametrize("line", [
+    "INFO 05-01 12:00:00 [api_server.py:1] Waiting for the server: still starting after 300 seconds",
+    "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+])
+def test_trap_a_start_that_is_slow_but_not_given_up_on_stays_healthy(line):
+    assert diagnose(line).cls == "healthy"

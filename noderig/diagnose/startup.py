@@ -125,7 +125,11 @@ _PROSE = (r"\b(an|unexpected) error (occurred|happened)\b|\bencountered an? (fat
           r"\bfailed to (start|launch|initiali[sz]e|boot)( the| its)? (server|engine|worker|scheduler|model|process)\b|"
           r"\b(server|engine|worker|scheduler|process)s? failed to (start|launch|initiali[sz]e|boot)\b|"
           r"\b(loading|initiali[sz]ation|startup|start-up|launch)( of [\w.-]+)? failed\b|"
-          r"\b(server|engine|worker|scheduler|process|subprocess)( \w+)? crashed\b")
+          r"\b(server|engine|worker|scheduler|process|subprocess)( \w+)? crashed\b|"
+          # what runs the server giving up on its start ("Runner has been initializing for too long: 300 seconds",
+          # "Inference server did not become healthy within 3600s"), and "X failed with exception: ..."
+          r"\b(initiali[sz]ing|starting) for too long\b|\bdid not become (ready|healthy) within\b|"
+          r"\bfailed with (an? )?exception\b")
 # A failure the catalog may not know: an exception line, a traceback, a fatal compiler/runtime
 # message, a process that died or exited non-zero. Benign lines and INFO/WARNING records never count.
 FAILURE = re.compile(
@@ -173,6 +177,7 @@ _FAILURE_WORDS = ("error", "exception", "exit", "interrupt", "traceback", "fatal
                   "kernel image", "insufficient", "illegal memory", "launch failure", "display driver",
                   "illegal instruction", "bus error", "received at time", "segfault", "fallen off", "corrupt",
                   "smashing", "floating point", "no module named", "unknown command", "can't open file",
+                  "for too long", "did not become",
                   *(w.lower() for w in _SIGNAL_IN_LOCALE + _SIGNAL_IN_CHINESE))
 _FAILURE_SHAPES = re.compile(r"^\[[ef][\d \]]|\(\): [a-z]")
 
