@@ -3600,6 +3600,10 @@ _EXITED_NONZERO = [
     "make: *** [Makefile:10: serve] Error 1",
     "make[1]: *** [serve] Error 2",
     "sglang   lmsysorg/sglang:latest   Exited (1)",  # docker ps, its status last
+    "Job failed: exit code 1",  # GitLab CI
+    # killed or given up on by its supervisor: the kubelet after a failed liveness probe, systemd after restarts
+    "  Normal   Killing    2m   kubelet  Container vllm failed liveness probe, will be restarted",
+    "sglang.service: Start request repeated too quickly.",
 ]
 
 

@@ -96,13 +96,16 @@ _SGLANG_DEATH = (r"(Scheduler|DataParallelController|DetokenizerManager|Tokenize
 # A process that exited non-zero, as what ran it reports it: a shell's, a CI runner's or Go's "exit status 1",
 # kubectl's "Exit Code: 137", docker ps's "Exited (1) 10 seconds ago" ("Exited (0)" is a clean exit), compose's
 # "vllm-1 exited with code 1", an IDE's "Process finished with exit code 1", VS Code's "terminated with exit code: 1",
-# PM2's "exited with code [1]", bash's job report ("[1]+  Exit 1    python -m ..."), make's "make: *** [serve] Error 1".
+# PM2's "exited with code [1]", bash's job report ("[1]+  Exit 1    python -m ..."), make's "make: *** [serve] Error 1",
+# GitLab's "Job failed: exit code 1"; and a process killed or given up on by its supervisor: the kubelet's "Container
+# vllm failed liveness probe, will be restarted", systemd's "Start request repeated too quickly".
 # Before the ready line any non-zero code; after it (DEATH) not 130 or 143, the codes of the SIGINT and SIGTERM an
 # operator stops a server with.
 _EXIT_VERBS = r"\b(exit(ed)?|finished|crashed|died|terminated) with (an? )?(exit )?(code|status):? \[?"
 _EXITED = (r"\bexit status [1-9]|^\s*Exit Code:\s+[1-9]|(?-i:\bExited \((?!0\))-?\d+\)(\s|$))|"
            r"^\s*\[\d+\][+-]?\s+Exit [1-9]\d*\b|^\s*g?make(\[\d+\])?: \*\*\* .*\bError [1-9]\d*\s*$|"
-           r"failed with (an? )?exit (code|status):? \[?-?[1-9]|")
+           r"failed with (an? )?exit (code|status):? \[?-?[1-9]|\bfailed: exit (code|status):? -?[1-9]|"
+           r"\bfailed liveness probe, will be restarted\b|\bStart request repeated too quickly\b|")
 _EXITED_BEFORE_READY = _EXITED + _EXIT_VERBS + r"-?[1-9]"
 _EXITED_AFTER_READY = _EXITED + _EXIT_VERBS + r"(?!(130|143)\b)-?[1-9]"
 # A failure said by what runs the server, not by the server: Kubernetes' pod status ("Back-off restarting failed
@@ -177,7 +180,7 @@ _FAILURE_WORDS = ("error", "exception", "exit", "interrupt", "traceback", "fatal
                   "kernel image", "insufficient", "illegal memory", "launch failure", "display driver",
                   "illegal instruction", "bus error", "received at time", "segfault", "fallen off", "corrupt",
                   "smashing", "floating point", "no module named", "unknown command", "can't open file",
-                  "for too long", "did not become",
+                  "for too long", "did not become", "repeated too quickly",
                   *(w.lower() for w in _SIGNAL_IN_LOCALE + _SIGNAL_IN_CHINESE))
 _FAILURE_SHAPES = re.compile(r"^\[[ef][\d \]]|\(\): [a-z]")
 
