@@ -3622,7 +3622,7 @@ def test_a_non_zero_exit_after_the_ready_line_is_a_server_that_died(line):
     "vllm-1 exited with code 0", "[1]+  Done                    python -m sglang.launch_server",
     "make: *** [Makefile:10: serve] Interrupt",
     # the codes of the SIGTERM and SIGINT an operator stops a ready server with
-    "vllm-1 exited with code 143", "Process finished with exit code 130",
+    "vllm-1 exited with code 143", "Process finished with exit code 130", "Worker process exited with code -15",
     # a health check's HTTP status is no exit
     "WARNING 01-22 10:00:00 [monitor.py:40] health check failed with status 503",
 ])

@@ -99,15 +99,15 @@ _SGLANG_DEATH = (r"(Scheduler|DataParallelController|DetokenizerManager|Tokenize
 # PM2's "exited with code [1]", bash's job report ("[1]+  Exit 1    python -m ..."), make's "make: *** [serve] Error 1",
 # GitLab's "Job failed: exit code 1"; and a process killed or given up on by its supervisor: the kubelet's "Container
 # vllm failed liveness probe, will be restarted", systemd's "Start request repeated too quickly".
-# Before the ready line any non-zero code; after it (DEATH) not 130 or 143, the codes of the SIGINT and SIGTERM an
-# operator stops a server with.
+# Before the ready line any non-zero code; after it (DEATH) not the codes of the SIGINT and SIGTERM an operator stops a
+# server with: a shell's 130 and 143, Python's -2 and -15 for a child a signal ended.
 _EXIT_VERBS = r"\b(exit(ed)?|finished|crashed|died|terminated) with (an? )?(exit )?(code|status):? \[?"
 _EXITED = (r"\bexit status [1-9]|^\s*Exit Code:\s+[1-9]|(?-i:\bExited \((?!0\))-?\d+\)(\s|$))|"
            r"^\s*\[\d+\][+-]?\s+Exit [1-9]\d*\b|^\s*g?make(\[\d+\])?: \*\*\* .*\bError [1-9]\d*\s*$|"
            r"failed with (an? )?exit (code|status):? \[?-?[1-9]|\bfailed: exit (code|status):? -?[1-9]|"
            r"\bfailed liveness probe, will be restarted\b|\bStart request repeated too quickly\b|")
 _EXITED_BEFORE_READY = _EXITED + _EXIT_VERBS + r"-?[1-9]"
-_EXITED_AFTER_READY = _EXITED + _EXIT_VERBS + r"(?!(130|143)\b)-?[1-9]"
+_EXITED_AFTER_READY = _EXITED + _EXIT_VERBS + r"(?!(-2|-15|130|143)\b)-?[1-9]"
 # A failure said by what runs the server, not by the server: Kubernetes' pod status ("Back-off restarting failed
 # container", "CrashLoopBackOff", kubectl's "Reason: OOMKilled"), Python's header for a thread's uncaught exception
 # ("Exception in thread Thread-3 (run):"), a program's own "Unhandled exception" record.
