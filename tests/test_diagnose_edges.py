@@ -3688,3 +3688,13 @@ def test_a_start_given_up_on_or_failed_with_an_exception_is_a_failure(line):
 ])
 def test_trap_a_start_that_is_slow_but_not_given_up_on_stays_healthy(line):
     assert diagnose(line).cls == "healthy"
+
+
+@pytest.mark.parametrize("line", [
+    "Shard 0 failed to start",  # TGI's launcher, its record's level and time cut off
+    "Worker 3 failed to start",
+    # nvidia-smi asking a GPU that no longer answers (after an Xid 79)
+    "Unable to determine the device handle for GPU0000:18:00.0: Unknown Error",
+])
+def test_a_shard_that_failed_to_start_or_a_gpu_that_no_longer_answers_is_a_failure(line):
+    assert diagnose(line).cls == "unknown"

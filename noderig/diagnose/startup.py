@@ -126,7 +126,9 @@ _PROSE = (r"\b(an|unexpected) error (occurred|happened)\b|\bencountered an? (fat
           r"\b(process|command|subprocess|worker|exited|exit|finished|failed|terminated|died|crashed|killed|ended)\b.{0,80}"
           r"\breturn ?code:? -?[1-9]|"
           r"\bfailed to (start|launch|initiali[sz]e|boot)( the| its)? (server|engine|worker|scheduler|model|process)\b|"
-          r"\b(server|engine|worker|scheduler|process)s? failed to (start|launch|initiali[sz]e|boot)\b|"
+          r"\b(server|engine|worker|scheduler|process|shard)s? \d*\s?failed to (start|launch|initiali[sz]e|boot)\b|"
+          # nvidia-smi asking a GPU that no longer answers (after an Xid 79, "fallen off the bus")
+          r"\bUnable to determine the device handle for GPU|"
           r"\b(loading|initiali[sz]ation|startup|start-up|launch)( of [\w.-]+)? failed\b|"
           r"\b(server|engine|worker|scheduler|process|subprocess)( \w+)? crashed\b|"
           # what runs the server giving up on its start ("Runner has been initializing for too long: 300 seconds",
