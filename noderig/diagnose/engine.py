@@ -17,7 +17,7 @@ from .matching import Match, find_matches, pick_root
 from .normalize import QUIET_LEVELS, Line, normalize
 from .outcomes import by_tokens, healthy, known, unknown
 from .result import Diagnosis
-from .startup import death_after, first_failure, outlived, quieted, ready_index, script_died
+from .startup import death_after, first_failure, outlived, quieted, ready_index
 from .tokens import name_by_tokens
 from .tracebacks import Traceback, parse_tracebacks
 
@@ -38,8 +38,7 @@ def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnos
     if ready is not None:
         matches = [m for m in matches if m.index > ready]  # it was fine until then
         if not any(m.strong for m in matches):
-            died = death_after(lines, cat, code, ready + 1)
-            died = died if died is not None else script_died(lines, tbs, ready + 1)
+            died = death_after(lines, cat, code, tbs, ready + 1)
             return healthy(lines, cat, ready) if died is None else _unrecognised(lines, tbs, died, cat)
     root = pick_root(matches, lines)
     first = _first_failure(lines, cat, code, tbs) if root is None or not root.strong else None

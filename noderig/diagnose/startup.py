@@ -13,7 +13,7 @@ from .catalog import Catalog
 from .normalize import CXX_FRAME, CXX_RAISED, QUIET_LEVELS, Line, with_continuation
 from .tracebacks import Traceback
 
-__all__ = ["DEATH", "FAILURE", "death_after", "first_failure", "quieted", "ready_index", "script_died", "stage"]
+__all__ = ["DEATH", "FAILURE", "death_after", "first_failure", "quieted", "ready_index", "stage"]
 
 # A native process that is dying, in any wording the tuning logs show: a C++ exception nobody caught
 # ("terminate called after throwing an instance of 'std::runtime_error'", then "  what():  ..."),
@@ -195,27 +195,28 @@ def _failure_hinted(lower: str) -> bool:
     return _FAILURE_SHAPES.search(lower) is not None
 
 
-def death_after(lines: list[Line], cat: Catalog, code: set[int], start: int) -> int | None:
-    """Index of the first line from `start` (after the ready line) that says the server died, unless the
-    server was asked to stop before it: then it is the shutdown asked for, not a failure."""
-    died = first_failure(lines, cat, code, start, DEATH)
+def death_after(lines: list[Line], cat: Catalog, code: set[int], tbs: list[Traceback], start: int) -> int | None:
+    """Index of the first line from `start` (after the ready line) that says the server died (a death's words, or a
+    traceback that rose to a script's top level), unless the server was asked to stop before it: then it is the
+    shutdown asked for, not a failure."""
+    deaths = [i for i in (first_failure(lines, cat, code, start, DEATH), _top_level_traceback(lines, tbs, start))
+              if i is not None]
+    died = min(deaths, default=None)
     # any process's stop record counts: the operator stops the launcher, which stops its children
     if died is not None and any(_STOP_ASKED.search(lines[i].text) for i in range(start, died + 1)):
         return None
     return died
 
 
-def script_died(lines: list[Line], tbs: list[Traceback], start: int) -> int | None:
+def _top_level_traceback(lines: list[Line], tbs: list[Traceback], start: int) -> int | None:
     """Start of the first traceback from `start` that rose to a script's top level (its outermost frame is
-    `<module>`): nothing caught it, so that process ended, whatever a ready line said before. Not the stop an
-    operator asked for (Ctrl-C's KeyboardInterrupt, a SystemExit), nor a traceback a logger marked quiet."""
+    `<module>`): nothing caught it, so that process ended. Not the stop an operator asked for (Ctrl-C's
+    KeyboardInterrupt, a SystemExit), nor a traceback a logger marked quiet."""
     for tb in tbs:
         first = tb.sections[0]
-        if (tb.start_index < start or not first.frames or first.frames[0].function != "<module>"
-                or lines[tb.start_index].level in QUIET_LEVELS
-                or tb.final.exc_type in ("KeyboardInterrupt", "SystemExit")):
-            continue
-        if not any(_STOP_ASKED.search(lines[i].text) for i in range(start, tb.start_index)):
+        if (tb.start_index >= start and first.frames and first.frames[0].function == "<module>"
+                and lines[tb.start_index].level not in QUIET_LEVELS
+                and tb.final.exc_type not in ("KeyboardInterrupt", "SystemExit")):
             return tb.start_index
     return None
 
