@@ -6,10 +6,11 @@ directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, cr
 crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/,
 crashlogs_heldout47/ .. crashlogs_heldout51/, crashlogs_heldout53/ .. crashlogs_heldout60/,
 crashlogs_heldout64/ .. crashlogs_heldout68/, crashlogs_heldout71/ .. crashlogs_heldout74/ hold real logs set aside
-(by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the accuracy tables only, never asserted on. The per-class
-accuracy of the fixtures and of the sixty held-out splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43,
-44, 46, 52, 61 to 63, 69 or 70: those rounds made probes or tuning logs, not splits, or chose their logs for the
-misses: crashlogs_gaps61 to 63, and 70) is printed in the terminal summary of every run.
+(by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the accuracy
+tables only, never asserted on. The per-class accuracy of the fixtures and of the sixty held-out splits (there is no
+crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to 63, 69 or 70: those rounds made probes or tuning logs, not
+splits, or chose their logs for the misses: crashlogs_gaps61 to 63, and 70) is printed in the terminal summary of
+every run.
 """
 
 from __future__ import annotations
