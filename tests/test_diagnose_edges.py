@@ -3698,3 +3698,55 @@ def test_trap_a_start_that_is_slow_but_not_given_up_on_stays_healthy(line):
 ])
 def test_a_shard_that_failed_to_start_or_a_gpu_that_no_longer_answers_is_a_failure(line):
     assert diagnose(line).cls == "unknown"
+
+
+def _sglang_0523_resolution_traceback(innermost: list[str]) -> str:
+    """A `python -m sglang.launch_server` start failing in sglang 0.5.23's argument resolution (its checks moved from
+    server_args.py into arg_groups/*_hook.py); `innermost` is the raising frame and the exception line."""
+    sp = "/opt/sglang/.venv/lib/python3.11/site-packages/sglang"
+    return "\n".join([
+        "Traceback (most recent call last):",
+        f'  File "{sp}/launch_server.py", line 29, in run_server', "    server_args.resolve_once()",
+        f'  File "{sp}/srt/server_args.py", line 277, in resolve_once', "    run_resolution_pipeline(self)",
+        f'  File "{sp}/srt/arg_groups/pipeline.py", line 278, in run_resolution_pipeline',
+        "    run_hook(handle_context_parallelism, server_args)",
+        f'  File "{sp}/srt/arg_groups/resolution_hooks.py", line 139, in run_hook', "    step(server_args)",
+        *innermost])
+
+
+@pytest.mark.parametrize("innermost, cls", [
+    # round 75: a check of the arguments, whatever its words, raised where sglang 0.5.23 resolves them
+    (['  File "/opt/sglang/.venv/lib/python3.11/site-packages/sglang/srt/arg_groups/parallel_hook.py", line 178, '
+      'in handle_context_parallelism', "    assert cfg.pp_size == 1, (",
+      "AssertionError: PP is not supported with context parallelism"], "invalid_server_args"),
+    (['  File "/opt/sglang/.venv/lib/python3.11/site-packages/sglang/srt/arg_groups/serving_hook.py", line 69, '
+      'in handle_ssl_validation', "    raise ValueError(",
+      "ValueError: SSL key file not found: '/etc/ssl/private/server.key'. Please check the --ssl-keyfile path."],
+     "invalid_server_args"),
+    # trap: a refusal there that names the GPU generation it needs is the GPU's
+    (['  File "/opt/sglang/.venv/lib/python3.11/site-packages/sglang/srt/arg_groups/kv_cache_hook.py", line 107, '
+      'in handle_mxfp8_kv_cache_compatibility', "    raise ValueError(",
+      "ValueError: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled operands used by "
+      "the FA4 MXFP8 attention path."], "unsupported_gpu_arch"),
+    # the generation a check runs on, beside another flag it needs, is no GPU's refusal: the command line's
+    (['  File "/opt/sglang/.venv/lib/python3.11/site-packages/sglang/srt/arg_groups/attention_hook.py", line 341, '
+      'in handle_linear_attn_backends', "    raise ValueError(",
+      "ValueError: --linear-attn-decode-backend flashinfer on SM100+ requires --mamba-ssm-dtype bfloat16, got "
+      "float32"], "invalid_server_args"),
+    # trap: a speculative-decoding check there stays speculative_config (its own signature, above by priority)
+    (['  File "/opt/sglang/.venv/lib/python3.11/site-packages/sglang/srt/arg_groups/speculative_hook.py", line 103, '
+      'in handle_speculative_decoding', "    raise ValueError(",
+      "ValueError: Gemma4AssistantForCausalLM draft requires --speculative-algorithm NEXTN or EAGLE; EAGLE3 is not "
+      "supported for this draft architecture."], "speculative_config"),
+])
+def test_round_75_sglang_0523_argument_checks_raised_in_arg_groups(innermost, cls):
+    assert diagnose(_sglang_0523_resolution_traceback(innermost)).cls == cls
+
+
+def test_round_75_a_traceback_cut_inside_arg_groups_names_nothing():
+    # as for server_args.py: a cut there holds no refusal to read (the same files probe the GPU and its libraries)
+    cut = _sglang_0523_resolution_traceback([
+        '  File "/opt/sglang/.venv/lib/python3.11/site-packages/sglang/srt/arg_groups/platform_hook.py", line 40, '
+        'in handle_platform_defaults'])
+    assert diagnose(cut).cls == "unknown"
+
