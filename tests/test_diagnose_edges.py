@@ -3750,3 +3750,24 @@ def test_round_75_a_traceback_cut_inside_arg_groups_names_nothing():
         'in handle_platform_defaults'])
     assert diagnose(cut).cls == "unknown"
 
+
+@pytest.mark.parametrize("lines, cls", [
+    # round 75: pydantic's report names the config; the tier reads the reason listed under it
+    (["pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig",
+      '  Value error, kv_cache_dtype="float16" is incompatible with dtype="bfloat16". Please set `--kv-cache-dtype` '
+      "to `auto` or `bfloat16`. [type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]",
+      "    For further information visit https://errors.pydantic.dev/2.12/v/value_error"], "invalid_server_args"),
+    # the capability wordings of vLLM's checks: "Required" (one exact capability), "Min", "Minimum"
+    (["RuntimeError: Quantization scheme is not supported for the current GPU. Required capability: 90. Current "
+      "capability: 80."], "unsupported_gpu_arch"),
+    (["RuntimeError: Quantization scheme is not supported for the current GPU. Min capability: 80. Current "
+      "capability: 75."], "unsupported_gpu_arch"),
+    # trap: the --kv-cache-dtype flag names the cache's type, not a cache too small for memory
+    (["RuntimeError: --kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120. Use --kv-cache-dtype=fp4_mx_block16 "
+      "for the block-size-16 FP4 recipe."], "unsupported_gpu_arch"),
+    # trap: the KV cache itself too small stays kv_cache_insufficient
+    (["ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+      "initializing the engine."], "kv_cache_insufficient"),
+])
+def test_round_75_config_reasons_and_capability_wordings(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls

@@ -39,6 +39,10 @@ __all__ = ["TOKENS_PATH", "TokenClass", "TokenTier", "TokenVerdict", "decisive_l
 TOKENS_PATH = Path(__file__).with_name("tokens.toml")
 # a frame of a traceback pasted without its header: its path is read as a module path, not as text
 _FRAME_LINE = re.compile(r'^\s*File "')
+# pydantic's ValidationError names the config that failed ("1 validation error for VllmConfig"); the lines after it
+# say why ("  Value error, kv_cache_dtype=... is incompatible with ..."): read with it (round 75)
+_PYDANTIC_HEADER = re.compile(r"\b\d+ validation errors? for \w+")
+_PYDANTIC_DETAIL = re.compile(r"^\s*(Value error|Assertion failed), ")
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,16 @@ def decisive_lines(lines: list[Line], tbs: list[Traceback], first: int) -> tuple
     if (not any(i == first for i, _ in out) and not _FRAME_LINE.match(lines[first].text)
             and not CXX_RAISED.match(lines[first].text)):
         out.append((first, _without_progress_bar(with_continuation(lines, first)[0])))
-    return out, paths
+    return out + _pydantic_details(lines, out), paths
+
+
+def _pydantic_details(lines: list[Line], out: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The reasons pydantic lists under a decisive line that names a config's validation errors."""
+    at = next((i for i, text in out if _PYDANTIC_HEADER.search(text)), None)
+    if at is None:
+        return []
+    return [(j, lines[j].text.strip()) for j in range(at + 1, min(at + 7, len(lines)))
+            if _PYDANTIC_DETAIL.match(lines[j].text)]
 
 
 def name_by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cat: Catalog,
