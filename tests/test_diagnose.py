@@ -2704,7 +2704,8 @@ def test_traceback_state_machine_edges():
     (["RuntimeError: this kernel does not support the current GPU (compute capability 7.5)"], "unsupported_gpu_arch"),
     (["ValueError: sm_75 is not supported by the fused MoE kernel"], "unsupported_gpu_arch"),
     (["RuntimeError: compute capability 6.1 is below the minimum this build needs"], "unsupported_gpu_arch"),
-    (["ValueError: fp4 GEMM requires SM 10.0"], "unsupported_gpu_arch"),
+    # (round 75: "requires SM 10.0" is a signature now, the generation right after the verb)
+    (["ValueError: fp4 GEMM wants SM 10.0 or newer"], "unsupported_gpu_arch"),
     (["ValueError: BarForCausalLM has no vLLM implementation in this release"], "unsupported_architecture"),
     (["RuntimeError: no supported CUDA architectures in this build"], "unsupported_gpu_arch"),
     (["ImportError: the installed cutlass DSL lacks cute.nvgpu.tcgen05.MmaF8Op"], "cute_dsl_version_skew"),

@@ -3771,3 +3771,39 @@ def test_round_75_a_traceback_cut_inside_arg_groups_names_nothing():
 ])
 def test_round_75_config_reasons_and_capability_wordings(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("line, cls", [
+    # round 75: a refusal whose words say the GPU generation is what it needs, raised anywhere
+    ("ValueError: FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.", "unsupported_gpu_arch"),
+    ("ValueError: --moe-runner-backend flashinfer_trtllm needs a Blackwell (SM100+) device for packed NVFP4 experts, "
+     "but this device reports SM90.", "unsupported_gpu_arch"),
+    ("ValueError: Current platform does not support NVFP4 quantization. Please use Blackwell and above.",
+     "unsupported_gpu_arch"),
+    # the record SGLang's managers log it in, kept with the exception line joined: read as the exception line
+    ("[2026-12-05 10:00:05 TP0] Scheduler hit an exception: AssertionError: FlashAttention v3 Backend requires "
+     "SM>=80 and SM<=90. Please use `--attention-backend flashinfer`.", "unsupported_gpu_arch"),
+    # traps: a thing it needs on a generation, and a list of backends with what each would need
+    ("RuntimeError: moe_runner_backend=flashinfer_mxfp4 on SM90 requires the interleave_moe_weights_for_sm90 helpers "
+     "from FlashInfer PR 2531.", "unknown"),
+    ("ValueError: Unsupported KDA prefill backend: foo. KDA supports 'triton', 'helion', 'flashinfer', 'flashkda', "
+     "'cutedsl', 'nvidia_kda', or 'ptx_kda' (cutedsl/nvidia_kda prefill need SM100, ptx_kda SM100 or SM103).",
+     "unknown"),
+])
+def test_round_75_a_refusal_that_needs_a_gpu_generation(line, cls):
+    assert diagnose(line).cls == cls
+
+
+@pytest.mark.parametrize("line, remedy", [
+    # round 75: the deploy's repair switches the attention backend only when attention is what the GPU cannot run
+    ("ValueError: TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), or SM120 GPUs. Please use "
+     "a different prefill backend.", "set:attention_backend=triton"),
+    ("ValueError: Current platform does not support NVFP4 quantization. Please use Blackwell and above.", None),
+    ("ValueError: FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.", None),
+    ("RuntimeError: --kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120.", None),
+    ("RuntimeError: Quantization scheme is not supported for the current GPU. Min capability: 80. Current capability: "
+     "75.", None),
+])
+def test_round_75_another_attention_backend_only_for_attention(line, remedy):
+    d = diagnose(line)
+    assert d.cls == "unsupported_gpu_arch" and d.remedy == remedy
