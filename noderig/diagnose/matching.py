@@ -9,6 +9,7 @@ from itertools import accumulate
 
 from .catalog import Catalog, CatalogClass
 from .normalize import QUIET_LEVELS, Line, with_continuation
+from .startup import SGLANG_EXCEPTION_RECORD
 from .tracebacks import Traceback, TracebackSection, assert_expression
 
 __all__ = ["Match", "find_matches", "pick_root", "related_traceback"]
@@ -75,9 +76,10 @@ def _last_frame_line(tb: Traceback) -> int:
     return next((i for i in range(tb.end_index, tb.start_index - 1, -1) if i not in tb.code_lines), tb.end_index)
 
 
-# (or logged by the process it killed, as SGLang's managers log it: "Scheduler hit an exception: ValueError: ...",
-# when the paste kept the record's first line and the exception line joined; round 75)
-_LONE_EXC = re.compile(r"^\s*(?:\w+ hit an exception: )?(?P<type>[A-Za-z_][\w.]*(?:Error|Exception))\b:? ?(?P<msg>.*)$")
+# (or in the record an SGLang manager logs it in, "Scheduler hit an exception: ValueError: ...", when the paste kept
+# the record's first line and the exception line joined; round 75)
+_LONE_EXC = re.compile(rf"^\s*(?:{SGLANG_EXCEPTION_RECORD}: )?"
+                       r"(?P<type>[A-Za-z_][\w.]*(?:Error|Exception))\b:? ?(?P<msg>.*)$")
 
 
 def _lone_exceptions(lines: list[Line], tbs: list[Traceback], skip: set[int]) -> list[TracebackSection]:

@@ -13,7 +13,8 @@ from .catalog import Catalog
 from .normalize import CXX_FRAME, CXX_RAISED, QUIET_LEVELS, Line, with_continuation
 from .tracebacks import Traceback
 
-__all__ = ["DEATH", "FAILURE", "death_after", "first_failure", "quieted", "ready_index", "stage"]
+__all__ = ["DEATH", "FAILURE", "SGLANG_EXCEPTION_RECORD", "death_after", "first_failure", "quieted", "ready_index",
+           "stage"]
 
 # A native process that is dying, in any wording the tuning logs show: a C++ exception nobody caught
 # ("terminate called after throwing an instance of 'std::runtime_error'", then "  what():  ..."),
@@ -91,8 +92,8 @@ _FORMS = (r"(^|[\s`*(\[（：:,，]|[\u3400-\u9fff](?=[A-Za-z]))\.*(\w+\. ?)*[A-
 # data-parallel controller's and detokenizer's alike), after which it signals the launcher, which logs the
 # SIGQUIT it got in either release's words ("Received sigquit from a child process", "SIGQUIT received. ... It
 # usually means one child failed.") and kills the server. Fatal before or after the ready line.
-_SGLANG_DEATH = (r"(Scheduler|DataParallelController|DetokenizerManager|TokenizerManager) hit an exception|"
-                 r"Received sigquit|SIGQUIT received")
+SGLANG_EXCEPTION_RECORD = r"(?:Scheduler|DataParallelController|DetokenizerManager|TokenizerManager) hit an exception"
+_SGLANG_DEATH = SGLANG_EXCEPTION_RECORD + r"|Received sigquit|SIGQUIT received"
 # A process that exited non-zero, as what ran it reports it: a shell's, a CI runner's or Go's "exit status 1",
 # kubectl's "Exit Code: 137", docker ps's "Exited (1) 10 seconds ago" ("Exited (0)" is a clean exit), compose's
 # "vllm-1 exited with code 1", an IDE's "Process finished with exit code 1", VS Code's "terminated with exit code: 1",
