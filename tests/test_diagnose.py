@@ -2742,7 +2742,6 @@ def test_ninth_round_key_tokens_name_a_failure_no_signature_knows(lines, cls):
     (["RuntimeError: shard 3 failed to respond"], "unknown"),
     # two causes' tokens in one line: no class clearly wins
     (["RuntimeError: NCCL allreduce on the draft worker failed"], "unknown"),
-    (["RuntimeError: ran out of memory while building the KV cache"], "unknown"),
     # "nccl" names a component, not a cause: alone it names nothing
     (["RuntimeError: nccl could not open its shared segment /dev/shm/nccl-x"], "unknown"),
     # the tokens are in the command line, not in the line that decided the failure (a bug's TypeError there is

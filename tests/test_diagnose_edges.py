@@ -3807,3 +3807,51 @@ def test_round_75_a_refusal_that_needs_a_gpu_generation(line, cls):
 def test_round_75_another_attention_backend_only_for_attention(line, remedy):
     d = diagnose(line)
     assert d.cls == "unsupported_gpu_arch" and d.remedy == remedy
+
+
+@pytest.mark.parametrize("path, func, exc, cls", [
+    # round 76: "KV cache" names the component, not that it is too small. The checks of the KV cache's dtype or
+    # layout that the deploy's kernels raise (FlashInfer 0.7.2, sglang 0.5.23) were kv_cache_insufficient, whose fix
+    # raises the memory fraction for a cache that is not short of memory
+    (f"{_SP}/flashinfer/xqa.py", "xqa", "AssertionError: KV cache must be fp8 when output is fp8", "unknown"),
+    (f"{_SP}/flashinfer/decode.py", "run", "NotImplementedError: cute-dsl decode backend does not support NVFP4 KV cache",
+     "unknown"),
+    (f"{_SP}/flashinfer/prefill.py", "plan", "ValueError: kv_cache must be rank-3, got 4", "unknown"),
+    (f"{_SP}/sglang/srt/layers/attention/flashattention_backend.py", "__init__",
+     "RuntimeError: MXFP8 KV cache requires the FA4 backend.", "unknown"),
+    (f"{_SP}/sglang/srt/models/llama.py", "load_kv_cache_scales",
+     "RuntimeError: Self attention has no KV cache scaling factor attribute!", "unknown"),
+    # a refusal of the flags beside it stays the command line's
+    (f"{_SP}/vllm/config/vllm.py", "__post_init__", "ValueError: --use-replayssm is incompatible with KV connectors "
+     "(P/D disaggregation, KV cache offload)", "invalid_server_args"),
+    # an allocation that failed while the cache was built is the GPU's memory running out (cuda_oom, whose fix lowers
+    # the fraction), not a budget that leaves the cache too little room (before, the two words tied: unknown)
+    # (raised in SGLang's mem_cache/, whose allocators say "out of memory" for a pool with no free slot, it still ties)
+    (f"{_SP}/sglang/srt/model_executor/model_runner.py", "init_memory_pool", "RuntimeError: ran out of memory while "
+     "building the KV cache", "cuda_oom"),
+    (f"{_SP}/sglang/srt/mem_cache/memory_pool.py", "__init__", "RuntimeError: ran out of memory while building the "
+     "KV cache", "unknown"),
+    # traps: the cache with too little room keeps its class, in any component's words
+    (f"{_SP}/sglang/srt/mem_cache/memory_pool.py", "__init__", "RuntimeError: Not enough memory for the KV cache, "
+     "lower the context length", "kv_cache_insufficient"),
+    (f"{_SP}/sglang/srt/hardware_backend/mlx/model_runner_stub.py", "init", "RuntimeError: MLX auxiliary-state "
+     "cache is too small to serve any requests: max_mamba_cache_size=0", "kv_cache_insufficient"),
+])
+def test_round_76_a_kv_cache_word_names_the_component_not_its_size(path, func, exc, cls):
+    assert diagnose(_tb(path, func, exc)).cls == cls
+
+
+@pytest.mark.parametrize("exc, cls", [
+    # round 76: vLLM 0.34 sizes the KV cache in v1/core/kv_cache_planning.py (before, kv_cache_utils.py): a cut
+    # there stopped at the memory check, and its messages are the cache's
+    ("", "kv_cache_insufficient"),
+    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+     "initializing the engine.", "kv_cache_insufficient"),
+    # trap: a layout the planner cannot express is no cache too small
+    ("ValueError: KV cache tensors must share one device backing allocation, but got sizes [1, 2].", "unknown"),
+])
+def test_round_76_vllm_034_sizes_the_kv_cache_in_kv_cache_planning(exc, cls):
+    frames = _cut_frames(("vllm/v1/engine/core.py", "_initialize_kv_caches"),
+                         ("vllm/v1/core/kv_cache_planning.py", "get_kv_cache_configs"),
+                         ("vllm/v1/core/kv_cache_planning.py", "check_enough_kv_cache_memory"))
+    assert diagnose(frames + ("\n" + exc if exc else "")).cls == cls
