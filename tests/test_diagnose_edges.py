@@ -3855,3 +3855,53 @@ def test_round_76_vllm_034_sizes_the_kv_cache_in_kv_cache_planning(exc, cls):
                          ("vllm/v1/core/kv_cache_planning.py", "get_kv_cache_configs"),
                          ("vllm/v1/core/kv_cache_planning.py", "check_enough_kv_cache_memory"))
     assert diagnose(frames + ("\n" + exc if exc else "")).cls == cls
+
+
+@pytest.mark.parametrize("line, cls", [
+    # round 76: a build script that found no toolkit, in its own words (a kernel package built from source)
+    ("RuntimeError: Cannot find CUDA_HOME. CUDA must be available to build the package.", "nvcc_not_found"),
+    ("RuntimeError: Could not find CUDA installation. Please set CUDA_HOME environment variable.", "nvcc_not_found"),
+    ("OSError: The nvcc binary could not be located in your $PATH. Either add it to your path, or set $CUDAHOME",
+     "nvcc_not_found"),
+    # trap: a toolkit found at the wrong place stays toolkit_misconfigured
+    ("deepspeed.ops.op_builder.builder.MissingCUDAException: CUDA_HOME does not exist, unable to compile CUDA op(s)",
+     "toolkit_misconfigured"),
+])
+def test_round_76_a_build_that_found_no_toolkit(line, cls):
+    assert diagnose(line).cls == cls
+
+
+@pytest.mark.parametrize("line, cls", [
+    # round 76: the GPU generation a refusal needs, as a compute capability (FlashInfer 0.7.2's Blackwell kernels,
+    # vLLM 0.34's torchao check): 26 raise sites in the deploy's kernels came out unknown
+    ("RuntimeError: TRT-LLM MLA Blackwell requires compute capability 10.0 or 10.3, got 9.0", "unsupported_gpu_arch"),
+    ("ValueError: torchao FP8 activation quantization config 'Float8DynamicActivationFloat8WeightConfig' requires GPU "
+     "compute capability >= 8.9 (e.g., NVIDIA Ada Lovelace / Hopper or AMD MI300+)", "unsupported_gpu_arch"),
+    ("NotImplementedError: DSA sparse-attention training needs a compute capability 10.0 / 10.3 / 10.7 device",
+     "unsupported_gpu_arch"),
+    # trap: a thing it needs that is no generation ("compute capability and SM count" to compile for) names nothing
+    ("ValueError: compile target requires CUDA capability and SM count", "unknown"),
+])
+def test_round_76_a_refusal_that_needs_a_compute_capability(line, cls):
+    assert diagnose(line).cls == cls
+
+
+@pytest.mark.parametrize("config, reason, cls", [
+    # round 76: vLLM 0.34's other configs built from flags alone, refused in pydantic's report
+    ("MambaConfig", "Mamba SSU algorithm selection is only supported with the FlashInfer backend. Please set "
+     "`--mamba-backend flashinfer`, or omit `--mamba-ssu-algorithm`.", "invalid_server_args"),
+    ("LoRAConfig", "max_cpu_loras (2) must be >= max_loras (4).", "invalid_server_args"),
+    ("ObservabilityConfig", "collect_detailed_traces requires `--otlp-traces-endpoint` to be set.",
+     "invalid_server_args"),
+    # traps: a config that also fails for the model or for no GPU found names nothing by its header
+    ("ModelConfig", "The checkpoint you are trying to load has model type `foo` but Transformers does not recognize "
+     "this architecture.", "unsupported_architecture"),
+    ("DeviceConfig", "Failed to infer device type, please set the environment variable `VLLM_LOGGING_LEVEL=DEBUG` to "
+     "turn on verbose logging to help debug the issue.", "unknown"),
+])
+def test_round_76_vllm_034_configs_of_flags_alone(config, reason, cls):
+    text = "\n".join([f"pydantic_core._pydantic_core.ValidationError: 1 validation error for {config}",
+                      f"  Value error, {reason} [type=value_error, input_value=ArgsKwargs((), {{}}), "
+                      "input_type=ArgsKwargs]",
+                      "    For further information visit https://errors.pydantic.dev/2.12/v/value_error"])
+    assert diagnose(text).cls == cls
