@@ -540,11 +540,11 @@ KNOWN_MISSES = {
     "sgl_kernel_mismatch/sglang-20953-cu130-kernel-wheel-metadata-launch-cut": (
         "unknown", "only launch_server's ServerArgs frames are stored, cut above the exception; only the title "
                    "says the sglang-kernel cu130 wheel's metadata is wrong"),
-    # round 77
+    # round 77 (kv_cache_insufficient at 0.45 before the round-76 tier change read "KV cache" as the component)
     "speculative_config/vllm-pr-47635-falconh1-spec-mamba-page-size-assert": (
-        "kv_cache_insufficient", "a bare AssertionError on the KV cache page size (page_size_padded >= page_size) in "
-                                 "_initialize_kv_caches; nothing in the paste names speculative decoding, only the PR "
-                                 "says the mamba state shape omits num_spec when it is on"),
+        "unknown", "a bare AssertionError on the KV cache page size (page_size_padded >= page_size) in "
+                   "_initialize_kv_caches; nothing in the paste names speculative decoding, only the PR "
+                   "says the mamba state shape omits num_spec when it is on"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -575,10 +575,6 @@ KNOWN_LOW_CONFIDENCE = {
         "a TypeError comparing None with an int; the command line's --speculative-config (MTP) names it"),
     "speculative_config/vllm-18906-eagle3-70b-hidden-size-assert": (
         "a KeyError naming a weight; the command line's --speculative-config (EAGLE3) names it"),
-    # round 77
-    "speculative_config/vllm-pr-47635-falconh1-spec-mamba-page-size-assert": (
-        "a miss: the KV cache page-size words of a bare AssertionError give kv_cache_insufficient its key tokens "
-        "only"),
 }
 
 
@@ -1142,14 +1138,6 @@ KNOWN_FORM_MISSES.update({
         "unknown", "under a launcher's process prefix on every line the tier no longer gives the capture class its "
                    "lead, as under the SGLang rank prefix")
     for form in ("a Ray task with no name", "a Ray task on another node", "SkyPilot", "mpirun --tag-output")})
-# round 77: a tuning miss the key-token tier names kv_cache_insufficient at 0.45 in its bare paste; under a prefix on
-# every line the tier no longer gives it that lead and it comes out unknown, as round 37's miss above
-KNOWN_FORM_MISSES.update({
-    (form, "speculative_config/vllm-pr-47635-falconh1-spec-mamba-page-size-assert"): (
-        "unknown", "under a prefix on every line the KV cache page-size words of the bare AssertionError no longer "
-                   "give kv_cache_insufficient its key-token lead; why the form differs was not investigated")
-    for form in ("SGLang rank prefix", "a Ray task with no name", "a Ray task on another node", "SkyPilot",
-                 "mpirun --tag-output")})
 
 
 @pytest.mark.parametrize("form", PASTE_FORMS)
