@@ -542,21 +542,7 @@ KNOWN_MISSES = {
     "sgl_kernel_mismatch/sglang-20953-cu130-kernel-wheel-metadata-launch-cut": (
         "unknown", "only launch_server's ServerArgs frames are stored, cut above the exception; only the title "
                    "says the sglang-kernel cu130 wheel's metadata is wrong"),
-    # round 76 (a kernel package at another release than the engine or its siblings; no catalog change in that round)
-    "kernel_abi_mismatch/export-deploy-679-flashinfer-cubin-068post1-vs-0610": (
-        "unknown", "FlashInfer's own import-time check, one line (\"flashinfer-cubin version (0.6.8.post1) does not "
-                   "match flashinfer version (0.6.10)\"); no signature reads the cubin/flashinfer version check"),
-    "kernel_abi_mismatch/nemotron-january-2026-6-modal-vllm-flashinfer-cubin-060": (
-        "unknown", "the same FlashInfer check, one line (cubin 0.6.0, flashinfer 0.5.3); no signature reads it"),
-    "kernel_abi_mismatch/vllm-49804-flashinfer-cubin-0613-vs-0614": (
-        "healthy", "the same FlashInfer check's message posted without its \"RuntimeError:\" prefix, one line, so "
-                   "nothing in the paste reads as an exception and no signature reads the message itself"),
-    "kernel_abi_mismatch/relax-8-flashinfer-python-063-below-064": (
-        "unknown", "SGLang's assert_pkg_version for flashinfer_python (\"is installed with version 0.6.3, which is "
-                   "less than the minimum required version 0.6.4\"); the catalog reads that check for sgl-kernel only"),
-    "kernel_abi_mismatch/relax-20-sglang-judge-assert-pkg-version-flashinfer": (
-        "unknown", "the same flashinfer_python minimum-version exception under launch_server's assert_pkg_version "
-                   "frames; the catalog reads that check for sgl-kernel only"),
+    # round 76 (a kernel package at another release than the engine or its siblings)
     "kernel_abi_mismatch/vllm-ultimate-dgx-spark-8-tvm-ffi-019-map-dataclass-to-tuple": (
         "unknown", "a one-line TypeError, make_kwargs_wrapper() refusing 'map_dataclass_to_tuple', with no frame or "
                    "package name; only the PR says apache-tvm-ffi 0.1.9 is older than nvidia-cutlass-dsl 4.6.0 needs"),

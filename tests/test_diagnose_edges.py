@@ -3905,3 +3905,26 @@ def test_round_76_vllm_034_configs_of_flags_alone(config, reason, cls):
                       "input_type=ArgsKwargs]",
                       "    For further information visit https://errors.pydantic.dev/2.12/v/value_error"])
     assert diagnose(text).cls == cls
+
+
+@pytest.mark.parametrize("line, cls", [
+    # round 76: FlashInfer's check that its prebuilt kernels are of its own release, raised, logged or posted bare
+    ("RuntimeError: flashinfer-jit-cache version (0.6.16+cu130) does not match flashinfer version (0.6.17). Please "
+     "install the same version of both packages. Set FLASHINFER_DISABLE_VERSION_CHECK=1 to bypass this check.",
+     "kernel_abi_mismatch"),
+    ("flashinfer-cubin version (0.6.13) does not match flashinfer version (0.6.14). Please install the same version of "
+     "both packages.", "kernel_abi_mismatch"),
+    ("RuntimeError: flashinfer-cubin (0.6.8.post1) != flashinfer (0.6.10.post1) version mismatch",
+     "kernel_abi_mismatch"),
+    # an engine's minimum-version check of a kernel package; sgl-kernel's keeps its own class
+    ("Exception: flashinfer_python is installed with version 0.2.3, which is less than the minimum required version "
+     "0.2.5. Please reinstall the latest version with `pip install flashinfer_python --force-reinstall`",
+     "kernel_abi_mismatch"),
+    ("Exception: sgl-kernel is installed with version 0.0.5, which is less than the minimum required version 0.0.6. "
+     "Please reinstall the latest version with `pip install sgl-kernel --force-reinstall`", "sgl_kernel_mismatch"),
+    # trap: another package's minimum version is no kernel package's (transformers: a model's requirement)
+    ("Exception: transformers is installed with version 4.40.0, which is less than the minimum required version "
+     "4.45.0.", "unknown"),
+])
+def test_round_76_a_kernel_package_of_another_release(line, cls):
+    assert diagnose(line).cls == cls
