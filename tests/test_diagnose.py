@@ -555,10 +555,6 @@ KNOWN_MISSES = {
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
 KNOWN_LOW_CONFIDENCE = {
-    # round 75: pydantic's reason under VllmConfig's header, read by the tier (VllmConfig also fails for the model and
-    # the draft, so its header is no signature of the command line)
-    "invalid_server_args/src75-vllm034-kv-cache-dtype-incompatible-with-dtype": (
-        "named by the key tokens of pydantic's reason: a flag's value 'incompatible with' the model's dtype"),
     # the thirty-seventh round: an unknown tuning log the tier names cuda_graph_capture (a miss, in KNOWN_MISSES too)
     "unknown/sglang-26987-dsv4-pro-b300-graph-replay-illegal-memory-xid31": (
         "a miss: CUDA graph replay words in a three-line summary of a crash after 1.5 days give the capture class "

@@ -3893,6 +3893,14 @@ def test_round_76_a_refusal_that_needs_a_compute_capability(line, cls):
     ("LoRAConfig", "max_cpu_loras (2) must be >= max_loras (4).", "invalid_server_args"),
     ("ObservabilityConfig", "collect_detailed_traces requires `--otlp-traces-endpoint` to be set.",
      "invalid_server_args"),
+    ("VllmConfig", "HiSparse does not support pipeline parallelism.", "invalid_server_args"),
+    # VllmConfig's reason that names speculative decoding is the speculative settings', and a GPU's refusal the GPU's
+    ("VllmConfig", "Speculative decoding with watermarking requires draft_sample_method='probabilistic'.",
+     "speculative_config"),
+    ("VllmConfig", "Fast prefill optimization for KV sharing is not compatible with EAGLE as EAGLE requires correct "
+     "logits for all tokens while fast prefill gives incorrect logits for prompt tokens.", "speculative_config"),
+    ("VllmConfig", "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has "
+     "compute capability 7.5.", "unsupported_gpu_arch"),
     # traps: a config that also fails for the model or for no GPU found names nothing by its header
     ("ModelConfig", "The checkpoint you are trying to load has model type `foo` but Transformers does not recognize "
      "this architecture.", "unsupported_architecture"),
