@@ -3936,3 +3936,17 @@ def test_round_76_vllm_034_configs_of_flags_alone(config, reason, cls):
 ])
 def test_round_76_a_kernel_package_of_another_release(line, cls):
     assert diagnose(line).cls == cls
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # round 78: an extension built against another NumPy, by the ImportError NumPy's C-API import raises
+    (["ImportError: numpy.core.multiarray failed to import"], "kernel_abi_mismatch"),
+    (["Traceback (most recent call last):", '  File "/venv/lib/python3.12/site-packages/numba/__init__.py", line 9, in '
+      "<module>", "    from numba.core import config", "ImportError: numpy._core.multiarray failed to import"],
+     "kernel_abi_mismatch"),
+    # trap: a model module SGLang skipped for it, in a server that went on to ready
+    (["[2026-01-01 10:00:00] Ignore import error when loading sglang.srt.models.foo: numpy.core.multiarray failed to "
+      "import", "[2026-01-01 10:00:09] The server is fired up and ready to roll!"], "healthy"),
+])
+def test_round_78_an_extension_built_against_another_numpy(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
