@@ -3950,3 +3950,20 @@ def test_round_76_a_kernel_package_of_another_release(line, cls):
 ])
 def test_round_78_an_extension_built_against_another_numpy(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("path, func, exc, cls", [
+    # round 76: the loader's words say what (a weight, a shard), not that it is missing: the tier names
+    # checkpoint_incomplete only beside a state word (vLLM 0.34's loader: 38 raise sites named it, 14 after)
+    (f"{_SP}/vllm/model_executor/model_loader/weight_cache/ipc_loader.py", "_connect",
+     "WeightCacheUnavailableError: Cannot connect to weight cache daemon at /tmp/wc.sock: refused", "unknown"),
+    (f"{_SP}/vllm/model_executor/model_loader/weight_cache/daemon.py", "__init__",
+     "ValueError: The weight cache daemon does not support EPLB.", "unknown"),
+    # traps: a weight or shard that is missing keeps the class
+    (f"{_SP}/vllm/model_executor/model_loader/default_loader.py", "_prepare_weights",
+     "RuntimeError: Cannot find any model weights with `/models/m`", "checkpoint_incomplete"),
+    (f"{_SP}/vllm/models/step5/nvidia/model.py", "load_weights",
+     "ValueError: Incomplete fused qkv+indexer weight for layers.3: missing shards ['k'].", "checkpoint_incomplete"),
+])
+def test_round_76_a_loader_error_is_no_missing_shard_without_the_word(path, func, exc, cls):
+    assert diagnose(_tb(path, func, exc)).cls == cls

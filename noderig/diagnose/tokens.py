@@ -55,6 +55,7 @@ class TokenClass:
     component: tuple[re.Pattern, ...] = ()  # the names of the component it fails in: a point each, no cause
     component_modules: tuple[re.Pattern, ...] = ()  # the component's module paths: a point each, no cause
     qualifiers: tuple[re.Pattern, ...] = ()  # a state ("missing", "mismatch"): a point only beside the class's words
+    needs_qualifier: bool = False  # named only with one of its states seen (its words alone say what, not that)
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def load_tokens(path: Path | str | None = None) -> TokenTier:
             raise CatalogError(f"{path}: a token class needs an id and tokens (or component words)")
         lists = [compile_patterns(entry.get(k), cid) for k in ("tokens", "modules", "strong", "enabled_by", "component",
                                                                 "component_modules", "qualifiers")]
-        classes.append(TokenClass(cid, *lists))
+        classes.append(TokenClass(cid, *lists, needs_qualifier=bool(entry.get("needs_qualifier", False))))
     return TokenTier(tuple(classes), int(data.get("min_score", 2)), int(data.get("margin", 2)),
                      frozenset(data.get("programming_errors", ())))
 
@@ -180,8 +181,9 @@ def _scores(classes: list[TokenClass], texts: list[tuple[int, str]],
         cause = seen(tc.tokens, words) + seen(tc.modules, paths)
         strong = seen(tc.strong, words)
         component = seen(tc.component, words) + seen(tc.component_modules, paths)
-        if cause or strong or component:
-            cause += seen(tc.qualifiers, words)
+        state = seen(tc.qualifiers, words)
+        if (cause or strong or component) and (state or not tc.needs_qualifier):
+            cause += state
             out.append((len(cause) + 2 * len(strong) + len(component), bool(cause or strong), tc,
                         cause + strong + component))
     return sorted(out, key=lambda s: -s[0])
