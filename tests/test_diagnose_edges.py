@@ -3967,3 +3967,23 @@ def test_round_78_an_extension_built_against_another_numpy(lines, cls):
 ])
 def test_round_76_a_loader_error_is_no_missing_shard_without_the_word(path, func, exc, cls):
     assert diagnose(_tb(path, func, exc)).cls == cls
+
+
+def test_round_76_a_record_inside_an_exception_groups_borders_is_no_part_of_its_message():
+    # torch's ProcessGroupNCCL teardown warning, written by the rank after the exception inside the group's borders,
+    # was read as the exception's message and named the failure nccl_failure (the paste-form test, after the tier
+    # stopped reading the loader's words as checkpoint_incomplete's)
+    text = "\n".join([
+        "  + Exception Group Traceback (most recent call last):",
+        '  |   File "/x/a.py", line 1, in <module>', "  |     main()",
+        "  | ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)",
+        "  +-+---------------- 1 ----------------",
+        "    | Traceback (most recent call last):",
+        '    |   File "/x/b.py", line 3, in f', "    |     g()",
+        '    | RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at "x.cpp":995, please report a bug to PyTorch.',
+        "    | [rank0]:[W714 12:14:21.601395867 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT been "
+        "destroyed before we destruct ProcessGroupNCCL.",
+        "    +------------------------------------"])
+    final = parse_tracebacks(normalize(text))[-1].final
+    assert final.exc_type == "RuntimeError" and "NOT been destroyed" not in final.message
+    assert diagnose(text).cls == "unknown"

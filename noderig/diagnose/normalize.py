@@ -682,7 +682,13 @@ def _peeled(numbered: list[tuple[int, str]]) -> Iterator[tuple[int, str, dict]]:
     groups = GroupBorders()
     for no, raw in _rejoin(numbered):
         msg, info = strip_prefixes(raw)
-        yield no, groups.peel(msg), info
+        inner = groups.peel(msg)
+        if inner is not msg and inner.strip():
+            # a record a process wrote inside the borders ("| [rank0]:[W714 ...] Warning: ..." after the exception
+            # line): its prefix says it is no continuation of the exception's message
+            inner, inside = strip_prefixes(inner)
+            info = {**info, **inside} if inside.get("prefixed") else info
+        yield no, inner, info
 
 
 def _continues_under_process_prefix(block: "_Block | None", info: dict, msg: str) -> bool:
