@@ -2744,11 +2744,13 @@ def test_ninth_round_key_tokens_name_a_failure_no_signature_knows(lines, cls):
 
 
 @pytest.mark.parametrize("lines, cls", [
-    # one token alone names nothing
+    # one token alone names nothing; an attribute a bug's AttributeError names is no draft (round 79)
     (["AttributeError: 'GPUModelRunner' object has no attribute 'draft_cfg'"], "unknown"),
     (["RuntimeError: shard 3 failed to respond"], "unknown"),
     # two causes' tokens in one line: no class clearly wins
-    (["RuntimeError: NCCL allreduce on the draft worker failed"], "unknown"),
+    (["RuntimeError: NCCL allreduce on the shm broadcast failed"], "unknown"),
+    # the draft says where it failed, not why: another cause's words decide (round 79; before, a tie: unknown)
+    (["RuntimeError: NCCL allreduce on the draft worker failed"], "nccl_failure"),
     # "nccl" names a component, not a cause: alone it names nothing
     (["RuntimeError: nccl could not open its shared segment /dev/shm/nccl-x"], "unknown"),
     # the tokens are in the command line, not in the line that decided the failure (a bug's TypeError there is
@@ -3106,6 +3108,32 @@ enabled_by = ['--tokenizer-mode \\w']
         assert (verdict.cls if verdict else None) == named
 
 
+def test_a_strong_component_scores_two_points_but_yields_to_a_cause(tmp_path):
+    from noderig.diagnose.tokens import load_tokens, name_by_tokens
+
+    (tmp_path / "t.toml").write_text("""version = 1
+[[class]]
+id = "speculative_config"
+strong_component = ['\\bdraft']
+[[class]]
+id = "kv_cache_insufficient"
+tokens = ['kv cache', 'not enough']
+[[class]]
+id = "tokenizer_error"
+tokens = ['tokenizer']
+""")
+    tier = load_tokens(tmp_path / "t.toml")
+    cat = default_catalog()
+    for line, named in [("ValueError: draft_token_num must be positive", "speculative_config"),
+                        # a cause's words that reach min_score outvote it
+                        ("ValueError: not enough room in the draft's KV cache", "kv_cache_insufficient"),
+                        # a cause below min_score does not, and the margin is not met: nothing
+                        ("OSError: the draft tokenizer failed", None)]:
+        lines = normalize(line)
+        verdict = name_by_tokens(lines, parse_tracebacks(lines), 0, cat, tier)
+        assert (verdict.cls if verdict else None) == named, line
+
+
 def test_every_token_pattern_is_seen_in_a_tuning_fixtures_decisive_lines():
     """tokens.toml is checked like the catalog: every token and module pattern is seen in the decisive
     lines (or frame paths) of some tuning fixture, and every class it names is a catalog class."""
@@ -3122,7 +3150,8 @@ def test_every_token_pattern_is_seen_in_a_tuning_fixtures_decisive_lines():
             texts += [x for _, x in t]
             paths += p
     # each list of a token class, and the text it is searched in
-    seen_in = {"tokens": texts, "strong": texts, "component": texts, "qualifiers": texts, "modules": paths,
+    seen_in = {"tokens": texts, "strong": texts, "component": texts, "qualifiers": texts, "strong_component": texts,
+               "modules": paths,
                "component_modules": paths, "enabled_by": settings}
     dead = []
     for tc in default_tokens().classes:

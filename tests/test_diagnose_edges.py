@@ -3969,6 +3969,29 @@ def test_round_76_a_loader_error_is_no_missing_shard_without_the_word(path, func
     assert diagnose(_tb(path, func, exc)).cls == cls
 
 
+@pytest.mark.parametrize("line, cls", [
+    # round 79: a check that names the draft and no cause, pasted without its traceback (SGLang 0.5.23's and vLLM
+    # 0.34's speculative code: 227 raise sites were unknown so). Only speculative decoding runs a draft
+    ("ValueError: draft_token_num must be positive, got 0.", "speculative_config"),
+    ("RuntimeError: Draft model weight update requested, but no draft model is configured.", "speculative_config"),
+    # a method's name inside a config key, and SGLang's DSpark, are the method's as DFlash and EAGLE are
+    ("ValueError: Invalid dflash_config.block_size=0.", "speculative_config"),
+    ("ValueError: Qwen3-Omni DSpark requires sample_from_anchor=true and dspark_bonus_anchor=false.",
+     "speculative_config"),
+    # traps: the draft is where it failed, not why. The deploy always runs one, so another cause's words decide
+    ("ValueError: Not enough memory for the draft model's KV cache; increase --mem-fraction-static",
+     "kv_cache_insufficient"),
+    ("RuntimeError: draft model requires sm_90 or newer", "unsupported_gpu_arch"),
+    ("error: invalid argument: --draft-model", "invalid_server_args"),
+    # (an "invalid argument" that names no flag is a call's EINVAL, no command line's)
+    ("RuntimeError: CUDA error: invalid argument", "unknown"),
+    # an attribute a bug's AttributeError names is code the words do not place, not a draft (the catalog's rule)
+    ("AttributeError: 'GPUModelRunner' object has no attribute 'drafter_cfg'", "unknown"),
+])
+def test_round_79_a_check_that_names_the_draft(line, cls):
+    assert diagnose(line).cls == cls
+
+
 def test_round_76_a_record_inside_an_exception_groups_borders_is_no_part_of_its_message():
     # torch's ProcessGroupNCCL teardown warning, written by the rank after the exception inside the group's borders,
     # was read as the exception's message and named the failure nccl_failure (the paste-form test, after the tier

@@ -12,7 +12,8 @@ the deploy never repairs on it. The evidence is the line that holds the tokens.
 
 Words are of three kinds: a cause's (``tokens``, ``strong``, ``modules``); a component's names
 (``component``, ``component_modules``: where it failed, which never outvote a class whose cause
-words reach ``min_score``); and a state (``qualifiers``: "missing", "mismatch"), which counts only
+words reach ``min_score``; ``strong_component``, a component only the class's feature has, scores two alone); and a
+state (``qualifiers``: "missing", "mismatch"), which counts only
 beside another word of its class. When no class reaches ``min_score`` and the failure is a bug's
 exception (``programming_errors``), a launch setting that turns one class's feature on
 (``enabled_by``) names it (name_by_setting).
@@ -55,6 +56,9 @@ class TokenClass:
     component: tuple[re.Pattern, ...] = ()  # the names of the component it fails in: a point each, no cause
     component_modules: tuple[re.Pattern, ...] = ()  # the component's module paths: a point each, no cause
     qualifiers: tuple[re.Pattern, ...] = ()  # a state ("missing", "mismatch"): a point only beside the class's words
+    # a component only this class's feature has (a draft: only speculative decoding runs one): no cause, but alone
+    # two points, so it names the class when no other class has a word
+    strong_component: tuple[re.Pattern, ...] = ()
     needs_qualifier: bool = False  # named only with one of its states seen (its words alone say what, not that)
 
 
@@ -86,10 +90,11 @@ def load_tokens(path: Path | str | None = None) -> TokenTier:
     classes = []
     for entry in data.get("class", []):
         cid = entry.get("id")
-        if not cid or not (entry.get("tokens") or entry.get("component") or entry.get("strong")):
+        if not cid or not (entry.get("tokens") or entry.get("component") or entry.get("strong")
+                           or entry.get("strong_component")):
             raise CatalogError(f"{path}: a token class needs an id and tokens (or component words)")
         lists = [compile_patterns(entry.get(k), cid) for k in ("tokens", "modules", "strong", "enabled_by", "component",
-                                                                "component_modules", "qualifiers")]
+                                                                "component_modules", "qualifiers", "strong_component")]
         classes.append(TokenClass(cid, *lists, needs_qualifier=bool(entry.get("needs_qualifier", False))))
     return TokenTier(tuple(classes), int(data.get("min_score", 2)), int(data.get("margin", 2)),
                      frozenset(data.get("programming_errors", ())))
@@ -163,7 +168,7 @@ def name_by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cat: Cat
         return name_by_setting(lines, texts, tier, known) if score < tier.min_score else None
     # the evidence is the decisive line with most of the class's words (a component's too: the DSL's class has no
     # other); frames alone, named by their paths, hold no text line: then the first failure (the first frame)
-    words = (*tc.tokens, *tc.strong, *tc.component, *tc.qualifiers)
+    words = (*tc.tokens, *tc.strong, *tc.component, *tc.qualifiers, *tc.strong_component)
     index = max(texts, key=lambda it: sum(1 for p in words if p.search(it[1])))[0] if texts else first
     return TokenVerdict(tc.id, index, score, runner_up, tuple(hits))
 
@@ -181,11 +186,15 @@ def _scores(classes: list[TokenClass], texts: list[tuple[int, str]],
         cause = seen(tc.tokens, words) + seen(tc.modules, paths)
         strong = seen(tc.strong, words)
         component = seen(tc.component, words) + seen(tc.component_modules, paths)
+        own_component = seen(tc.strong_component, words)
         state = seen(tc.qualifiers, words)
-        if (cause or strong or component) and (state or not tc.needs_qualifier):
+        if (cause or strong or component or own_component) and (state or not tc.needs_qualifier):
             cause += state
-            out.append((len(cause) + 2 * len(strong) + len(component), bool(cause or strong), tc,
-                        cause + strong + component))
+            # alone it names the feature that ran (two points); beside the class's cause words it is one more place, as
+            # a component's name, and widens no margin over another cause ("DFLASH draft out of memory")
+            own = (1 if cause or strong else 2) * len(own_component)
+            out.append((len(cause) + 2 * len(strong) + len(component) + own, bool(cause or strong), tc,
+                        cause + strong + component + own_component))
     return sorted(out, key=lambda s: -s[0])
 
 
