@@ -6,9 +6,9 @@ directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, cr
 crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/,
 crashlogs_heldout47/ .. crashlogs_heldout51/, crashlogs_heldout53/ .. crashlogs_heldout60/,
 crashlogs_heldout64/ .. crashlogs_heldout68/, crashlogs_heldout71/ .. crashlogs_heldout74/, crashlogs_heldout76/ ..
-crashlogs_heldout79/ hold real logs set aside
+crashlogs_heldout80/ hold real logs set aside
 (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the accuracy
-tables only, never asserted on. The per-class accuracy of the fixtures and of the sixty-four held-out splits (there is
+tables only, never asserted on. The per-class accuracy of the fixtures and of the sixty-five held-out splits (there is
 no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to 63, 69, 70 or 75: those rounds made probes or tuning
 logs, not splits, or chose their logs for the misses: crashlogs_gaps61 to 63, and 70; round 75's were synthesized
 from the release's raise sites) is printed in the terminal summary of every run.
@@ -65,7 +65,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout72", "crashlogs_heldout73",
                                                                  "crashlogs_heldout74", "crashlogs_heldout76",
                                                                  "crashlogs_heldout77", "crashlogs_heldout78",
-                                                                 "crashlogs_heldout79")]
+                                                                 "crashlogs_heldout79", "crashlogs_heldout80")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 # Held-out splits of rounds that chose logs because the diagnosis got them wrong (their collectors ran it first): split
 # by the same rule and never tuned on, but printed apart, so the measure above stays one of logs as users post them
@@ -560,6 +560,10 @@ KNOWN_MISSES = {
     "unknown/vllm-pr-46436-stable-libtorch-cutlass-moe-sm100-unresolved": (
         "kernel_abi_mismatch", "an undefined symbol in a vLLM extension reads as a build for another torch; only the "
                                "PR says the symbol's source file was left out of the _C_stable_libtorch build"),
+    # round 80
+    "toolkit_misconfigured/llm-d-pr-1147-gke-runtime-stage-ld-cannot-find-libcuda": (
+        "healthy", "a single linker line, /usr/bin/ld: cannot find -l:libcuda.so.1 (the -l: form); no traceback "
+                   "and no library path in the paste, only the PR says LIBRARY_PATH lacks the mounted driver dir"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -586,6 +590,9 @@ KNOWN_LOW_CONFIDENCE = {
         "a TypeError comparing None with an int; the command line's --speculative-config (MTP) names it"),
     "speculative_config/vllm-18906-eagle3-70b-hidden-size-assert": (
         "a KeyError naming a weight; the command line's --speculative-config (EAGLE3) names it"),
+    # round 80
+    "toolkit_misconfigured/instructlab-pr-2686-cuda-containerfile-libcudnn9-missing": (
+        "a single ImportError for libcudnn.so.9 with no traceback, CUDA version or path beside it"),
 }
 
 
