@@ -553,17 +553,9 @@ KNOWN_MISSES = {
                    "_initialize_kv_caches; nothing in the paste names speculative decoding, only the PR "
                    "says the mamba state shape omits num_spec when it is on"),
     # round 79
-    "nccl_failure/nccl-626-socket-message-truncated-multinode": (
-        "healthy", "one NCCL WARN line (NET/Socket: peer message truncated), wrapped in two, with no NCCL error, "
-                   "exception or failed call after it; only the maintainer's reply says the ranks' collectives or "
-                   "protocols disagree"),
     "unknown/vllm-pr-46436-stable-libtorch-cutlass-moe-sm100-unresolved": (
         "kernel_abi_mismatch", "an undefined symbol in a vLLM extension reads as a build for another torch; only the "
                                "PR says the symbol's source file was left out of the _C_stable_libtorch build"),
-    # round 80
-    "toolkit_misconfigured/llm-d-pr-1147-gke-runtime-stage-ld-cannot-find-libcuda": (
-        "healthy", "a single linker line, /usr/bin/ld: cannot find -l:libcuda.so.1 (the -l: form); no traceback "
-                   "and no library path in the paste, only the PR says LIBRARY_PATH lacks the mounted driver dir"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -590,9 +582,6 @@ KNOWN_LOW_CONFIDENCE = {
         "a TypeError comparing None with an int; the command line's --speculative-config (MTP) names it"),
     "speculative_config/vllm-18906-eagle3-70b-hidden-size-assert": (
         "a KeyError naming a weight; the command line's --speculative-config (EAGLE3) names it"),
-    # round 80
-    "toolkit_misconfigured/instructlab-pr-2686-cuda-containerfile-libcudnn9-missing": (
-        "a single ImportError for libcudnn.so.9 with no traceback, CUDA version or path beside it"),
 }
 
 

@@ -3992,6 +3992,27 @@ def test_round_79_a_check_that_names_the_draft(line, cls):
     assert diagnose(line).cls == cls
 
 
+@pytest.mark.parametrize("lines, cls", [
+    # round 80: a JIT build's linker that finds no CUDA library to link (the driver's mounted off LIBRARY_PATH)
+    (["/usr/bin/ld: cannot find -lcuda: No such file or directory", "collect2: error: ld returned 1 exit status"],
+     "toolkit_misconfigured"),
+    (["/usr/bin/ld: cannot find -lcudart"], "toolkit_misconfigured"),
+    # another library the linker cannot find is a failure still, of no known class (before: healthy)
+    (["/usr/bin/ld: cannot find -lfoo"], "unknown"),
+    # round 80: cuDNN's library, which torch's CUDA wheels load beside the toolkit's
+    (["OSError: libcudnn_ops_infer.so.8: cannot open shared object file: No such file or directory"],
+     "toolkit_misconfigured"),
+    # round 79: NCCL's socket transport given a message of another size than the receive posted
+    (["transport/net_socket.cc:424 NCCL WARN NET/Socket : peer 10.0.0.2<59210> message truncated : receiving 1048576 "
+      "bytes instead of 65536"], "nccl_failure"),
+    # trap: NCCL's deprecation note names nothing
+    (["gpu4:2201:2290 [1] NCCL WARN Environment variable NCCL_SOCKET_NTHREADS is deprecated",
+      "INFO 01-01 00:00:02 [loader.py:1] Loading weights took 3.1 seconds"], "healthy"),
+])
+def test_rounds_79_and_80_a_link_a_library_and_a_message_of_another_size(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
 def test_round_76_a_record_inside_an_exception_groups_borders_is_no_part_of_its_message():
     # torch's ProcessGroupNCCL teardown warning, written by the rank after the exception inside the group's borders,
     # was read as the exception's message and named the failure nccl_failure (the paste-form test, after the tier

@@ -151,6 +151,8 @@ FAILURE = re.compile(
     r"^\[?(ERROR|CRITICAL)\b|\berror:|"
     # torch/c10's error records ("[E530 13:41:17.1 x.cpp:6] "; older torch without the date: "[E ProcessGroupNCCL.cpp:563] ")
     r"^\[E(\d{3,4} [\d:.]+| [\w.-]+:\d+\]) |"
+    # a link that failed: GNU ld's library not found ("/usr/bin/ld: cannot find -lcuda"), which ends a JIT build
+    r"\bld(\.\w+)?: cannot find -l|"
     # a C/C++ assertion that failed ("x.cpp:728: GGML_ASSERT(a != b) failed", "Assertion `x' failed.")
     # (a CUDA kernel's device-side assertion quotes its condition in backticks: "Assertion `srcIndex < n` failed.")
     r"\b[A-Z_]*ASSERT\w*\(.*\) failed\b|\bAssertion [`'].*[`'] failed|"
@@ -183,7 +185,7 @@ _FAILURE_WORDS = ("error", "exception", "exit", "interrupt", "traceback", "fatal
                   "kernel image", "insufficient", "illegal memory", "launch failure", "display driver",
                   "illegal instruction", "bus error", "received at time", "segfault", "fallen off", "corrupt",
                   "smashing", "floating point", "no module named", "unknown command", "can't open file",
-                  "for too long", "did not become", "repeated too quickly",
+                  "for too long", "did not become", "repeated too quickly", "cannot find -l",
                   *(w.lower() for w in _SIGNAL_IN_LOCALE + _SIGNAL_IN_CHINESE))
 _FAILURE_SHAPES = re.compile(r"^\[[ef][\d \]]|\(\): [a-z]")
 
