@@ -4013,6 +4013,28 @@ def test_rounds_79_and_80_a_link_a_library_and_a_message_of_another_size(lines, 
     assert diagnose("\n".join(lines)).cls == cls
 
 
+@pytest.mark.parametrize("lines, cls", [
+    # round 79: NCCL's fatal set-up checks that say neither "failed" nor "error" were healthy logs
+    (["node1:1:2 [0] init.cc:571 NCCL WARN Duplicate GPU detected : rank 3 and rank 0 both on CUDA device f000"],
+     "nccl_failure"),
+    (["node1:1:2 [0] init.cc:1043 NCCL WARN Mismatched NCCL version detected : rank 0 version 22105 rank 1 version "
+      "21903"], "nccl_failure"),
+    (["node1:1:2 [0] transport.cc:39 NCCL WARN No transport found for rank 1[2000] -> rank 9[2000]"], "nccl_failure"),
+    # a peer that closed its socket is a failure, but a symptom: another rank's error before it is the cause
+    (["node1:1:2 [0] misc/socket.cc:58 NCCL WARN socketProgress: Connection closed by remote peer node2<4567>"],
+     "nccl_failure"),
+    (["[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+      "node1:1:2 [0] misc/socket.cc:58 NCCL WARN socketProgress: Connection closed by remote peer node2<4567>"],
+     "cuda_oom"),
+    # trap: a server that went on past NCCL's warning got past it
+    (["node1:1:2 [0] misc/socket.cc:58 NCCL WARN socketProgress: Connection closed by remote peer node2<4567>",
+      "[2026-01-01 00:00:05 TP0] Load weight begin. avail mem=70.00 GB",
+      "[2026-01-01 00:00:09] The server is fired up and ready to roll!"], "healthy"),
+])
+def test_round_79_nccls_fatal_checks_without_the_word_error(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
 def test_round_76_a_record_inside_an_exception_groups_borders_is_no_part_of_its_message():
     # torch's ProcessGroupNCCL teardown warning, written by the rank after the exception inside the group's borders,
     # was read as the exception's message and named the failure nccl_failure (the paste-form test, after the tier

@@ -72,7 +72,9 @@ _FORMS = (r"(^|[\s`*(\[（：:,，]|[\u3400-\u9fff](?=[A-Za-z]))\.*(\w+\. ?)*[A-
           # due to error in nvshmemi_init_thread"
           r"\bnon-zero status: -?\d+|\baborting due to error\b|"
           r"\bAssertion (failed|error)\b|\bpanicked at\b|called `Result::unwrap\(\)` on an `Err` value|\berror\s+:\s|"
-          r"\bcudaError(?!_?t\b)[A-Z]\w+|\bCUDA_ERROR_[A-Z_]+|\bNCCL WARN\b.*\b(fail(ed|ure)|error)\b|\bWARN Call to \w+ failed|"
+          r"\bcudaError(?!_?t\b)[A-Z]\w+|\bCUDA_ERROR_[A-Z_]+|"
+          # NCCL's own report of a failure, or of a peer that died ("socketProgress: Connection closed by remote peer")
+          r"\bNCCL WARN\b.*\b(fail(ed|ure)|error|closed by remote peer)\b|\bWARN Call to \w+ failed|"
           r"\bNCCL error\b|^(\[[\w .-]+\]\s*)+\[(ERROR|CRITICAL|FATAL|E|F)\]|^\[[EF]\] |^.{0,40}\[(ERROR|CRITICAL|FATAL)\s*\]|"
           r"^\[[\w.-]+\] (ERROR|CRITICAL|FATAL):|"
           # a CUDA API call that failed, by name ("cudaMalloc failed: out of memory"); an exception class named
@@ -186,6 +188,7 @@ _FAILURE_WORDS = ("error", "exception", "exit", "interrupt", "traceback", "fatal
                   "illegal instruction", "bus error", "received at time", "segfault", "fallen off", "corrupt",
                   "smashing", "floating point", "no module named", "unknown command", "can't open file",
                   "for too long", "did not become", "repeated too quickly", "cannot find -l",
+                  "closed by remote peer",
                   *(w.lower() for w in _SIGNAL_IN_LOCALE + _SIGNAL_IN_CHINESE))
 _FAILURE_SHAPES = re.compile(r"^\[[ef][\d \]]|\(\): [a-z]")
 
