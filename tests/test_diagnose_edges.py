@@ -4035,6 +4035,19 @@ def test_round_79_nccls_fatal_checks_without_the_word_error(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
 
 
+@pytest.mark.parametrize("lines, cls", [
+    # round 79: SGLang's launcher on a node other than the first logs each scheduler that ended (no level, so it was
+    # no failure); a non-zero code is a death, before the ready line or after it
+    (["[2026-02-25 15:04:37] Scheduler or DataParallelController 848532 terminated with 255"], "unknown"),
+    (["[2026-01-01 00:00:09] The server is fired up and ready to roll!",
+      "[2026-01-01 01:00:00] Scheduler or DataParallelController 4242 terminated with -9"], "unknown"),
+    # trap: code 0 is a clean stop
+    (["[2026-01-01 00:00:00] Scheduler or DataParallelController 4242 terminated with 0"], "healthy"),
+])
+def test_round_79_a_scheduler_that_ended_on_another_node(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
 def test_round_76_a_record_inside_an_exception_groups_borders_is_no_part_of_its_message():
     # torch's ProcessGroupNCCL teardown warning, written by the rank after the exception inside the group's borders,
     # was read as the exception's message and named the failure nccl_failure (the paste-form test, after the tier

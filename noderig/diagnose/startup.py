@@ -95,7 +95,10 @@ _FORMS = (r"(^|[\s`*(\[（：:,，]|[\u3400-\u9fff](?=[A-Za-z]))\.*(\w+\. ?)*[A-
 # SIGQUIT it got in either release's words ("Received sigquit from a child process", "SIGQUIT received. ... It
 # usually means one child failed.") and kills the server. Fatal before or after the ready line.
 SGLANG_EXCEPTION_RECORD = r"(?:Scheduler|DataParallelController|DetokenizerManager|TokenizerManager) hit an exception"
-_SGLANG_DEATH = SGLANG_EXCEPTION_RECORD + r"|Received sigquit|SIGQUIT received"
+# On a node other than the first, the launcher logs each scheduler that ends ("Scheduler or DataParallelController
+# 848532 terminated with 255"); exit code 0 is a clean stop.
+_SGLANG_DEATH = (SGLANG_EXCEPTION_RECORD + r"|Received sigquit|SIGQUIT received|"
+                 r"\bScheduler or DataParallelController \d+ terminated with -?[1-9]")
 # A process that exited non-zero, as what ran it reports it: a shell's, a CI runner's or Go's "exit status 1",
 # kubectl's "Exit Code: 137", docker ps's "Exited (1) 10 seconds ago" ("Exited (0)" is a clean exit), compose's
 # "vllm-1 exited with code 1", an IDE's "Process finished with exit code 1", VS Code's "terminated with exit code: 1",
