@@ -4048,6 +4048,21 @@ def test_round_79_a_scheduler_that_ended_on_another_node(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
 
 
+@pytest.mark.parametrize("lines, cls", [
+    # round 79: the Hub's refusal of a fine-grained token without the gated-repositories permission, as
+    # huggingface_hub's 403 quotes it: a bare line was healthy, the exception a guess by its key tokens
+    (["403 Forbidden: Please enable access to public gated repositories in your fine-grained token settings to view "
+      "this repository.."], "hf_gated_repo"),
+    (["huggingface_hub.errors.HfHubHTTPError:  (Request ID: Root=1-6)", "",
+      "403 Forbidden: Please enable access to public gated repositories in your fine-grained token settings to view "
+      "this repository..", "Cannot access content at: https://huggingface.co/api/models/x/y.",
+      "Make sure your token has the correct permissions."], "hf_gated_repo"),
+])
+def test_round_79_a_fine_grained_token_that_may_not_read_gated_repositories(lines, cls):
+    d = diagnose("\n".join(lines))
+    assert d.cls == cls and d.confidence >= 0.6 and "fine-grained" in d.fix
+
+
 def test_round_76_a_record_inside_an_exception_groups_borders_is_no_part_of_its_message():
     # torch's ProcessGroupNCCL teardown warning, written by the rank after the exception inside the group's borders,
     # was read as the exception's message and named the failure nccl_failure (the paste-form test, after the tier
