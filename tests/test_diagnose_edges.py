@@ -4063,6 +4063,19 @@ def test_round_79_a_fine_grained_token_that_may_not_read_gated_repositories(line
     assert d.cls == cls and d.confidence >= 0.6 and "fine-grained" in d.fix
 
 
+@pytest.mark.parametrize("innermost, cls", [
+    # round 79: a traceback cut inside a model's own tokenizer class (transformers' models/*/tokenization_*.py: every
+    # raise site there in transformers 5.25.0 is the tokenizer's) stopped while the tokenizer was built
+    (("transformers/models/llama/tokenization_llama_fast.py", "__init__"), "tokenizer_error"),
+    (("transformers/models/t5/tokenization_t5.py", "__init__"), "tokenizer_error"),
+    # trap: the model's own modelling file is no tokenizer
+    (("transformers/models/llama/modeling_llama.py", "forward"), "unknown"),
+])
+def test_round_79_a_cut_inside_a_models_tokenizer_class(innermost, cls):
+    frames = _cut_frames(("vllm/transformers_utils/tokenizer.py", "get_tokenizer"), innermost)
+    assert diagnose(frames).cls == cls
+
+
 def test_round_76_a_record_inside_an_exception_groups_borders_is_no_part_of_its_message():
     # torch's ProcessGroupNCCL teardown warning, written by the rank after the exception inside the group's borders,
     # was read as the exception's message and named the failure nccl_failure (the paste-form test, after the tier
