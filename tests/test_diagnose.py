@@ -3119,6 +3119,7 @@ def test_a_strong_component_scores_two_points_but_yields_to_a_cause(tmp_path):
     (tmp_path / "t.toml").write_text("""version = 1
 [[class]]
 id = "speculative_config"
+strong = ['eagle']
 strong_component = ['\\bdraft']
 [[class]]
 id = "kv_cache_insufficient"
@@ -3133,7 +3134,9 @@ tokens = ['tokenizer']
                         # a cause's words that reach min_score outvote it
                         ("ValueError: not enough room in the draft's KV cache", "kv_cache_insufficient"),
                         # a cause below min_score does not, and the margin is not met: nothing
-                        ("OSError: the draft tokenizer failed", None)]:
+                        ("OSError: the draft tokenizer failed", None),
+                        # beside the class's own cause word it is one point, and widens no margin over another cause
+                        ("ValueError: EAGLE draft: not enough room in the KV cache", None)]:
         lines = normalize(line)
         verdict = name_by_tokens(lines, parse_tracebacks(lines), 0, cat, tier)
         assert (verdict.cls if verdict else None) == named, line

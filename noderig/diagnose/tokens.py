@@ -12,9 +12,9 @@ the deploy never repairs on it. The evidence is the line that holds the tokens.
 
 Words are of three kinds: a cause's (``tokens``, ``strong``, ``modules``); a component's names
 (``component``, ``component_modules``: where it failed, which never outvote a class whose cause
-words reach ``min_score``; ``strong_component``, a component only the class's feature has, scores two alone); and a
-state (``qualifiers``: "missing", "mismatch"), which counts only
-beside another word of its class. When no class reaches ``min_score`` and the failure is a bug's
+words reach ``min_score``; ``strong_component``, a component only the class's feature has, scores two
+when it is the class's only word); and a state (``qualifiers``: "missing", "mismatch"), which counts
+only beside another word of its class. When no class reaches ``min_score`` and the failure is a bug's
 exception (``programming_errors``), a launch setting that turns one class's feature on
 (``enabled_by``) names it (name_by_setting).
 
