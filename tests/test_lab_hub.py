@@ -426,8 +426,11 @@ def test_cli_serves_until_sigterm(repos, tmp_path):
 @needs_aria2
 def test_aria2_follows_redirect_with_parallel_ranges(hub, repos, tmp_path):
     name = shards(repos[KIMI_REPO])[0]
-    # Throttle each response so aria2's extra connections start before the first one ends.
-    lab_post(hub, "faults", {"rate_limit_bps": {"bps": 8 * MiB}})
+    # Throttle each response so that one connection alone would need four seconds for the shard:
+    # aria2's extra connections start long before the first one ends, even on a loaded CI machine
+    # (at a fixed 8 MiB/s a 3 MiB shard took 0.4 s, and once came whole through one connection).
+    size = (repos[KIMI_REPO] / name).stat().st_size
+    lab_post(hub, "faults", {"rate_limit_bps": {"bps": max(64 << 10, size // 4)}})
     r = aria2(hf_hub_url(KIMI_REPO, name, endpoint=hub.url), tmp_path, name)
     assert r.returncode == 0, r.stdout + r.stderr
     assert sha256_file(tmp_path / name) == sha256_file(repos[KIMI_REPO] / name)
