@@ -582,6 +582,15 @@ KNOWN_LOW_CONFIDENCE = {
         "a TypeError comparing None with an int; the command line's --speculative-config (MTP) names it"),
     "speculative_config/vllm-18906-eagle3-70b-hidden-size-assert": (
         "a KeyError naming a weight; the command line's --speculative-config (EAGLE3) names it"),
+    # round 81: raise sites whose refusal names the GPU in words the catalog has no signature for; the tier names them
+    "unsupported_gpu_arch/src81-vllm-flashattn-mla-not-supported-on-this-device": (
+        "'X is not supported on this device': a refusal and the hardware it is about, no SM number"),
+    "unsupported_gpu_arch/src81-sglang-marlin-lora-moe-requires-compute-capability-9": (
+        "'requires CUDA compute capability >= 9': a minimum, in a scheduler's record without frames"),
+    "port_in_use/src81-vllm-could-not-find-open-port-vllm-port": (
+        "a launcher that found every port it tried taken; the socket's own error is never printed"),
+    "port_in_use/src81-sglang-strict-ports-port-unavailable": (
+        "a port --strict-ports needs and cannot have, probed before any bind"),
 }
 
 
@@ -2732,6 +2741,13 @@ def test_traceback_state_machine_edges():
     (["ValueError: --enable-foo and --disable-bar cannot be used together"], "invalid_server_args"),
     (["ValueError: invalid value 'yes' for --enable-bar"], "invalid_server_args"),
     (["RuntimeError: port 8000 is already in use by another process"], "port_in_use"),
+    # round 81, from the releases' raise sites: a refusal about "this device" / "the current GPU", a minimum compute
+    # capability after "requires"; a launcher that found no free port, a port it must have that is taken
+    (["AssertionError: FooMLA is not supported on this device"], "unsupported_gpu_arch"),
+    (["ValueError: the dequantize kernel is not supported for the current device"], "unsupported_gpu_arch"),
+    (["ValueError: W4A8 checkpoints require CUDA compute capability >= 90; got 89"], "unsupported_gpu_arch"),
+    (["RuntimeError: Failed to find available port after 50 attempts (started from port 8000)"], "port_in_use"),
+    (["RuntimeError: API server port 8000 is unavailable"], "port_in_use"),
     # a word only one cause uses (`strong`) names it alone when no other class's word is there
     (["ValueError: this combination of speculative settings is refused by the scheduler"], "speculative_config"),
     # the module path of the frames counts as one token: a refusal raised in speculative code (a ValueError
@@ -2756,6 +2772,10 @@ def test_ninth_round_key_tokens_name_a_failure_no_signature_knows(lines, cls):
     (["RuntimeError: NCCL allreduce on the shm broadcast failed"], "unknown"),
     # the draft says where it failed, not why: another cause's words decide (round 79; before, a tie: unknown)
     (["RuntimeError: NCCL allreduce on the draft worker failed"], "nccl_failure"),
+    # "this device" alone is no refusal of the GPU; an open port alone names nothing (round 81)
+    (["RuntimeError: failed to allocate a staging buffer on this device"], "unknown"),
+    (["ValueError: no open ports in the config"], "unknown"),
+    (["RuntimeError: CUDA error: out of memory on this device"], "cuda_oom"),
     # "nccl" names a component, not a cause: alone it names nothing
     (["RuntimeError: nccl could not open its shared segment /dev/shm/nccl-x"], "unknown"),
     # the tokens are in the command line, not in the line that decided the failure (a bug's TypeError there is
