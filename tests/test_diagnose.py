@@ -2804,6 +2804,36 @@ def test_ninth_round_key_tokens_keep_to_their_cause(lines, cls):
 
 
 @pytest.mark.parametrize("lines, cls", [
+    # a message copied alone, no logger's prefix and no failure word, that refuses or lacks something its key tokens
+    # name: what failed (round 81; the leave-one-out measure's lone lines, read healthy once their own lines are out)
+    (["draft model head size must match the target model for speculation"], "speculative_config"),
+    (["missing shard model-00003-of-00008.safetensors"], "checkpoint_incomplete"),
+    (["the KV cache is too small for one request", "of max_model_len 131072"], "kv_cache_insufficient"),
+])
+def test_a_message_pasted_alone_that_refuses_is_a_failure_its_tokens_name(lines, cls):
+    d = diagnose("\n".join(lines))
+    assert d.cls == cls, d.cause
+    assert d.remedy is None and d.confidence < 0.6 and "key tokens" in d.cause
+
+
+@pytest.mark.parametrize("lines", [
+    # a class's words without a refusal: a progress bar, a setting's value, a version line
+    ["Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|######| 67/67 [00:05<00:00, 12.5it/s]"],
+    ["Speculative decoding with EAGLE3, num_speculative_tokens=3, draft model loaded"],
+    ["torch 2.9.0+cu128, compute capability 10.0 (sm_100), flashinfer 0.5.2"],
+    # a refusal the program goes on from, or that its logger marked as a warning
+    ["No speculative draft model given, speculative decoding disabled"],
+    ["the fused MoE kernel is not tuned for sm_120; using the default config"],
+    [" WARN text_generation_launcher: `trust_remote_code` is set. Trusting that model do not contain malicious code."],
+    ["WARNING 01-01 00:00:01 [eagle.py:1] draft vocab size does not match the target's; using the target's"],
+    # more than a message: four lines are a log's excerpt, read as a log
+    ["draft model head size must match the target model", "INFO: loading", "INFO: loaded", "INFO: warming up"],
+])
+def test_a_short_paste_that_refuses_nothing_stays_healthy(lines):
+    assert diagnose("\n".join(lines)).cls == "healthy"
+
+
+@pytest.mark.parametrize("lines, cls", [
     # the CUDA allocator's own call failing, whoever called it
     (["cudaMallocAsync returned out of memory on device 1"], "cuda_oom"),
     (["ggml_gallocr_reserve_n: failed to allocate CUDA1 buffer of size 1048576"], "cuda_oom"),

@@ -11,6 +11,8 @@ ready, is read apart from the signatures (startup.py); outcomes.py builds the Di
 
 from __future__ import annotations
 
+import re
+
 from .catalog import Catalog, default_catalog
 from .logfile import escaped
 from .matching import Match, find_matches, pick_root
@@ -44,7 +46,9 @@ def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnos
     first = _first_failure(lines, cat, code, tbs) if root is None or not root.strong else None
     if root is None or (not root.strong and first is None):
         # nothing failed: a symptom alone (a timeout setting, a warning's words) is no failure
-        return healthy(lines, cat, None) if first is None else _unrecognised(lines, tbs, first, cat)
+        if first is None:
+            return _message_alone(lines, tbs, cat) or healthy(lines, cat, None)
+        return _unrecognised(lines, tbs, first, cat)
     return known(lines, tbs, matches, root)
 
 
@@ -55,6 +59,40 @@ def _unrecognised(lines: list[Line], tbs: list[Traceback], first: int, cat: Cata
     if verdict is None:
         return unknown(lines, tbs, first, cat.relay)
     return by_tokens(lines, tbs, first, cat.get(verdict.cls), verdict.index, verdict.hits, verdict.setting)
+
+
+# a paste of this many lines or fewer, none of them a logger's record, is a message copied alone
+_MESSAGE_ALONE_LINES = 3
+# what a message copied alone must say to be a failure: a refusal, a lack, a limit (a progress bar, a setting's value or
+# a version line names a class's component and refuses nothing)
+_REFUSAL = re.compile(r"\b(must|only|not|no|cannot|can't|unable|unsupported|invalid|illegal|missing|requires?|mismatch"
+                      r"|incompatible|exceeds?|too (large|small|many|few|long|short)|insufficient)\b", re.IGNORECASE)
+# ... and not that the program goes on (the words the catalog's arch refusals exclude, and a feature turned off)
+_GOES_ON = re.compile(r"\b(using|falls? ?back|falling back|fallback|continuing|disabl(ing|ed)|skipping|instead|ignor(ing|ed)"
+                      r"|defaulting|rounded)\b", re.IGNORECASE)
+# what is not a message that failed: a record that names its level in words normalize does not read as a level (TGI's
+# " WARN text_generation_launcher:"), a Python warning, an option's help ("  --tokenizer-backend {a,b}  ... requires"),
+# pip's note on a dependency it did not install ("x 0.6.1 requires y, which is not installed.")
+_NOT_A_FAILURE = re.compile(r"^\s*(\S+\s+){0,5}(WARN(ING)?|INFO|DEBUG|NOTICE)\b|\b\w*Warning:|^\s*--?\w"
+                            r"|\brequires [\w.-]+.{0,60}, (which is not installed|but you have)\b")
+
+
+def _message_alone(lines: list[Line], tbs: list[Traceback], cat: Catalog) -> Diagnosis | None:
+    """A paste that is one message and nothing else, no logger's prefix, no failure word ("draft model vocab type must
+    match target model"; "SGlang only supports sm 75 and above"): the message is what failed, as a bare exception
+    line is, when its key tokens clearly name a class; else None (it may be any line of a healthy log)."""
+    said = [i for i, ln in enumerate(lines) if ln.text.strip()]
+    if not said or len(said) > _MESSAGE_ALONE_LINES or tbs or any(lines[i].prefixed or lines[i].level in QUIET_LEVELS
+                                                                   for i in said):
+        return None
+    texts = [lines[i].text for i in said]
+    if not any(_REFUSAL.search(t) for t in texts) or any(_GOES_ON.search(t) or _NOT_A_FAILURE.search(t)
+                                                          or cat.is_benign(t) for t in texts):
+        return None
+    verdict = name_by_tokens(lines, tbs, said[0], cat)
+    if verdict is None or verdict.setting is not None:
+        return None
+    return by_tokens(lines, tbs, said[0], cat.get(verdict.cls), verdict.index, verdict.hits, None)
 
 
 def _after_a_failure_dropped(matches: list[Match], lines: list[Line], cat: Catalog, code: set[int],
