@@ -65,7 +65,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout72", "crashlogs_heldout73",
                                                                  "crashlogs_heldout74", "crashlogs_heldout76",
                                                                  "crashlogs_heldout77", "crashlogs_heldout78",
-                                                                 "crashlogs_heldout79", "crashlogs_heldout80")]
+                                                                 "crashlogs_heldout79", "crashlogs_heldout80",
+                                                                 "crashlogs_heldout81")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 # Held-out splits of rounds that chose logs because the diagnosis got them wrong (their collectors ran it first): split
 # by the same rule and never tuned on, but printed apart, so the measure above stays one of logs as users post them
