@@ -6,9 +6,9 @@ directory's class. tests/fixtures/crashlogs_heldout/ .. crashlogs_heldout26/, cr
 crashlogs_heldout31/, crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_heldout45/,
 crashlogs_heldout47/ .. crashlogs_heldout51/, crashlogs_heldout53/ .. crashlogs_heldout60/,
 crashlogs_heldout64/ .. crashlogs_heldout68/, crashlogs_heldout71/ .. crashlogs_heldout74/, crashlogs_heldout76/ ..
-crashlogs_heldout80/ hold real logs set aside
+crashlogs_heldout82/ hold real logs set aside
 (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the accuracy
-tables only, never asserted on. The per-class accuracy of the fixtures and of the sixty-five held-out splits (there is
+tables only, never asserted on. The per-class accuracy of the fixtures and of the sixty-seven held-out splits (there is
 no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to 63, 69, 70 or 75: those rounds made probes or tuning
 logs, not splits, or chose their logs for the misses: crashlogs_gaps61 to 63, and 70; round 75's were synthesized
 from the release's raise sites) is printed in the terminal summary of every run.
@@ -28,7 +28,7 @@ import pytest
 
 from noderig.diagnose import CatalogError, diagnose, load_catalog, normalize, parse_tracebacks
 from noderig.diagnose.catalog import CATALOG_PATH, default_catalog
-from noderig.diagnose.normalize import strip_prefixes
+from noderig.diagnose.normalize import strip_prefixes, with_continuation
 from noderig.diagnose.report import render, to_json
 from noderig.diagnose.tracebacks import traceback_chain
 
@@ -558,9 +558,6 @@ KNOWN_MISSES = {
         "kernel_abi_mismatch", "an undefined symbol in a vLLM extension reads as a build for another torch; only the "
                                "PR says the symbol's source file was left out of the _C_stable_libtorch build"),
     # round 82
-    "unsupported_gpu_arch/spark-vllm-docker-143-gb10-fp8-kernel-only-supports-sm120": (
-        "unknown", "two lines, a kernel's 'This kernel only supports sm120.' and a cudaErrorLaunchFailure, name no GPU "
-                   "or sm_121; only the reporter's write-up says the GPU is SM12.1 and the sm120-only guard traps on it"),
     "unsupported_gpu_arch/sparkrun-220-gb10-deepgemm-no-sm121-mqa-logits-impl": (
         "unknown", "DeepGEMM's include_parser assertion that it failed to open sm121_fp8_mqa_logits.cuh reads as a "
                    "missing file; only the report says the image ships only sm100/sm120 variants for this SM 12.1 GPU"),
@@ -1148,8 +1145,6 @@ KNOWN_FORM_MISSES: dict[tuple[str, str], tuple[str, str]] = {
 }
 
 
-# the same tuning miss behind the process prefixes a launcher writes (this round's forms): each of its three lines
-# is then a prefixed record, and the key-token tier reads it as labelled (unknown), as under the SGLang prefix
 # a group raised around a warning's traceback: the ExceptionGroup is raised, so the paste is a failure
 KNOWN_FORM_MISSES[("an exception group around the traceback", "healthy/src-sglang-hf-quant-config-retry-tracebacks")] = (
     "unknown", "the form raises an ExceptionGroup around tracebacks SGLang logged as warnings: a raised group no "
@@ -1157,20 +1152,12 @@ KNOWN_FORM_MISSES[("an exception group around the traceback", "healthy/src-sglan
 KNOWN_FORM_MISSES[("IPython's traceback in a notebook", "healthy/src-sglang-hf-quant-config-retry-tracebacks")] = (
     "unknown", "the form prints tracebacks SGLang logged as warnings as IPython prints a raised one (a header naming "
                "the exception): read as raised, an unrecognised failure")
-KNOWN_FORM_MISSES.update({
-    (form, "unknown/sglang-26987-dsv4-pro-b300-graph-replay-illegal-memory-xid31"): (
-        "unknown", "under a launcher's process prefix on every line the tier no longer gives the capture class its "
-                   "lead, as under the SGLang rank prefix")
-    for form in ("a Ray task with no name", "a Ray task on another node", "SkyPilot", "mpirun --tag-output")})
 # round 82: a two-line hard-wrapped vLLM startup refusal ("Free memory on device ... on startup is" / "less than
-# desired GPU memory utilization ...") behind a prefix on every line: the halves are no longer rejoined into the one
-# message the free-memory signature reads, and the log comes out unknown
-KNOWN_FORM_MISSES.update({
-    (form, "cuda_oom/cognithor-pr-317-desktop-gpu-free-memory-below-095"): (
-        "unknown", "under a prefix on every line the hard-wrapped free-memory refusal is not rejoined, so neither "
-                   "half carries the whole message the signature reads")
-    for form in ("SGLang rank prefix", "a Ray task with no name", "a Ray task on another node", "SkyPilot",
-                 "mpirun --tag-output")})
+# desired GPU memory utilization ...") behind a timed logger's prefix on every line: two records, not one message
+# wrapped (a launcher's process prefix on both lines is one message: normalize._same_process), so neither half
+# carries the whole message the signature reads
+KNOWN_FORM_MISSES[("SGLang rank prefix", "cuda_oom/cognithor-pr-317-desktop-gpu-free-memory-below-095")] = (
+    "unknown", "under a timed logger's prefix on every line the hard-wrapped free-memory refusal is two records")
 
 
 @pytest.mark.parametrize("form", PASTE_FORMS)
@@ -1198,6 +1185,20 @@ def test_hard_wrapped_paste_is_rejoined():
     assert lines == original
     d = diagnose("\n".join(wrapped))
     assert d.cls == "kv_cache_insufficient" and d.chain == ["llm_engine.from_engine_args"]
+
+
+def test_a_message_wrapped_under_a_launchers_process_prefix_is_read_whole():
+    # Ray (like SkyPilot, mpirun and docker compose) prefixes every line a process prints, its message's second line
+    # too: the two halves are one message, as without the prefix (round 82's cognithor log behind Ray)
+    halves = ["ValueError: Free memory on device cuda:0 (30.12/31.84 GiB) on startup is",
+              "less than desired GPU memory utilization (0.95, 30.25 GiB)."]
+    assert diagnose("\n".join(f"(EngineCore pid=88) {h}" for h in halves)).cls == "cuda_oom"
+    lines = normalize("(EngineCore pid=88) first\n(EngineCore pid=88) second\n(EngineCore pid=89) third")
+    assert with_continuation(lines, 0)[1] == "second"
+    assert with_continuation(lines, 1)[1] is None  # another process's line
+    # a logger's record is one record per line, whatever its prefix: never joined
+    timed = normalize("[2026-01-01 10:00:00 TP0] first\n[2026-01-01 10:00:00 TP0] second")
+    assert with_continuation(timed, 0)[1] is None
 
 
 def test_frame_line_cut_inside_its_path_is_rejoined():
