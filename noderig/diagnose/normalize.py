@@ -717,6 +717,13 @@ _NEW_RECORD = re.compile(r'^\s*(File "|Traceback \(most recent call last\)|Durin
                          + IPY_HEADER.pattern + "|" + IPY_FRAME.pattern + "|" + IPY_CELL.pattern)
 
 
+def _same_process(line: Line, nxt: Line) -> bool:
+    """Both lines carry the same launcher's prefix and no logger's (no time, no level): Ray, SkyPilot, mpirun and
+    docker compose put their prefix on every line a process prints, so a message's second line has one too."""
+    return (line.prefixed and line.time is None and nxt.time is None and line.level is None and nxt.level is None
+            and (line.source, line.rank) == (nxt.source, nxt.rank))
+
+
 def with_continuation(lines: list[Line], i: int) -> tuple[str, str | None]:
     """Line ``i`` joined with the next line when that one continues it, and the next line's text
     (None when it does not): a message a paste or a logger wrapped at a word ("...failed to bind
@@ -728,7 +735,7 @@ def with_continuation(lines: list[Line], i: int) -> tuple[str, str | None]:
     if i + 1 >= len(lines) or not text.strip():
         return text, None
     nxt = lines[i + 1]
-    if (not nxt.text.strip() or nxt.prefixed or nxt.rank not in (None, lines[i].rank) or _NEW_RECORD.match(nxt.text)
-            or _EXC_LINE.match(nxt.text.lstrip())):
+    if (not nxt.text.strip() or (nxt.prefixed and not _same_process(lines[i], nxt))
+            or nxt.rank not in (None, lines[i].rank) or _NEW_RECORD.match(nxt.text) or _EXC_LINE.match(nxt.text.lstrip())):
         return text, None
     return f"{text.rstrip()} {nxt.text.strip()}", nxt.text
