@@ -66,7 +66,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout74", "crashlogs_heldout76",
                                                                  "crashlogs_heldout77", "crashlogs_heldout78",
                                                                  "crashlogs_heldout79", "crashlogs_heldout80",
-                                                                 "crashlogs_heldout81", "crashlogs_heldout82")]
+                                                                 "crashlogs_heldout81", "crashlogs_heldout82",
+                                                                 "crashlogs_heldout83")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 # Held-out splits of rounds that chose logs because the diagnosis got them wrong (their collectors ran it first): split
 # by the same rule and never tuned on, but printed apart, so the measure above stays one of logs as users post them
@@ -561,6 +562,11 @@ KNOWN_MISSES = {
     "unsupported_gpu_arch/sparkrun-220-gb10-deepgemm-no-sm121-mqa-logits-impl": (
         "unknown", "DeepGEMM's include_parser assertion that it failed to open sm121_fp8_mqa_logits.cuh reads as a "
                    "missing file; only the report says the image ships only sm100/sm120 variants for this SM 12.1 GPU"),
+    # round 83
+    "nccl_failure/sglang-pr-531-4090-custom-allreduce-peer-access": (
+        "unknown", "vLLM's custom_all_reduce.cuh 'peer access is not supported between these two devices' under 'Init "
+                   "nccl begin', cut in the frames; no NCCL error or collective call is named, only the PR says the "
+                   "4090 has no P2P and the custom all-reduce must stay off"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
