@@ -562,11 +562,6 @@ KNOWN_MISSES = {
     "unsupported_gpu_arch/sparkrun-220-gb10-deepgemm-no-sm121-mqa-logits-impl": (
         "unknown", "DeepGEMM's include_parser assertion that it failed to open sm121_fp8_mqa_logits.cuh reads as a "
                    "missing file; only the report says the image ships only sm100/sm120 variants for this SM 12.1 GPU"),
-    # round 83
-    "nccl_failure/sglang-pr-531-4090-custom-allreduce-peer-access": (
-        "unknown", "vLLM's custom_all_reduce.cuh 'peer access is not supported between these two devices' under 'Init "
-                   "nccl begin', cut in the frames; no NCCL error or collective call is named, only the PR says the "
-                   "4090 has no P2P and the custom all-reduce must stay off"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -2841,6 +2836,18 @@ def test_a_message_pasted_alone_that_refuses_is_a_failure_its_tokens_name(lines,
     d = diagnose("\n".join(lines))
     assert d.cls == cls, d.cause
     assert d.remedy is None and d.confidence < 0.6 and "key tokens" in d.cause
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # vLLM's CUDACHECK in its custom all-reduce prints this and exits: a failure whatever CUDA said (round 83)
+    (["Failed: Cuda error /v/csrc/custom_all_reduce.cuh:307 'invalid argument'"], "unknown"),
+    # two GPUs without peer access under a custom all-reduce (or NCCL's P2P): the collectives' set-up failed
+    (["[gpu_id=0] Set cuda device.", "[gpu_id=1] Set cuda device.", "[gpu_id=0] Init nccl begin.",
+      "Failed: Cuda error /v/csrc/custom_all_reduce.cuh:307 'peer access is not supported between these two devices'"],
+     "nccl_failure"),
+])
+def test_a_custom_all_reduce_cuda_check_is_a_failure(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
 
 
 @pytest.mark.parametrize("lines", [

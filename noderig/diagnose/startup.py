@@ -164,6 +164,8 @@ FAILURE = re.compile(
     # a CUDA call's error, where the line starts or after the caller that checked it
     # ("CUDA error (x.h:188): ...", "x.cu(57) : getLastCudaError() CUDA error : KernelError : (500) ...")
     r"\bCUDA (driver |runtime )?error\s*(\d+ at \S+:\d+\s*)?[(:]|"  # ggml's "CUDA error 2 at ggml-cuda.cu:5509: ..."
+    # vLLM's CUDACHECK in its custom all-reduce, which exits after it: "Failed: Cuda error x.cuh:307 'peer access ...'"
+    r"\bFailed: Cuda error \S+:\d+ '|"
     + _ABORT + "|" + _FORMS + "|" + _PROSE, re.IGNORECASE)
 # After the ready line only a dead process is a failure (a request's traceback is not). The shell's
 # own report of a signal is also read in the locale it was printed in ("段错误 (核心已转储)"). uvicorn's
