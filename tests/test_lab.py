@@ -106,8 +106,16 @@ def test_package_source_installs_and_aria2c_fetches_a_shard_with_ranges(lab):
     info = HfApi(endpoint=lab.layout.hub_url, token=False).model_info(MODEL, files_metadata=True)
     shard = max((s for s in info.siblings if s.rfilename.endswith(".safetensors")), key=lambda s: s.size)
     hub_call(lab, "/_lab/reset", {})
+    # each response throttled so that one connection alone would need four seconds: aria2's extra connections start
+    # before the first one ends, even on a loaded machine (test_lab_hub's parallel-ranges test once came whole)
+    hub_call(lab, "/_lab/faults", {"rate_limit_bps": {"bps": max(64 << 10, shard.size // 4), "count": -1,
+                                                      "scope": "cdn"}})
     url = f"{lab.layout.hub_url}/{MODEL}/resolve/{info.sha}/{shard.rfilename}"
-    lab.run("b300", f"rm -rf /tmp/fetch && aria2c -q -x4 -s4 -k1M --file-allocation=none -d /tmp/fetch -o shard '{url}'")
+    try:
+        lab.run("b300", f"rm -rf /tmp/fetch && aria2c -q -x4 -s4 -k1M --file-allocation=none -d /tmp/fetch "
+                        f"-o shard '{url}'")
+    finally:
+        hub_call(lab, "/_lab/faults", {"rate_limit_bps": None})
     got = lab.run("b300", "sha256sum /tmp/fetch/shard").stdout.split()[0]
     assert got == shard.lfs.sha256
     stats = hub_call(lab, "/_lab/stats")
