@@ -4094,3 +4094,34 @@ def test_round_76_a_record_inside_an_exception_groups_borders_is_no_part_of_its_
     final = parse_tracebacks(normalize(text))[-1].final
     assert final.exc_type == "RuntimeError" and "NOT been destroyed" not in final.message
     assert diagnose(text).cls == "unknown"
+
+
+# an SGLang start cut before its ready line (the healthy excerpts of issue 13): the two records below are what a
+# newer SGLang prints on a model without generation_config.json and on an older transformers
+_SG_NO_GENERATION_CONFIG = ("[2026-08-01 23:37:49] Failed to load generation config for org/m-INT4: org/m-INT4 does not "
+                            "appear to have a file named generation_config.json. Checkout "
+                            "'https://huggingface.co/org/m-INT4/tree/main' for available files.. Proceeding without "
+                            "generation config.")
+_SG_PROCESSOR_IMPORT = ("Ignore import error when loading sglang.srt.multimodal.processors.gemma4: cannot import name "
+                        "'Gemma4AudioConfig' from 'transformers' (/usr/local/lib/python3.12/dist-packages/transformers/"
+                        "__init__.py)")
+
+
+@pytest.mark.parametrize("line", [_SG_NO_GENERATION_CONFIG, _SG_PROCESSOR_IMPORT])
+def test_a_start_cut_before_ready_with_sglangs_optional_file_and_module_notes_is_healthy(line):
+    log = ["[2026-08-01 23:37:33] server_args=ServerArgs(model_path='org/m-INT4', tp_size=1)", line,
+           "[2026-08-01 23:37:50] Load weight begin. avail mem=115.36 GB"]
+    d = diagnose("\n".join(log))
+    assert d.cls == "healthy" and not d.ready, d.cause
+
+
+def test_the_traps_of_sglangs_optional_file_and_module_notes():
+    # the same missing-file words for a file the model needs, and without SGLang's going on, stay a failure
+    assert diagnose("OSError: org/m does not appear to have a file named config.json. Checkout "
+                    "'https://huggingface.co/org/m/tree/main' for available files.").cls == "checkpoint_incomplete"
+    assert diagnose(_SG_NO_GENERATION_CONFIG.replace(" Proceeding without generation config.", "")).cls != "healthy"
+    # an error glued after SGLang's words is not hidden (anchored at the end)
+    assert diagnose(_SG_NO_GENERATION_CONFIG + " RuntimeError: CUDA error: out of memory").cls != "healthy"
+    # another package's module whose import failed is no SGLang registry's note
+    assert diagnose("Ignore import error when loading vendor.models.x: No module named 'y'\n"
+                    "ImportError: No module named 'y'").cls != "healthy"
