@@ -4125,3 +4125,37 @@ def test_the_traps_of_sglangs_optional_file_and_module_notes():
     # another package's module whose import failed is no SGLang registry's note
     assert diagnose("Ignore import error when loading vendor.models.x: No module named 'y'\n"
                     "ImportError: No module named 'y'").cls != "healthy"
+
+
+@pytest.mark.parametrize("lines", [
+    # vLLM's dtype probe of a local directory given as the model (round 90's committed logs)
+    ["(APIServer pid=1009) ERROR 09-10 23:26:29 [config.py:130] Error retrieving safetensors: Repo id must be in the "
+     "form 'repo_name' or 'namespace/repo_name': '/data/gpt-oss-20b'. Use `repo_type` argument if needed., retrying 1 "
+     "of 2",
+     "(APIServer pid=1009) ERROR 09-10 23:26:31 [config.py:128] Error retrieving safetensors: Repo id must be in the "
+     "form 'repo_name' or 'namespace/repo_name': '/data/gpt-oss-20b'. Use `repo_type` argument if needed."],
+    # TensorFlow installed beside vLLM, imported with protobuf 5
+    ["AttributeError: 'MessageFactory' object has no attribute 'GetPrototype'"] * 3,
+])
+def test_round_90_a_vllm_start_cut_before_ready_with_its_dtype_probe_or_tensorflows_noise_is_healthy(lines):
+    log = ["INFO 09-10 23:26:06 [__init__.py:241] Automatically detected platform cuda.", *lines,
+           "(APIServer pid=1009) INFO 09-10 23:26:31 [__init__.py:1750] Using max model len 16384"]
+    d = diagnose("\n".join(log))
+    assert d.cls == "healthy" and not d.ready, d.cause
+
+
+def test_round_90_traps_the_protobuf_note_raised_and_another_error_glued():
+    raised = ["Traceback (most recent call last):", '  File "/x/app.py", line 3, in <module>', "    import tensorflow",
+              "AttributeError: 'MessageFactory' object has no attribute 'GetPrototype'"]
+    assert diagnose("\n".join(raised)).cls == "unknown"
+    # another attribute missing from protobuf's factory is no such note
+    assert diagnose("AttributeError: 'MessageFactory' object has no attribute 'GetMessages'").cls != "healthy"
+
+
+@pytest.mark.parametrize("line, cls", [
+    ("cli_demo.sh: line 5: 12989 Killed", "host_oom"),  # round 91: the command is not echoed after it
+    ("run.sh: line 19: 867080 Killed                  python -m vllm.entrypoints.openai.api_server", "host_oom"),
+    ("run.sh: line 19: 867080 Killedx", "unknown"),
+])
+def test_round_91_bashs_report_of_a_killed_child(line, cls):
+    assert diagnose(line).cls == cls
