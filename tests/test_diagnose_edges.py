@@ -4159,3 +4159,43 @@ def test_round_90_traps_the_protobuf_note_raised_and_another_error_glued():
 ])
 def test_round_91_bashs_report_of_a_killed_child(line, cls):
     assert diagnose(line).cls == cls
+
+
+def test_round_93_sglangs_2026_record_head_gives_the_level_and_drops_the_file():
+    lines = normalize("[2026-01-22 09:59:32] WARNING server_args.py:2184: Overlap scheduler is disabled when spec v2 is "
+                      "off or using unsupported speculative algorithm.\n"
+                      "[2026-01-22 09:59:40 TP0] ERROR scheduler.py:3101: Scheduler hit an exception\n"
+                      "WARNING server_args.py:2184: the same head without the bracket's time")
+    assert [(ln.level, ln.text[:19]) for ln in lines] == [
+        ("WARNING", "Overlap scheduler i"), ("ERROR", "Scheduler hit an ex"), (None, "WARNING server_args")]
+    # SGLang's warning that it turned the overlap scheduler off for speculative decoding is no failure
+    assert diagnose("\n".join(["[2026-01-22 09:59:29] INFO server_args.py:1724: Attention backend not specified. "
+                               "Use flashinfer backend by default.",
+                               "[2026-01-22 09:59:32] WARNING server_args.py:2184: Overlap scheduler is disabled when "
+                               "spec v2 is off or using unsupported speculative algorithm. You can set env "
+                               "SGLANG_ENABLE_SPEC_V2=True to enable the experimental overlap scheduler."])).cls == \
+        "healthy"
+
+
+_VLLM_FA_PROBE = ("(EngineCore_DP0 pid=118553) ERROR 07-31 16:21:40 [fa_utils.py:57] Cannot use FA version 2 is not "
+                  "supported due to FA2 is only supported on devices with compute capability >= 8")
+
+
+def test_round_94_vllms_flash_attention_probe_at_error_is_a_symptom_not_a_failure():
+    start = ["INFO 07-31 16:21:34 [__init__.py:216] Automatically detected platform cuda.", _VLLM_FA_PROBE,
+             "(EngineCore_DP0 pid=118553) INFO 07-31 16:21:41 [cuda.py:331] Using XFormers backend on V1 engine."]
+    assert diagnose("\n".join(start)).cls == "healthy"
+    # a kernel that fails after it, in words no signature names, is the old GPU's
+    failed = [*start, "(EngineCore_DP0 pid=118553) ERROR 07-31 15:52:26 [core.py:708] RuntimeError: Triton Error "
+                      "[CUDA]: device kernel image is invalid"]
+    assert diagnose("\n".join(failed)).cls == "unsupported_gpu_arch"
+
+
+def test_round_94_traps_another_error_record_stays_a_failure():
+    # vLLM's other records at ERROR are not read as warnings by the probe's words
+    assert diagnose("(EngineCore_DP0 pid=1) ERROR 07-31 16:21:40 [core.py:708] EngineCore failed to start.").cls != \
+        "healthy"
+    # the probe's words inside another message do not quiet it (anchored at the record's start)
+    assert diagnose("(EngineCore_DP0 pid=1) ERROR 07-31 16:21:40 [core.py:708] ValueError: Cannot use FA version 2 is "
+                    "not supported due to FA2 is only supported on devices with compute capability >= 8").cls == \
+        "unsupported_gpu_arch"

@@ -18,6 +18,11 @@ HEALTHY = sorted((FIXTURES / "healthy").glob("*.log"))
 FAILING_EXCERPTS = {
     "anton-vllm-server-context-length-requests": "a request's 'maximum context length' traceback at ERROR, its tail "
                                                  "cut after the lines that show the server serving",
+    "dgx-spark-vllm-0251-qwen38-27b-nvfp4-mtp-shutdown-enginedead": "the operator's shutdown and the EngineDeadError "
+                                                                     "it leaves, the tail cut after the ready line",
+    "multiagentsdebate-vllm-092-qwen3-14b-tp4-ctx-len-request-errors": "a request's 'maximum context length' "
+                                                                        "refusal, its tail cut after the lines that "
+                                                                        "show the server serving",
     "dgx-spark-sglang-int4-sigterm": "the shutdown's SIGTERM and its children's exit -15, the tail cut after the ready "
                                      "line and before the operator's stop record",
     "src-sglang-hf-quant-config-retry-tracebacks": "retry()'s tracebacks cut from the 'Will delay ... and retry' line "

@@ -215,6 +215,9 @@ _PYLOG_BASIC = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<lo
 # LMCache INFO: Max Q error: 0.0078125 (positional_encoding.py:123:...)": a record at INFO, whatever it says)
 _NAMED_LEVEL = re.compile(r"^(?P<logger>[A-Za-z][\w.-]{0,30}) (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL): (?=\S)")
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
+# SGLang's record head since its 2026 releases, after the bracket with the time: "[2026-01-22 09:59:32] WARNING
+# server_args.py:2184: " (the level, then the file and line that logged it)
+_LEVEL_FILE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.-]+\.py:\d+: (?=\S)")
 
 _TB_START = "Traceback (most recent call last)"
 _CONNECTOR = re.compile(r"^(The above exception was the direct cause of the following exception:|"
@@ -427,6 +430,8 @@ def _logger_level(text: str, c: str, info: dict) -> re.Match | None:
             info["prefixed"] = True
     if m is None:
         m = _PYLOG_BASIC.match(text)
+        if m is None and info.get("time") is not None:  # only behind the time a prefix gave
+            m = _LEVEL_FILE.match(text)
         if m:
             info.setdefault("level", m["level"])
     return m

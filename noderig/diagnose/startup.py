@@ -329,9 +329,13 @@ def outlived(lines: list[Line], cat: Catalog) -> set[int]:
     return {i for i in warned if i < last}
 
 
+# the levels a record the program goes on from is read up from: none (SGLang's logger prints none) or a logger's ERROR
+_NOT_QUIET = (None, "ERROR")
+
+
 def quieted(lines: list[Line], cat: Catalog, tbs: list[Traceback]) -> list[Line]:
-    """The lines, with those a program said are a warning it goes on from read at WARNING: a level-less record
-    the catalog's [warning_records] name, with every line it holds (the lines normalize.py attributed to it),
+    """The lines, with those a program said are a warning it goes on from read at WARNING: a level-less or ERROR
+    record the catalog's [warning_records] name, with every line it holds (the lines normalize.py attributed to it),
     and a traceback printed bare (what traceback.print_exc writes: its first line is the title alone) the first
     line after which is one of the catalog's [handled] notes from the same rank (a caught exception the program
     printed and retried; another rank's "Scheduler hit an exception: Traceback" is never one). The same list
@@ -340,7 +344,7 @@ def quieted(lines: list[Line], cat: Catalog, tbs: list[Traceback]) -> list[Line]
     if cat.warning_records:
         opened = {tb.start_index: tb for tb in tbs}  # the traceback each line opens, if any
         for i, ln in enumerate(lines):
-            if ln.level is None and any(p.search(ln.text) for p in cat.warning_records):
+            if ln.level in _NOT_QUIET and any(p.search(ln.text) for p in cat.warning_records):
                 quiet.add(i)  # the record, and the traceback it opens (the patterns end where one starts)
                 if i in opened:
                     quiet.update(range(i, opened[i].end_index + 1))
@@ -356,7 +360,7 @@ def quieted(lines: list[Line], cat: Catalog, tbs: list[Traceback]) -> list[Line]
                 quiet.add(j)  # the note itself, which quotes the exception it caught
     if not quiet:
         return lines
-    return [replace(ln, level="WARNING") if i in quiet and ln.level is None else ln for i, ln in enumerate(lines)]
+    return [replace(ln, level="WARNING") if i in quiet and ln.level in _NOT_QUIET else ln for i, ln in enumerate(lines)]
 
 
 def _printed_bare(start: Line, note: Line) -> bool:
