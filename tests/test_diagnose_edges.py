@@ -4199,3 +4199,18 @@ def test_round_94_traps_another_error_record_stays_a_failure():
     assert diagnose("(EngineCore_DP0 pid=1) ERROR 07-31 16:21:40 [core.py:708] ValueError: Cannot use FA version 2 is "
                     "not supported due to FA2 is only supported on devices with compute capability >= 8").cls == \
         "unsupported_gpu_arch"
+
+
+_VLLM_READY_THEN = ["(APIServer pid=5) INFO 08-21 10:20:00 [api_server.py:1] Starting vLLM API server 0 on "
+                    "http://0.0.0.0:8000", "(APIServer pid=5) INFO:     Application startup complete."]
+_ENGINE_DIED = ("(APIServer pid=5) ERROR 08-21 10:24:35 [core_client.py:600] Engine core proc EngineCore_DP0 died "
+                "unexpectedly, shutting down client.")
+
+
+@pytest.mark.parametrize("signal, cls", [
+    ("SIGTERM", "healthy"), ("SIGINT", "healthy"),  # the operator's stop, in vLLM 0.2x's words
+    ("SIGSEGV", "unknown"),  # trap: a signal nobody asks for is the engine's death
+])
+def test_round_94_vllms_engine_core_stop_record_makes_the_death_after_it_the_shutdown(signal, cls):
+    stop = f"(EngineCore pid=6) INFO 08-21 10:24:34 [core.py:1214] [shutdown] EngineCore: trigger received signal={signal}"
+    assert diagnose("\n".join([*_VLLM_READY_THEN, stop, _ENGINE_DIED])).cls == cls

@@ -177,8 +177,9 @@ DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|OOMKilled|CrashLoo
 # The server asked to stop (an operator's SIGTERM or Ctrl-C, a container stop): what dies after it is the
 # shutdown it asked for ("SIGTERM received. ... Draining requests and shutting down..." then a child's "crashed
 # with exit code -15" and SIGQUIT). Only the signal's own record: uvicorn's "Shutting down" follows a crash too.
-_STOP_ASKED = re.compile(r"\b(SIG(TERM|INT) received|Received SIG(TERM|INT)|received signal (SIG)?(TERM|INT|15|2)\b)",
-                         re.IGNORECASE)
+# vLLM's engine core since its 0.2x releases writes "[shutdown] EngineCore: trigger received signal=SIGTERM".
+_STOP_ASKED = re.compile(r"\b(SIG(TERM|INT) received|Received SIG(TERM|INT)|"
+                         r"received signal[ =](SIG)?(TERM|INT|15|2)\b)", re.IGNORECASE)
 # A warning, by its own header: Python's ("x.py:12: UserWarning: ..."), torch/c10's ("[W socket.cpp:663] ..."),
 # a plain "Warning: ..." line. What it says ("error: ..." in a fallback note) is not a failure.
 _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\d:.]+)?[ \]\w]")
