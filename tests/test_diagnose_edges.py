@@ -4214,3 +4214,25 @@ _ENGINE_DIED = ("(APIServer pid=5) ERROR 08-21 10:24:35 [core_client.py:600] Eng
 def test_round_94_vllms_engine_core_stop_record_makes_the_death_after_it_the_shutdown(signal, cls):
     stop = f"(EngineCore pid=6) INFO 08-21 10:24:34 [core.py:1214] [shutdown] EngineCore: trigger received signal={signal}"
     assert diagnose("\n".join([*_VLLM_READY_THEN, stop, _ENGINE_DIED])).cls == cls
+
+
+_NCCL_HOST = "vllm-deepseek-ep-decode-0:3663:4064 [0] NCCL INFO "
+
+
+def test_nccls_return_trace_alone_is_a_failure_seen():
+    # NCCLCHECK logs every call that failed, at INFO, with the error it returned: a paste of NCCL_DEBUG=INFO output that
+    # holds only this trace failed, though no class is named by it (NCCL failing to allocate is cuda_oom's, a full
+    # /dev/shm shm_too_small's: the tuning logs with such a trace are of four classes)
+    trace = [_NCCL_HOST + "transport.cc:148 -> 2", _NCCL_HOST + "transport/generic.cc:49 -> 2",
+             _NCCL_HOST + "group.cc:73 -> 2 [Async thread]"]
+    d = diagnose("\n".join(trace))
+    assert d.cls == "unknown" and "transport.cc:148 -> 2" in d.evidence[0].line
+
+
+@pytest.mark.parametrize("line", [
+    "Channel 00/02 : 0[0] -> 1[1] via P2P/CUMEM/read",  # the ring's arrows, no call's return
+    "Trees [0] 1/-1/-1->0->-1 [1] 1/-1/-1->0->-1",
+    "Connected all rings, use ring PXN 0 GDR 1",
+])
+def test_nccls_topology_arrows_are_no_return_trace(line):
+    assert diagnose(_NCCL_HOST + line).cls == "healthy"

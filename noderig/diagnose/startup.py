@@ -75,6 +75,9 @@ _FORMS = (r"(^|[\s`*(\[（：:,，]|[\u3400-\u9fff](?=[A-Za-z]))\.*(\w+\. ?)*[A-
           r"\bcudaError(?!_?t\b)[A-Z]\w+|\bCUDA_ERROR_[A-Z_]+|"
           # NCCL's own report of a failure, or of a peer that died ("socketProgress: Connection closed by remote peer")
           r"\bNCCL WARN\b.*\b(fail(ed|ure)|error|closed by remote peer)\b|\bWARN Call to \w+ failed|"
+          # NCCL's return trace: NCCLCHECK logs each call that failed, at INFO, with the error it returned ("NCCL
+          # INFO transport.cc:148 -> 2", "group.cc:73 -> 2 [Async thread]"); a paste of NCCL_DEBUG=INFO output alone
+          r"\bNCCL INFO [\w./-]+\.(cc|cu|h|c):\d+ -> [1-9]\d*\b|"
           r"\bNCCL error\b|^(\[[\w .-]+\]\s*)+\[(ERROR|CRITICAL|FATAL|E|F)\]|^\[[EF]\] |^.{0,40}\[(ERROR|CRITICAL|FATAL)\s*\]|"
           r"^\[[\w.-]+\] (ERROR|CRITICAL|FATAL):|"
           # a CUDA API call that failed, by name ("cudaMalloc failed: out of memory"); an exception class named
@@ -196,7 +199,7 @@ _FAILURE_WORDS = ("error", "exception", "exit", "interrupt", "traceback", "fatal
                   "for too long", "did not become", "repeated too quickly", "cannot find -l",
                   "closed by remote peer",
                   *(w.lower() for w in _SIGNAL_IN_LOCALE + _SIGNAL_IN_CHINESE))
-_FAILURE_SHAPES = re.compile(r"^\[[ef][\d \]]|\(\): [a-z]")
+_FAILURE_SHAPES = re.compile(r"^\[[ef][\d \]]|\(\): [a-z]|\.(cc|cu|h|c):\d+ -> [1-9]")
 
 
 def _failure_hinted(lower: str) -> bool:
