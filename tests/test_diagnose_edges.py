@@ -4236,3 +4236,14 @@ def test_nccls_return_trace_alone_is_a_failure_seen():
 ])
 def test_nccls_topology_arrows_are_no_return_trace(line):
     assert diagnose(_NCCL_HOST + line).cls == "healthy"
+
+
+def test_a_compilers_compilation_terminated_is_a_failure_seen():
+    # the last lines of a JIT build that could not find a header, pasted without gcc's "fatal error:" line
+    tail = ["   #include <cuda_fp8.h>", "            ^~~~~~~~~~~~", "  compilation terminated."]
+    assert diagnose("\n".join(tail)).cls == "unknown"
+    # with the fatal error line, the header names the class
+    whole = ["/x/flashinfer/csrc/a.cu:3:10: fatal error: cuda_fp8.h: No such file or directory", *tail]
+    assert diagnose("\n".join(whole)).cls == "missing_cuda_headers"
+    # trap: the words inside a sentence are no compiler's line
+    assert diagnose("INFO 01-01 00:00:00 [x.py:1] JIT compilation terminated early for cache hit").cls == "healthy"

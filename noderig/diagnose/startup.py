@@ -71,6 +71,8 @@ _FORMS = (r"(^|[\s`*(\[（：:,，]|[\u3400-\u9fff](?=[A-Za-z]))\.*(\w+\. ?)*[A-
           # NVSHMEM's own reports (DeepEP's internode setup): "x.h:63: non-zero status: 7: ..., exiting...", "aborting
           # due to error in nvshmemi_init_thread"
           r"\bnon-zero status: -?\d+|\baborting due to error\b|"
+          # gcc and nvcc end a fatal error (a header not found) with this line of its own: a build under way failed
+          r"^\s*compilation terminated\.\s*$|"
           r"\bAssertion (failed|error)\b|\bpanicked at\b|called `Result::unwrap\(\)` on an `Err` value|\berror\s+:\s|"
           r"\bcudaError(?!_?t\b)[A-Z]\w+|\bCUDA_ERROR_[A-Z_]+|"
           # NCCL's own report of a failure, or of a peer that died ("socketProgress: Connection closed by remote peer")
