@@ -129,6 +129,13 @@ def changed_ops(out: str) -> dict[str, int]:
     return found
 
 
+def parallel_ranges_rate(size: int) -> int:
+    """A throttle (bytes/s per response) at which one connection alone would need four seconds for a file of `size`:
+    aria2's extra connections start before the first one ends, even on a loaded CI machine (at a fixed 8 MiB/s a
+    3 MiB shard took 0.4 s and once came whole through one connection)."""
+    return max(64 << 10, size // 4)
+
+
 def hub_call(lab, path: str, data: dict | None = None) -> dict:
     """The lab Hub's test controls: /_lab/faults, /_lab/reset, /_lab/stats."""
     import json

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import hub_call, run_pyinfra
+from tests.conftest import hub_call, parallel_ranges_rate, run_pyinfra
 
 pytestmark = pytest.mark.lab
 
@@ -106,9 +106,7 @@ def test_package_source_installs_and_aria2c_fetches_a_shard_with_ranges(lab):
     info = HfApi(endpoint=lab.layout.hub_url, token=False).model_info(MODEL, files_metadata=True)
     shard = max((s for s in info.siblings if s.rfilename.endswith(".safetensors")), key=lambda s: s.size)
     hub_call(lab, "/_lab/reset", {})
-    # each response throttled so that one connection alone would need four seconds: aria2's extra connections start
-    # before the first one ends, even on a loaded machine (test_lab_hub's parallel-ranges test once came whole)
-    hub_call(lab, "/_lab/faults", {"rate_limit_bps": {"bps": max(64 << 10, shard.size // 4), "count": -1,
+    hub_call(lab, "/_lab/faults", {"rate_limit_bps": {"bps": parallel_ranges_rate(shard.size), "count": -1,
                                                       "scope": "cdn"}})
     url = f"{lab.layout.hub_url}/{MODEL}/resolve/{info.sha}/{shard.rfilename}"
     try:

@@ -37,6 +37,8 @@ from noderig_lab import checkpoints
 from noderig_lab.checkpoints import DRAFT_REPO, KIMI_REPO, MiB, RepoSpec, ensure_lab_repos, generate_repo
 from noderig_lab.hub import SIDECAR, start_hub
 
+from tests.conftest import parallel_ranges_rate
+
 TOKEN = "hf_labtesttoken0123456789"
 SHARD_RE = re.compile(r"model-(\d{5})-of-(\d{6})\.safetensors")
 DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I32": 4, "I64": 8, "F64": 8, "U8": 1, "I8": 1, "BOOL": 1}
@@ -426,11 +428,8 @@ def test_cli_serves_until_sigterm(repos, tmp_path):
 @needs_aria2
 def test_aria2_follows_redirect_with_parallel_ranges(hub, repos, tmp_path):
     name = shards(repos[KIMI_REPO])[0]
-    # Throttle each response so that one connection alone would need four seconds for the shard:
-    # aria2's extra connections start long before the first one ends, even on a loaded CI machine
-    # (at a fixed 8 MiB/s a 3 MiB shard took 0.4 s, and once came whole through one connection).
     size = (repos[KIMI_REPO] / name).stat().st_size
-    lab_post(hub, "faults", {"rate_limit_bps": {"bps": max(64 << 10, size // 4)}})
+    lab_post(hub, "faults", {"rate_limit_bps": {"bps": parallel_ranges_rate(size)}})
     r = aria2(hf_hub_url(KIMI_REPO, name, endpoint=hub.url), tmp_path, name)
     assert r.returncode == 0, r.stdout + r.stderr
     assert sha256_file(tmp_path / name) == sha256_file(repos[KIMI_REPO] / name)
