@@ -4219,14 +4219,27 @@ def test_round_94_vllms_engine_core_stop_record_makes_the_death_after_it_the_shu
 _NCCL_HOST = "vllm-deepseek-ep-decode-0:3663:4064 [0] NCCL INFO "
 
 
-def test_nccls_return_trace_alone_is_a_failure_seen():
+@pytest.mark.parametrize("code, cls", [
+    # ncclSystemError, ncclInternalError, ncclInvalidUsage, ncclRemoteError: NCCL's own failure (a full /dev/shm, a
+    # socket, a peer), named nccl_failure when nothing decisive says more (a symptom, as its watchdog timeouts are)
+    (2, "nccl_failure"), (3, "nccl_failure"), (5, "nccl_failure"), (6, "nccl_failure"),
+    # trap: ncclUnhandledCudaError is a CUDA call that failed, whose cause is CUDA's (out of memory, a driver): the
+    # tuning logs with such a trace alone are cuda_oom's and driver_mismatch's, so it names nothing
+    (1, "unknown"),
+])
+def test_nccls_return_trace_alone_is_a_failure_seen(code, cls):
     # NCCLCHECK logs every call that failed, at INFO, with the error it returned: a paste of NCCL_DEBUG=INFO output that
-    # holds only this trace failed, though no class is named by it (NCCL failing to allocate is cuda_oom's, a full
-    # /dev/shm shm_too_small's: the tuning logs with such a trace are of four classes)
-    trace = [_NCCL_HOST + "transport.cc:148 -> 2", _NCCL_HOST + "transport/generic.cc:49 -> 2",
-             _NCCL_HOST + "group.cc:73 -> 2 [Async thread]"]
+    # holds only this trace failed
+    trace = [_NCCL_HOST + f"transport.cc:148 -> {code}", _NCCL_HOST + f"transport/generic.cc:49 -> {code}",
+             _NCCL_HOST + f"group.cc:73 -> {code} [Async thread]"]
     d = diagnose("\n".join(trace))
-    assert d.cls == "unknown" and "transport.cc:148 -> 2" in d.evidence[0].line
+    assert d.cls == cls and f"transport.cc:148 -> {code}" in d.evidence[0].line
+
+
+def test_nccls_return_trace_after_a_decisive_cause_keeps_the_cause():
+    # a full /dev/shm that NCCL reports before its return trace stays the shared memory's
+    shm = (_NCCL_HOST.replace("INFO", "WARN") + "Error: failed to extend /dev/shm/nccl-XdZnGf to 9637892 bytes")
+    assert diagnose("\n".join([shm, _NCCL_HOST + "transport/shm.cc:114 -> 2"])).cls == "shm_too_small"
 
 
 @pytest.mark.parametrize("line", [
