@@ -37,3 +37,37 @@ def test_a_binary_built_against_another_version_is_the_abis(lines, named):
 ])
 def test_a_value_the_user_specified_refused_is_the_arguments(lines, named):
     assert _tier_names(*lines) == named
+
+
+@pytest.mark.parametrize("lines, named", [
+    # HIP's name for a kernel built without this GPU's arch, as CUDA's
+    (["RuntimeError: HIP error: invalid device function"], "unsupported_gpu_arch"),
+    (["RuntimeError: CUDA error: invalid device function"], "unsupported_gpu_arch"),
+    # the capture's API by name: torch's graph capture used outside it, SGLang's batch sizes to capture left empty
+    (["RuntimeError: get_currently_capturing_graph() can be used only between capture_begin() and capture_end(). Did "
+      "you use a stream without making it depend upon the original stream used for capture?"], "cuda_graph_capture"),
+    (["AssertionError: capture_bs=[]"], None),  # one word only: the tier names nothing
+    # a chat template Jinja cannot parse
+    (["jinja2.exceptions.TemplateSyntaxError: Encountered unknown tag 'generation'."], "tokenizer_error"),
+    (["jinja2.exceptions.UndefinedError: 'messages' is undefined"], "tokenizer_error"),
+    # trap: a device that is invalid for another reason is no arch
+    (["RuntimeError: CUDA error: invalid device ordinal"], None),
+])
+def test_an_arch_a_capture_or_a_template_named_by_their_own_words(lines, named):
+    assert _tier_names(*lines) == named
+
+
+@pytest.mark.parametrize("lines, named", [
+    # a repository that has no tokenizer is a tokenizer not there
+    (["thread 'main' panicked at 'called `Result::unwrap()` on an `Err` value: \"Model org/m on the Hub doesn't have a "
+      "tokenizer\"', router/src/main.rs:101:70"], "tokenizer_error"),
+    # a hybrid model's Mamba state cache with no room is the KV cache's
+    (["AssertionError: Not enough space for mamba cache, try to increase --max-mamba-cache-size."],
+     "kv_cache_insufficient"),
+    # CUDA's stub driver library: no driver behind it
+    (["RuntimeError: CUDA error code=34(b'CUDA_ERROR_STUB_LIBRARY')"], "driver_mismatch"),
+    # trap: a repository that has no chat template is no tokenizer missing ("have a" names the tokenizer itself)
+    (["ValueError: Model org/m doesn't have a chat template"], None),
+])
+def test_a_tokenizer_a_state_cache_or_a_driver_not_there(lines, named):
+    assert _tier_names(*lines) == named
