@@ -639,6 +639,7 @@ def test_twentieth_round_an_engine_core_death_reported_alone_says_where_its_erro
     ):
         d = diagnose(text)
         assert d.cls == "unknown" and "another process" in d.fix and "not in the log" in d.fix, text
+        assert d.incomplete == "other_process" and d.to_dict()["incomplete"] == "other_process"
 
 
 def test_twentieth_round_an_engine_core_death_after_its_own_error_gives_no_relay_note():
@@ -651,7 +652,7 @@ def test_twentieth_round_an_engine_core_death_after_its_own_error_gives_no_relay
         "(APIServer pid=77) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
     ])
     d = diagnose(text)
-    assert d.cls == "unknown" and not d.fix.startswith("The log does not show")
+    assert d.cls == "unknown" and not d.fix.startswith("The log does not show") and d.incomplete is None
 
 
 def test_twentieth_round_an_engine_core_death_after_an_error_line_of_its_own_gives_no_relay_note():
@@ -661,7 +662,7 @@ def test_twentieth_round_an_engine_core_death_after_an_error_line_of_its_own_giv
         "(APIServer pid=77) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
     ])
     d = diagnose(text)
-    assert d.cls == "unknown" and not d.fix.startswith("The log does not show")
+    assert d.cls == "unknown" and not d.fix.startswith("The log does not show") and d.incomplete is None
 
 
 def test_twentieth_round_an_engine_core_death_after_a_known_error_is_that_class():
@@ -680,7 +681,7 @@ def test_twentieth_round_a_traceback_cut_at_a_frame_says_the_exception_line_is_m
         "Mar 02 08:00:01 gpu1 vllm[811]:     self.model_runner.load_model()",
     ])
     d = diagnose(text)
-    assert d.cls == "unknown" and "stops inside a traceback" in d.fix
+    assert d.cls == "unknown" and "stops inside a traceback" in d.fix and d.incomplete == "cut_traceback"
 
 
 def test_twentieth_round_a_whole_traceback_or_a_native_backtrace_gives_no_cut_note():
@@ -695,7 +696,8 @@ def test_twentieth_round_a_whole_traceback_or_a_native_backtrace_gives_no_cut_no
         '  File "<unknown>", line 0, in c10d::ProcessGroupNCCL::allreduce',
     ])
     for text in (whole, native):
-        assert not diagnose(text).fix.startswith("The log does not show"), text
+        d = diagnose(text)
+        assert not d.fix.startswith("The log does not show") and d.incomplete is None, text
 
 
 # --------------------------------------------------------------------------------------------

@@ -102,22 +102,23 @@ def unknown(lines: list[Line], tbs: list[Traceback], first: int, relay: tuple[re
         cause = _clip(f"unrecognised failure: {s.exc_type}: {s.message.splitlines()[0] if s.message else ''}")
     else:
         cause = _clip(f"unrecognised failure: {lines[first].text.strip()}")
-    missing = _missing_cause(lines, tbs, tb, first, relay)
+    kind, missing = _missing_cause(lines, tbs, tb, first, relay) or (None, None)
     fix = ("No known signature matched. Read the evidence lines and the traceback; if this is a recurring "
            "failure, add its signature to noderig/diagnose/catalog.toml.")
     return Diagnosis(
         cls="unknown", title="Unrecognised failure", cause=cause, evidence=_collapse(ev), chain=chain,
         fix=f"The log does not show the cause: {missing} Diagnose again with those lines." if missing else fix,
         remedy=None, confidence=0.3, meaning="The launch failed with no signature in the catalog.",
-        component=_component(None, chain, lines),
+        component=_component(None, chain, lines), incomplete=kind,
     )
 
 
 def _missing_cause(lines: list[Line], tbs: list[Traceback], tb: Traceback | None, first: int,
-                   relay: tuple[re.Pattern, ...]) -> str | None:
+                   relay: tuple[re.Pattern, ...]) -> tuple[str, str] | None:
     """Why an unknown failure's cause is not in the log, when its shape says so (most pastes that
-    reach `unknown` are cut): the failure shown only relays another process's death and no
-    traceback in the log ends in an error of its own; or the traceback stops before its exception."""
+    reach `unknown` are cut), as (Diagnosis.incomplete's value, the words for the fix): the failure shown only
+    relays another process's death and no traceback in the log ends in an error of its own; or the
+    traceback stops before its exception."""
     def relays(text: str) -> bool:
         return any(p.search(text) for p in relay)
 
@@ -127,14 +128,14 @@ def _missing_cause(lines: list[Line], tbs: list[Traceback], tb: Traceback | None
     # other process's error may be that line, so the log is not said to lack it
     alone = not relays(lines[first].text) and not any(t.start_index <= first <= t.end_index for t in tbs)
     if reported and not own and not alone:
-        return (f"'{_clip(reported[0].text.strip(), 120)}' only reports that another process of the server "
-                "(its engine core, a worker, a scheduler) died; that process printed its own error earlier, under "
-                "its own prefix, and those lines are not in the log.")
+        return "other_process", (f"'{_clip(reported[0].text.strip(), 120)}' only reports that another process of "
+                                 "the server (its engine core, a worker, a scheduler) died; that process printed its "
+                                 "own error earlier, under its own prefix, and those lines are not in the log.")
     # a native backtrace (a segfault handler's "<unknown>" frames) has no exception line to lose
     native = tb is not None and all(f.file == "<unknown>" for f in tb.final.frames)
     if tb is not None and tb.final.exc_index is None and not own and not native:
-        return ("the log stops inside a traceback, at a frame, before the exception line that names the error; "
-                "the lines below the last frame are missing.")
+        return "cut_traceback", ("the log stops inside a traceback, at a frame, before the exception line that "
+                                 "names the error; the lines below the last frame are missing.")
     return None
 
 

@@ -35,6 +35,10 @@ class Diagnosis:
     ranks: list[str] = field(default_factory=list)  # ranks that showed the root cause
     stage: str | None = None  # healthy: how far the startup got ("weights loaded, ..., not yet ready")
     ready: bool = False  # the server's ready line was seen (and nothing fatal after it)
+    # a failure whose cause the log itself lacks, and why: "cut_traceback" (it stops inside a traceback, before the
+    # exception line) or "other_process" (it shows only that another process of the server died, not that process's
+    # own error); None when the log holds what failed. Fetch the lines it names and diagnose again
+    incomplete: str | None = None
 
     @property
     def healthy(self) -> bool:
@@ -46,7 +50,7 @@ class Diagnosis:
             "evidence": [e.to_json() for e in self.evidence], "chain": self.chain, "component": self.component,
             "fix": self.fix, "remedy": self.remedy, "alternatives": self.alternatives,
             "confidence": round(self.confidence, 2), "meaning": self.meaning, "also_seen": self.also_seen,
-            "ranks": self.ranks, "stage": self.stage, "ready": self.ready,
+            "ranks": self.ranks, "stage": self.stage, "ready": self.ready, "incomplete": self.incomplete,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
