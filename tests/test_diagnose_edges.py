@@ -4262,3 +4262,15 @@ def test_a_compilers_compilation_terminated_is_a_failure_seen():
     assert diagnose("\n".join(whole)).cls == "missing_cuda_headers"
     # trap: the words inside a sentence are no compiler's line
     assert diagnose("INFO 01-01 00:00:00 [x.py:1] JIT compilation terminated early for cache hit").cls == "healthy"
+
+
+@pytest.mark.parametrize("paste, cls", [
+    # torch's words for shapes that do not fit, pasted without the RuntimeError before them (round 96): a failure seen
+    ("The size of tensor a (256) must match the size of tensor b (512) at non-singleton dimension 1", "unknown"),
+    ("Sizes of tensors must match except in dimension 1. Expected size 6 but got size 8 for tensor number 1", "unknown"),
+    # trap: a tensor's size in a record that says nothing failed
+    ("INFO 01-01 00:00:00 [x.py:1] The size of tensor parallel groups is 8", "healthy"),
+])
+def test_torchs_shape_mismatch_message_alone_is_a_failure_seen(paste, cls):
+    assert diagnose(paste).cls == cls
+

@@ -91,6 +91,10 @@ _FORMS = (r"(^|[\s`*(\[（：:,，]|[\u3400-\u9fff](?=[A-Za-z]))\.*(\w+\. ?)*[A-
           r"\bno kernel image is available for execution|\bCUDA driver version is insufficient|"
           r"\bunsupported display driver / cuda driver combination|"
           r"\ban illegal memory access was encountered|\bunspecified launch failure|"
+          # torch's own words for tensors whose shapes do not fit, the message of the RuntimeError it raises, pasted
+          # without its type ("The size of tensor a (256) must match the size of tensor b (512) at non-singleton ...")
+          r"\bThe size of tensor a \(\d+\) must match the size of tensor b \(\d+\)|"
+          r"\bSizes of tensors must match except in dimension \d+|"
           r"^(\[[^\]]*\]\s*)*(Failed|Unable) to initiali[sz]e \w+: |"
           # a CHECK macro that failed, in glog's words and case (caffe's "Check failed: error == cudaSuccess (803 vs. 0)";
           # a "health check failed: retrying" note is no such macro)
@@ -199,7 +203,7 @@ _FAILURE_WORDS = ("error", "exception", "exit", "interrupt", "traceback", "fatal
                   "illegal instruction", "bus error", "received at time", "segfault", "fallen off", "corrupt",
                   "smashing", "floating point", "no module named", "unknown command", "can't open file",
                   "for too long", "did not become", "repeated too quickly", "cannot find -l",
-                  "closed by remote peer",
+                  "closed by remote peer", "size of tensor", "sizes of tensors",
                   *(w.lower() for w in _SIGNAL_IN_LOCALE + _SIGNAL_IN_CHINESE))
 _FAILURE_SHAPES = re.compile(r"^\[[ef][\d \]]|\(\): [a-z]|\.(cc|cu|h|c):\d+ -> [1-9]")
 
