@@ -4274,3 +4274,15 @@ def test_a_compilers_compilation_terminated_is_a_failure_seen():
 def test_torchs_shape_mismatch_message_alone_is_a_failure_seen(paste, cls):
     assert diagnose(paste).cls == cls
 
+
+
+@pytest.mark.parametrize("paste", [
+    # nvcc's check of the host compiler, as a JIT build prints it (gcc's "error:" before it) and pasted alone
+    "/usr/local/cuda/include/crt/host_config.h:143:2: error: #error -- unsupported GNU version! gcc versions later than "
+    "12 are not supported! The nvcc flag '-allow-unsupported-compiler' can be used to override this version check",
+    "#error -- unsupported clang version! clang version must be less than 17 and greater than 3.2 . The nvcc flag "
+    "'-allow-unsupported-compiler' can be used to override this version check",
+])
+def test_a_host_compiler_the_cuda_toolkit_refuses_is_the_toolkits(paste):
+    d = diagnose(paste)
+    assert d.cls == "toolkit_misconfigured" and "NVCC_CCBIN" in d.fix
