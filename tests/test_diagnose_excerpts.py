@@ -31,6 +31,9 @@ FAILING_EXCERPTS = {
                                                                      "warning record that opens it",
     "src-vllm-hub-unreachable-warning-with-traceback": "the Hub's traceback cut from vLLM's WARNING that quotes it",
     "videocut-vllm-embedding-slurm-cancelled": "Slurm's 'JOB ... CANCELLED' after the weak ready line alone",
+    "videocut-vllm-0120-qwen3-30b-a3b-tp2-h100-slurm-ulimit-moe-config": "Slurm's 'JOB ... CANCELLED ... DUE TO TIME "
+                                                                          "LIMIT' with one line before it, the lines "
+                                                                          "that show the server serving cut away",
     # round 99: vLLM's signal handler raises the same KeyboardInterrupt when a liveness probe or a supervisor kills a
     # start that is too slow (two unknown tuning logs), so before a ready line it stays a failure seen
     "hmxhpro-tt-vllm-0102-minicpm-v45-tp2-v0-shutdown-port-warning": "the operator's Ctrl-C and the engine's "
