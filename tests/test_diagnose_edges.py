@@ -4286,3 +4286,34 @@ def test_torchs_shape_mismatch_message_alone_is_a_failure_seen(paste, cls):
 def test_a_host_compiler_the_cuda_toolkit_refuses_is_the_toolkits(paste):
     d = diagnose(paste)
     assert d.cls == "toolkit_misconfigured" and "NVCC_CCBIN" in d.fix
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # a lookup keyed by the GPU's arch with no entry for this one (round 105: DeepGEMM's dispatch table on sm_120a)
+    (["Traceback (most recent call last):",
+      '  File "/venv/lib/python3.10/site-packages/deep_gemm/dispatch.py", line 23, in must_be_k_major',
+      "    return {", "KeyError: '120a'"], "unsupported_gpu_arch"),
+    # trap: bare, or raised in the CuTe DSL, the same KeyError is a DSL too old for the arch as well: not named
+    (["KeyError: 'sm_89'"], "unknown"),
+    # trap: frames cut before any exception line name nothing by this rule
+    (["Traceback (most recent call last):",
+      '  File "/venv/lib/python3.10/site-packages/sglang/srt/model_executor/model_runner.py", line 23, in load_model',
+      "    self.model = get_model()"], "unknown"),
+    (["Traceback (most recent call last):",
+      '  File "/venv/lib/python3.12/site-packages/nvidia_cutlass_dsl/python_packages/cutlass/base_dsl/arch.py", line 9, '
+      "in from_str", "    return Arch[name]", "KeyError: 'sm_107a'"], "unknown"),
+    # trap: a KeyError on a weight's or a config's name is no arch
+    (["KeyError: 'model.layers.0.mlp.experts.w2_weight'"], "unknown"),
+    (["KeyError: '1024'"], "unknown"),
+    # Marlin, the broadest WNA16 kernel, refusing the GPU's capability: no kernel for this GPU
+    (["ValueError: Failed to find a kernel that can implement the WNA16 linear layer. Reasons: ",
+      "MacheteLinearKernel requires capability 90, current compute  capability is 75",
+      "MarlinLinearKernel requires capability 80, current compute  capability is 75"], "unsupported_gpu_arch"),
+    # trap: another kernel's capability alone, Marlin refusing the shape, is not the GPU's
+    (["ValueError: Failed to find a kernel that can implement the WNA16 linear layer. Reasons: ",
+      "MacheteLinearKernel requires capability 90, current compute capability is 86",
+      "MarlinLinearKernel cannot implement due to: Weight output_size_per_partition = 32 is not divisible by "
+      "min_thread_n = 64."], "unknown"),
+])
+def test_round_105_an_arch_key_missing_and_marlin_refusing_the_capability(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
