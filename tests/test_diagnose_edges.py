@@ -4275,7 +4275,6 @@ def test_torchs_shape_mismatch_message_alone_is_a_failure_seen(paste, cls):
     assert diagnose(paste).cls == cls
 
 
-
 @pytest.mark.parametrize("paste", [
     # nvcc's check of the host compiler, as a JIT build prints it (gcc's "error:" before it) and pasted alone
     "/usr/local/cuda/include/crt/host_config.h:143:2: error: #error -- unsupported GNU version! gcc versions later than "
