@@ -2519,6 +2519,35 @@ def test_anchor_is_a_word_every_match_contains(pattern, anchor):
     assert _anchor(pattern) == anchor
 
 
+@pytest.mark.parametrize("alternative, words, literals", [
+    (r"\bfoo bar\b", {"foo", "bar"}, {"foo bar"}),
+    ("foo bar", {"bar"} - {"bar"}, {"foo bar"}),  # the pattern's ends are no edge: 'xfoo barx' matches
+    ("foo bar baz", {"bar"}, {"foo bar baz"}),  # a word inside the run has its edges in it
+    (r"^CUDA error: (out of memory|busy)", {"cuda", "error"}, {"cuda error: "}),  # '^' is an edge; the branch: none
+    (r"(not enough|insufficient)( \w+){0,2} memory( \w+){0,2} for (the )?kv", {"for"}, {" memory", " for "}),
+    (r"x(?:abc def)y", set(), {"xabc defy"}),  # a group is a sequence like the pattern's: its run goes on through it
+    (r"(?!.*\bfallback\b)\bfailed\b", {"failed"}, {"failed"}),  # a lookaround needs nothing of the match
+    (r"a\Bbc", set(), set()),  # \B is no edge; 'a' and 'bc' are under 3 characters
+    (r"\d+ bytes?", set(), {" byte"}),
+])
+def test_needs_are_what_every_match_contains(alternative, words, literals):
+    from noderig.diagnose.anchors import Needs, _needs
+    assert _needs(alternative) == Needs(frozenset(words), frozenset(literals))
+
+
+def test_may_match_spares_no_fixture_line_a_tier_word_matches():
+    # the catalog's line patterns meet the same screen inside the index (the test above); here, the tier's
+    from noderig.diagnose.anchors import may_match, needs_of, words_in
+    from noderig.diagnose.tokens import default_tokens
+    fields = ("tokens", "modules", "strong", "component", "component_modules", "strong_component", "qualifiers")
+    patterns = [p for tc in default_tokens().classes for f in fields for p in getattr(tc, f)]
+    lines = [(t, low, words_in(low)) for t in dict.fromkeys(_fixture_lines()) for low in [t.lower()]]
+    spared = [(p.pattern, t) for p in patterns for t, low, words in lines
+              if not may_match(p, low, words) and p.search(t)]
+    assert spared == []
+    assert sum(1 for p in patterns if needs_of(p)) > len(patterns) / 2  # the screen is there to spare most
+
+
 def test_split_alternatives_only_at_the_top_level():
     from noderig.diagnose.anchors import _split_alternatives
     assert _split_alternatives(r"a|b(c|d)|[|]|\|x|") == ["a", "b(c|d)", "[|]", r"\|x", ""]
@@ -2528,7 +2557,7 @@ def test_split_alternatives_only_at_the_top_level():
 def test_the_index_finds_every_fixture_line_a_signature_matches():
     cat = load_catalog()  # built here, not the cached one: the index under test is this one
     missed = []
-    for text in _fixture_lines():
+    for text in dict.fromkeys(_fixture_lines()):  # each line once: a fixture repeats its own
         hits = cat.index.hits(text)
         for ci, c in enumerate(cat.classes):
             for kind, patterns in (("e", c.evidence), ("s", c.symptoms)):

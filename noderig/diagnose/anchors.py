@@ -8,8 +8,10 @@ word it holds are run. A 50k-line log is so scanned without running every regex 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import lru_cache
 
-__all__ = ["AnchorIndex"]
+__all__ = ["AnchorIndex", "may_match", "words_in"]
 
 try:  # the regex parser, to find the words a pattern cannot match without
     import re._parser as _sre_parse  # Python 3.11+
@@ -19,6 +21,9 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sre_parse
 
 _WORD = re.compile(r"[a-z0-9_]+")
+# where a match's text is at a word's edge: \b, and the line's (or the text's) start and end
+_EDGES = frozenset({_sre_c.AT_BOUNDARY, _sre_c.AT_BEGINNING, _sre_c.AT_BEGINNING_STRING, _sre_c.AT_END,
+                    _sre_c.AT_END_STRING})
 
 
 def _split_alternatives(pattern: str) -> list[str]:
@@ -78,9 +83,71 @@ def _anchor(alternative: str) -> tuple[str | None, str | None]:
     return best, (literal if len(literal) >= 3 else None)
 
 
+def _plain_items(seq):
+    """A parsed pattern's items in order, its groups opened in place (a group is a sequence like the pattern's own)."""
+    for op, av in seq:
+        if op is _sre_c.SUBPATTERN:
+            yield from _plain_items(av[-1])
+        else:
+            yield op, av
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What every match of one alternative of a pattern contains, outside any optional or repeated part, character
+    class, alternation or lookaround: whole words (runs of [a-z0-9_], lowercased, with a word's edge on both sides:
+    \\b, ^, $ or a literal that is no word character; unlike the anchor's, the pattern's own ends are no edge: 'for'
+    ends 'therefor') and literal runs of 3 characters or more, lowercased."""
+
+    words: frozenset[str]
+    literals: frozenset[str]
+
+    def met(self, low: str, words: set[str]) -> bool:
+        return self.words <= words and all(lit in low for lit in self.literals)
+
+
+def _needs(alternative: str) -> Needs:
+    try:
+        seq = _sre_parse.parse(alternative, re.IGNORECASE)
+    except re.error:  # pragma: no cover - validated by compile before
+        return Needs(frozenset(), frozenset())
+    words, literals, run, left = set(), set(), [], False
+    for op, av in [*_plain_items(seq), (None, None)]:
+        if op is _sre_c.LITERAL:
+            run.append(chr(av).lower())
+            continue
+        edge = op is _sre_c.AT and av in _EDGES
+        text = "".join(run)
+        words.update(m.group() for m in _WORD.finditer(text)
+                     if (m.start() > 0 or left) and (m.end() < len(text) or edge))
+        literals.update([text] if len(text) >= 3 else [])
+        run, left = [], edge
+    return Needs(frozenset(words), frozenset(literals))
+
+
+@lru_cache(maxsize=4096)
+def needs_of(pattern: re.Pattern) -> tuple[Needs, ...] | None:
+    """Each top-level alternative's Needs; None when one needs nothing (every text may match)."""
+    needs = tuple(_needs(alt) for alt in _split_alternatives(pattern.pattern))
+    return needs if all(n.words or n.literals for n in needs) else None
+
+
+def words_in(low: str) -> set[str]:
+    """The whole words of a lowercased text, as Needs counts them."""
+    return set(_WORD.findall(low))
+
+
+def may_match(pattern: re.Pattern, low: str, words: set[str]) -> bool:
+    """False only when the pattern cannot match the text (`low` lowercased, `words` its words_in): the regex is
+    then spared, which is most of a long log's lines for most patterns."""
+    needs = needs_of(pattern)
+    return needs is None or any(n.met(low, words) for n in needs)
+
+
 class AnchorIndex:
     """word -> the (class, kind, pattern) entries that need it; plus the patterns without one.
-    Lets a 50k-line log be scanned with one tokenisation per line instead of every regex."""
+    Lets a 50k-line log be scanned with one tokenisation per line instead of every regex; a pattern whose
+    alternatives each need more than their anchor runs only on a line that holds all one of them needs."""
 
     def __init__(self, classes):
         self.by_word: dict[str, list[tuple[int, str, re.Pattern]]] = {}
@@ -103,18 +170,11 @@ class AnchorIndex:
 
     def hits(self, text: str) -> set[tuple[int, str]]:
         low = text.lower()
-        found = self.words.intersection(_WORD.findall(low))
+        words = words_in(low)
+        candidates = [e for w in self.words.intersection(words) for e in self.by_word[w]]
+        candidates += [e for lit, entries in self.by_literal.items() if lit in low for e in entries]
         out: set[tuple[int, str]] = set()
-        for w in found:
-            for ci, kind, p in self.by_word[w]:
-                if (ci, kind) not in out and p.search(text):
-                    out.add((ci, kind))
-        for lit, entries in self.by_literal.items():
-            if lit in low:
-                for ci, kind, p in entries:
-                    if (ci, kind) not in out and p.search(text):
-                        out.add((ci, kind))
-        for ci, kind, p in self.always:
-            if (ci, kind) not in out and p.search(text):
+        for ci, kind, p in candidates + self.always:
+            if (ci, kind) not in out and may_match(p, low, words) and p.search(text):
                 out.add((ci, kind))
         return out

@@ -9,6 +9,7 @@ from dataclasses import replace
 from functools import lru_cache
 from itertools import accumulate
 
+from .anchors import needs_of
 from .catalog import Catalog
 from .normalize import CXX_FRAME, CXX_RAISED, QUIET_LEVELS, Line, with_continuation
 from .tracebacks import Traceback
@@ -257,19 +258,12 @@ def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 
     return None
 
 
-# a run of plain characters in a pattern, outside any group or class, none of them made optional
-_PLAIN = re.compile(r"(?<![\\(|\[])(?:[A-Za-z0-9 _:=,'#-](?![?*{]))+")
-
-
 @lru_cache(maxsize=256)
 def _literal(pattern: re.Pattern) -> str | None:
-    """Lowercased words every match of the pattern contains (its longest plain run outside groups), or
-    None: a long log is searched for them with str.find, and the pattern tried only on those lines."""
-    src = re.sub(r"\((?:[^()]|\([^()]*\))*\)|\[[^\]]*\]|\\.", "\x00", pattern.pattern)
-    if "|" in src:
-        return None
-    runs = sorted(_PLAIN.findall(src), key=len)
-    return runs[-1].lower() if runs and len(runs[-1].strip()) >= 4 else None
+    """The longest literal (lowercased) every match of a pattern without alternatives contains, or None: a long log
+    is searched for it with str.find, and the pattern tried only on those lines."""
+    needs = needs_of(pattern)
+    return max(needs[0].literals, key=len) if needs and len(needs) == 1 and needs[0].literals else None
 
 
 def _joined(lines: list[Line]) -> tuple[str, list[int]]:

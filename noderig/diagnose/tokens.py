@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .anchors import may_match, words_in
 from .catalog import SUPPORTED_CATALOG_VERSIONS, Catalog, CatalogError, compile_patterns
 from .normalize import CXX_RAISED, Line, with_continuation
 from .tracebacks import Traceback, exception_type
@@ -178,9 +179,13 @@ def _scores(classes: list[TokenClass], texts: list[tuple[int, str]],
     """Each class the decisive lines hold a word of: (points, whether a cause word is among them, class, the
     patterns seen), most points first."""
     def seen(patterns, where):
-        return [p.pattern for p in patterns if any(p.search(x) for x in where)]
+        return [p.pattern for p in patterns if any(may_match(p, low, ws) and p.search(x) for x, low, ws in where)]
 
-    words = [t for _, t in texts]
+    def screened(xs):
+        return [(x, low, words_in(low)) for x in xs for low in [x.lower()]]
+
+    words = screened(t for _, t in texts)
+    paths = screened(paths)
     out = []
     for tc in classes:
         cause = seen(tc.tokens, words) + seen(tc.modules, paths)
