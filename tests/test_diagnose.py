@@ -570,10 +570,6 @@ KNOWN_MISSES = {
     "host_oom/vllm-586-ray-actor-dead-tp4-vicuna-13b-cpu-memory": (
         "unknown", "Ray's dead-actor message lists the OOM killer among its potential root causes for any death; only "
                    "a commenter's reading of the setup (four 13B copies in host RAM) says it was host memory"),
-    # round 71
-    "invalid_server_args/lighteval-532-dp-worker-use-ray-kwarg-vllm07": (
-        "unknown", "a TypeError from EngineArgs.__init__() on a keyword lighteval passes in Python (worker_use_ray), "
-                   "no command line or argument parser in the paste; only the fix PR says vLLM 0.7 removed it"),
     # round 73
     "sgl_kernel_mismatch/sglang-20953-cu130-kernel-wheel-metadata-launch-cut": (
         "unknown", "only launch_server's ServerArgs frames are stored, cut above the exception; only the title "

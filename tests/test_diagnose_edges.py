@@ -4316,3 +4316,40 @@ def test_a_host_compiler_the_cuda_toolkit_refuses_is_the_toolkits(paste):
 ])
 def test_round_105_an_arch_key_missing_and_marlin_refusing_the_capability(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+_ENGINE_ARGS_FRAMES = [
+    "Traceback (most recent call last):",
+    '  File "/root/miniconda3/envs/r1/lib/python3.10/site-packages/vllm/entrypoints/llm.py", line 247, in __init__',
+    "    engine_args = EngineArgs(",
+]
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # round 109: a framework building the engine's arguments in Python passes one the installed release has not got
+    ([*_ENGINE_ARGS_FRAMES, "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'model_hf_config'"],
+     "invalid_server_args"),
+    (["TypeError: AsyncEngineArgs.__init__() got an unexpected keyword argument 'disable_log_requests'"],
+     "invalid_server_args"),
+    (["TypeError: ServerArgs.__init__() got an unexpected keyword argument 'enable_dp_lm_head'"], "invalid_server_args"),
+    # the same line set in Markdown bold under its traceback, as a user points at it
+    ([*_ENGINE_ARGS_FRAMES, "**TypeError: EngineArgs.__init__() got an unexpected keyword argument 'worker_use_ray'**"],
+     "invalid_server_args"),
+    # trap: another function refusing a keyword is a bug or another package's version, not the engine's arguments
+    (["TypeError: FlashInferMLAAttnBackend.forward_decode() got an unexpected keyword argument 'topk_indices'"],
+     "unknown"),
+    (["TypeError: EngineArgs.__init__() missing 1 required positional argument: 'model'"], "unknown"),
+])
+def test_round_109_engine_arguments_refused_in_python(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
+def test_a_line_set_in_markdown_bold_is_read_as_its_words_and_only_such_a_line():
+    texts = [ln.text for ln in normalize("\n".join([
+        "**ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0.**",
+        "****************************************",  # a row of stars is no emphasis
+        "    model = cls(**kwargs)",  # nor Python's keyword unpacking
+        "** not closed",
+    ]))]
+    assert texts == ["ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0.",
+                     "****************************************", "    model = cls(**kwargs)", "** not closed"]

@@ -516,6 +516,9 @@ _HEADER_ENDS = re.compile(re.escape(_TB_START) + r":?(?:\s|\x1b\[[\d;]*m)*$")
 # a time at the start of a line that sorts as text (ISO, or a date and a time), bare or in brackets
 _SORTABLE_TIME = re.compile(r"^\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)")
 _HTML_ENTITY = re.compile(r"&(?:quot|apos|gt|lt|amp|nbsp|#\d{2,5}|#x[0-9a-fA-F]{2,4});")
+# a line a Markdown paste set in bold to point at it ("**TypeError: EngineArgs.__init__() got an unexpected keyword
+# argument 'worker_use_ray'**" under its traceback): the words inside; not a row of stars, nor "**kwargs" in code
+_BOLD_LINE = re.compile(r"^(\s*)\*\*(?=[^\s*])(.*[^\s*])\*\*\s*$")
 
 
 def _undecorated(text: str) -> list[tuple[int, str]]:
@@ -683,7 +686,8 @@ def normalize(text: str) -> list[Line]:
 
 def _peeled(numbered: list[tuple[int, str]]) -> Iterator[tuple[int, str, dict]]:
     """Each logical line (hard wraps joined) without its transport's and logger's prefixes (and what they said of
-    it), and without an exception group's borders, behind which a group prints its tracebacks (excgroups.py)."""
+    it), without an exception group's borders, behind which a group prints its tracebacks (excgroups.py), and out of
+    the Markdown bold a paste can set it in."""
     groups = GroupBorders()
     for no, raw in _rejoin(numbered):
         msg, info = strip_prefixes(raw)
@@ -693,7 +697,7 @@ def _peeled(numbered: list[tuple[int, str]]) -> Iterator[tuple[int, str, dict]]:
             # line): its prefix says it is no continuation of the exception's message
             inner, inside = strip_prefixes(inner)
             info = {**info, **inside} if inside.get("prefixed") else info
-        yield no, inner, info
+        yield no, _BOLD_LINE.sub(r"\1\2", inner) if "**" in inner else inner, info
 
 
 def _continues_under_process_prefix(block: "_Block | None", info: dict, msg: str) -> bool:
