@@ -17,6 +17,7 @@ from the release's raise sites; nor 108: its two logs were cut by the collector'
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -210,9 +211,20 @@ def _write_table(tr, results: dict[str, list[tuple[str, str]]], names: bool = Tr
     # the goals are stated apart: failures named right, and every healthy log kept healthy
     failures = [got == cls for cls, rows in results.items() if cls != "healthy" for _, got in rows]
     healthy = [got == "healthy" for _, got in results.get("healthy", [])]
-    tr.write_line(f"{'failures right':<30} {sum(failures):>3}/{len(failures):<3} "
-                  f"({100.0 * sum(failures) / max(len(failures), 1):.1f}%); healthy kept healthy "
-                  f"{sum(healthy)}/{len(healthy)}")
+    share = f"{100.0 * sum(failures) / max(len(failures), 1):.1f}%, {wilson_interval(sum(failures), len(failures))}"
+    tr.write_line(f"{'failures right':<30} {sum(failures):>3}/{len(failures):<3} ({share}); "
+                  f"healthy kept healthy {sum(healthy)}/{len(healthy)}")
+
+
+def wilson_interval(right: int, n: int) -> str:
+    """The 95% Wilson score interval of a proportion, as percentages: how far a count of a few hundred logs can be
+    from the accuracy on every log users paste (a table's figure is one draw of logs, not the accuracy itself)."""
+    if n == 0:
+        return "no logs"
+    z, p = 1.96, right / n
+    centre, half = (p + z * z / (2 * n)), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    low, high = (max(0.0, 100 * (centre + sign * half) / (1 + z * z / n)) for sign in (-1, 1))  # max: no "-0.0"
+    return f"95% interval {low:.1f}-{high:.1f}%"
 
 
 @pytest.fixture(scope="module")
@@ -4165,3 +4177,13 @@ def test_seventeenth_round_a_frame_line_cut_before_its_function_still_places_the
     tbs = parse_tracebacks(normalize("\n".join(lines)))
     assert len(tbs[0].final.frames) == 2 and tbs[0].final.frames[-1].function == ""
     assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("right, n, interval", [
+    (483, 623, "95% interval 74.1-80.6%"),  # a table's figure: a few hundred logs pin it to about three points
+    (9, 10, "95% interval 59.6-98.2%"),  # a class's ten logs say little
+    (0, 5, "95% interval 0.0-43.4%"),
+    (0, 0, "no logs"),
+])
+def test_wilson_interval_of_the_accuracy_tables(right, n, interval):
+    assert wilson_interval(right, n) == interval
