@@ -31,7 +31,7 @@ from noderig.diagnose import CatalogError, diagnose, load_catalog, normalize, pa
 from noderig.diagnose.catalog import CATALOG_PATH, default_catalog
 from noderig.diagnose.normalize import strip_prefixes, with_continuation
 from noderig.diagnose.report import render, to_json
-from noderig.diagnose.tracebacks import traceback_chain
+from noderig.diagnose.tracebacks import TracebackSection, traceback_chain
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "crashlogs"
@@ -4195,3 +4195,17 @@ def test_seventeenth_round_a_frame_line_cut_before_its_function_still_places_the
 ])
 def test_wilson_interval_of_the_accuracy_tables(right, n, interval):
     assert wilson_interval(right, n) == interval
+
+
+def test_the_signatures_looked_up_by_type_match_what_every_signature_matches():
+    # Catalog.raising spares a log of thousands of exception lines the signatures of other types: it must never spare
+    # one that matches (the type as written, dotted or not; a signature only for cut tracebacks never matches whole)
+    cat = load_catalog()
+    sections = [s for path in ALL_FIXTURES for tb in parse_tracebacks(normalize(fixture_text(path)))
+                for s in tb.sections if s.exc_type]
+    sections.append(TracebackSection(exc_type="torch.OutOfMemoryError", message="CUDA out of memory.", exc_index=0,
+                                     start_index=0))
+    assert len({s.exc_type for s in sections}) > 50
+    for sec in sections:
+        every = [c.id for c in cat.classes if any(sig.matches(sec) for sig in c.exceptions)]
+        assert [c.id for c, sigs in cat.raising(sec.exc_type) if any(sig.matches(sec) for sig in sigs)] == every

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -133,12 +133,24 @@ class Catalog:
     handled: tuple[re.Pattern, ...] = ()  # a line that says the traceback just before it was caught
     healthy_own: tuple[re.Pattern, ...] = ()  # ready lines only one server prints: final in any log
     progress_stages: frozenset[str] = frozenset()  # milestones that are steps under way (named only when last)
+    # exception type -> the classes whose exception signatures can match it: looked up once per type, not per line
+    _by_type: dict = field(default_factory=dict, compare=False, repr=False)
 
     def get(self, class_id: str) -> CatalogClass:
         for c in self.classes:
             if c.id == class_id:
                 return c
         raise KeyError(class_id)
+
+    def raising(self, exc_type: str) -> tuple[tuple[CatalogClass, tuple[ExceptionSignature, ...]], ...]:
+        """The classes with a whole-traceback exception signature for this type (its last dotted part), each with
+        those signatures, in catalog order: a log of thousands of exception lines of a few types reads each type once."""
+        name = exc_type.rsplit(".", 1)[-1]
+        if name not in self._by_type:
+            self._by_type[name] = tuple(
+                (c, sigs) for c in self.classes
+                if (sigs := tuple(s for s in c.exceptions if s.within is None and s.type.fullmatch(name))))
+        return self._by_type[name]
 
     @property
     def ids(self) -> list[str]:

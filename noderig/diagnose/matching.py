@@ -64,8 +64,8 @@ def find_matches(lines: list[Line], cat: Catalog, tbs: list[Traceback], skip: se
     for sec in [s for tb in tbs for s in tb.sections] + _lone_exceptions(lines, tbs, skip):
         if sec.exc_index is None or cat.is_benign(lines[sec.exc_index].text):
             continue
-        matches += [Match(c, sec.exc_index, lines[sec.exc_index].level not in QUIET_LEVELS) for c in cat.classes
-                    if any(sig.matches(sec) for sig in c.exceptions)]
+        matches += [Match(c, sec.exc_index, lines[sec.exc_index].level not in QUIET_LEVELS)
+                    for c, signatures in cat.raising(sec.exc_type or "") if any(sig.matches(sec) for sig in signatures)]
     matches.sort(key=lambda m: m.index)
     return matches
 
