@@ -4353,3 +4353,17 @@ def test_a_line_set_in_markdown_bold_is_read_as_its_words_and_only_such_a_line()
     ]))]
     assert texts == ["ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0.",
                      "****************************************", "    model = cls(**kwargs)", "** not closed"]
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # round 117: XLA's runtime could not reserve device memory for a program (vLLM on TPU): the device's memory is full
+    (["RESOURCE_EXHAUSTED: Error loading program 'jit_step_fun': Attempting to reserve 3.50G at the bottom of memory. "
+      "That was not possible. There are 2.10G free, 0B reserved, and 2.10G reservable."], "cuda_oom"),
+    (["E0108 10:42:17.118811 4411 tpu_runtime.cc:91] RESOURCE_EXHAUSTED: Attempting to reserve 12.00G at the bottom of "
+      "memory. That was not possible."], "cuda_oom"),
+    # trap: a status of the same name from a service's quota is no memory
+    (["grpc._channel._InactiveRpcError: status = StatusCode.RESOURCE_EXHAUSTED, details = \"Quota exceeded for "
+      "requests per minute\""], "unknown"),
+])
+def test_round_117_device_memory_xla_could_not_reserve(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
