@@ -1243,6 +1243,7 @@ KNOWN_FORM_MISSES.update({
                     "cuda_oom/edutelligence-570-logos-planner-tp2-gpu0-occupied")})
 
 
+@pytest.mark.slow  # every fixture in each of about fifty forms: minutes, and grows with every round of logs
 @pytest.mark.parametrize("form", PASTE_FORMS)
 def test_every_fixture_survives_other_paste_forms(form):
     wrong = []
