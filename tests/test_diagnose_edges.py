@@ -4350,9 +4350,11 @@ def test_a_line_set_in_markdown_bold_is_read_as_its_words_and_only_such_a_line()
         "****************************************",  # a row of stars is no emphasis
         "    model = cls(**kwargs)",  # nor Python's keyword unpacking
         "** not closed",
+        "**Error log:**",  # nor a user's label above the paste
     ]))]
     assert texts == ["ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0.",
-                     "****************************************", "    model = cls(**kwargs)", "** not closed"]
+                     "****************************************", "    model = cls(**kwargs)", "** not closed",
+                     "**Error log:**"]
 
 
 @pytest.mark.parametrize("lines, cls", [

@@ -517,8 +517,9 @@ _HEADER_ENDS = re.compile(re.escape(_TB_START) + r":?(?:\s|\x1b\[[\d;]*m)*$")
 _SORTABLE_TIME = re.compile(r"^\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)")
 _HTML_ENTITY = re.compile(r"&(?:quot|apos|gt|lt|amp|nbsp|#\d{2,5}|#x[0-9a-fA-F]{2,4});")
 # a line a Markdown paste set in bold to point at it ("**TypeError: EngineArgs.__init__() got an unexpected keyword
-# argument 'worker_use_ray'**" under its traceback): the words inside; not a row of stars, nor "**kwargs" in code
-_BOLD_LINE = re.compile(r"^(\s*)\*\*(?=[^\s*])(.*[^\s*])\*\*\s*$")
+# argument 'worker_use_ray'**" under its traceback): the words inside; not a row of stars, nor "**kwargs" in code, nor
+# a label of a word or two a user sets above the paste ("**Error:**", "**Error log**": no message of the program's)
+_BOLD_LINE = re.compile(r"^(\s*)\*\*(?=[^\s*])(?=\S+(?:\s+\S+){2})(.*[^\s*])\*\*\s*$")
 
 
 def _undecorated(text: str) -> list[tuple[int, str]]:
