@@ -184,13 +184,12 @@ def _scores(classes: list[TokenClass], texts: list[tuple[int, str]],
     def screened(xs):
         return [(x, low, words_in(low)) for x in xs for low in [x.lower()]]
 
-    words = screened(t for _, t in texts)
-    paths = screened(paths)
+    words, frames = screened(t for _, t in texts), screened(paths)
     out = []
     for tc in classes:
-        cause = seen(tc.tokens, words) + seen(tc.modules, paths)
+        cause = seen(tc.tokens, words) + seen(tc.modules, frames)
         strong = seen(tc.strong, words)
-        component = seen(tc.component, words) + seen(tc.component_modules, paths)
+        component = seen(tc.component, words) + seen(tc.component_modules, frames)
         own_component = seen(tc.strong_component, words)
         state = seen(tc.qualifiers, words)
         if (cause or strong or component or own_component) and (state or not tc.needs_qualifier):
