@@ -2519,24 +2519,38 @@ def test_healthy_meanings_and_the_ready_lines_rank(mini):
 
 
 @pytest.mark.parametrize("pattern, anchor", [
-    ("cuda out of memory", ("memory", "cuda out of memory")),
-    ("memory of", ("memory", "memory of")),
-    ("foo bar", ("foo", "foo bar")),  # equal length: the first
-    ("Foo", ("foo", "foo")),
-    ("cuda", ("cuda", "cuda")),
-    ("abc", ("abc", "abc")),
-    ("ab", ("ab", None)),  # a literal shorter than 3 characters is no use
+    ("cuda out of memory", ("out", "cuda out of memory")),  # 'cuda' and 'memory' may be parts of longer words
+    (r"\bcuda out of memory\b", ("memory", "cuda out of memory")),  # of two as long, the first alphabetically
+    ("memory of", (None, "memory of")),  # the pattern's ends are no word edge: 'xmemory ofx' matches
+    ("Foo", (None, "foo")),
+    ("ab", (None, None)),  # a literal shorter than 3 characters is no use
     (r"\bfoo\b", ("foo", "foo")),
+    (r"^foo$", ("foo", "foo")),
+    (r"\bfoo\Bbar", (None, "bar")),  # \B is no edge; of two literals as long, the first alphabetically
     (r"\w*oo_bar", (None, "oo_bar")),  # may be the tail of a longer word: not a whole word
-    (r"\w+-abc", ("abc", "-abc")),
-    (r"abc-\w+", ("abc", "abc-")),
-    (r"x-abc\w+", ("x", "x-abc")),
+    (r"\w+-abc\b", ("abc", "-abc")),
+    (r"\w+-abc", (None, "-abc")),  # 'x-abcd' matches
+    (r"\bx-abc\w+", ("x", "x-abc")),
     (r"zz\d+aaa", (None, "aaa")),  # the longest literal, not the greatest
+    (r"\b(cuda|hip) error\b", ("error", " error")),  # a word every alternative of a group shares
     (r"\d+", (None, None)),
 ])
 def test_anchor_is_a_word_every_match_contains(pattern, anchor):
     from noderig.diagnose.anchors import _anchor
     assert _anchor(pattern) == anchor
+
+
+@pytest.mark.parametrize("pattern, line", [
+    ("cuda out of memory", "torch.cuda out of memoryless"),  # a word at the pattern's end may go on in the line
+    ("memory of", "xmemory ofx"),
+    (r"\w+-abc", "x-abcd"),
+])
+def test_the_index_finds_a_match_whose_words_run_past_the_pattern(pattern, line):
+    from types import SimpleNamespace
+
+    from noderig.diagnose.anchors import AnchorIndex
+    entry = SimpleNamespace(evidence=[re.compile(pattern, re.IGNORECASE)], symptoms=[], alone=[])
+    assert AnchorIndex([entry]).hits(line) == {(0, "e")}
 
 
 @pytest.mark.parametrize("alternative, words, literals", [

@@ -55,32 +55,12 @@ def _split_alternatives(pattern: str) -> list[str]:
 
 
 def _anchor(alternative: str) -> tuple[str | None, str | None]:
-    """(word, literal): the longest whole word (a run of [a-z0-9_], lowercased) that every match
-    of this alternative must contain, and the longest literal substring it must contain (>= 3
-    characters), each or None. Pattern ends count as word boundaries."""
-    try:
-        seq = list(_sre_parse.parse(alternative, re.IGNORECASE))
-    except re.error:  # pragma: no cover - validated by compile before
-        return None, None
-    runs, cur, left_ok = [], [], True
-    for op, av in seq:
-        if op is _sre_c.LITERAL:
-            cur.append(chr(av).lower())
-            continue
-        boundary = op is _sre_c.AT
-        if cur:
-            runs.append(("".join(cur), left_ok, boundary))
-        cur, left_ok = [], boundary
-    if cur:
-        runs.append(("".join(cur), left_ok, True))
-    best = None
-    for run, lok, rok in runs:
-        for m in _WORD.finditer(run):
-            if (m.start() > 0 or lok) and (m.end() < len(run) or rok):
-                if best is None or len(m.group()) > len(best):
-                    best = m.group()
-    literal = max((run for run, _, _ in runs), key=len, default="")
-    return best, (literal if len(literal) >= 3 else None)
+    """(word, literal): the longest whole word and the longest literal run (>= 3 characters) that every match of this
+    alternative must contain, as its Needs count them (of two as long, the first in alphabetical order), each or None."""
+    needs = _needs(alternative)
+    word = max(sorted(needs.words), key=len, default=None)
+    literal = max(sorted(needs.literals), key=len, default=None)
+    return word, literal
 
 
 def _plain_items(seq):
