@@ -94,8 +94,8 @@ id = "by_word"
 title = "W"
 meaning = "m"
 fix = "f"
-evidence = ['kaboom at \d']
-symptoms = ["wobble"]
+evidence = ['\bkaboom at \d']
+symptoms = ['\bwobble\b']
 [[class]]
 id = "by_literal"
 title = "L"
@@ -250,6 +250,17 @@ def test_a_paste_that_starts_at_the_assert_statement_still_reads_it():
     lines = normalize("    assert num_tokens <= self.max_total_num_tokens\nAssertionError\n")
     assert [(s.exc_type, s.message) for s in _lone_exceptions(lines, [], set())] == [
         ("AssertionError", "num_tokens <= self.max_total_num_tokens")]
+
+
+def test_a_paste_that_starts_at_the_raise_statement_is_decided_by_the_exception_line_under_it():
+    # vLLM #8274: the frames cut, the echoed statement first; read as the failure, its half-sentence named nothing
+    log = ('    raise ValueError("Chunked prefill is not supported with "\n'
+           "ValueError: Chunked prefill is not supported with multi-step (--num-scheduler-steps > 1)\n")
+    got = diagnose(log)
+    assert got.cls == "invalid_server_args"
+    assert got.evidence[0].line.startswith("ValueError: Chunked prefill")
+    # the same words in a log record are output, not an echo: still the failure line
+    assert diagnose("ERROR raise ValueError(x)\n").cls == "unknown"
 
 
 def test_with_continuation_joins_only_a_line_that_continues_this_one():
@@ -2836,11 +2847,8 @@ def test_forty_third_round_a_draft_that_does_not_fit_the_method_is_speculative_c
     ])).cls != "speculative_config"
 
 
-def test_forty_third_round_a_tokenizer_chat_template_or_processor_file_not_there_is_tokenizer_error():
+def test_forty_third_round_a_tokenizer_or_processor_file_not_there_is_tokenizer_error():
     named = [
-        # the chat template path checks, under SGLang-style and journal prefixes
-        "[2026-12-04 10:00:00] ValueError: The supplied chat template (./tool_chat_template_llama3.1_json.jinja) "
-        "looks like a file path, but it failed to be opened. Reason: [Errno 13] Permission denied",
         # sentencepiece's status for another model file, under a compose prefix, raised as RuntimeError
         'vllm-1  | RuntimeError: Not found: "/data/spm/sp.model": No such file or directory Error #2',
         # the processor class, under vLLM's engine-core prefix
@@ -2858,10 +2866,13 @@ def test_forty_third_round_a_tokenizer_chat_template_or_processor_file_not_there
                          "trainer_interface.cc(409) LOG(INFO) Loaded all 1200 sentences",
                          "[2026-12-04 10:00:00] _build_processor_manually: could not read preprocessor_config.json for "
                          "/models/x: [Errno 2] No such file or directory: '/models/x/preprocessor_config.json'"])
-    # vLLM's check of the parsed serve arguments, before anything loads, refuses the same path: the command line
-    # (invalid_server_args), behind a journal prefix
+    # the --chat-template path vLLM refuses, while the arguments are checked (behind a journal prefix) or once the
+    # engine is up (under an SGLang-style prefix): the command line's (invalid_server_args, since round 125)
     assert_named_by_a_signature(["Dec 04 10:00:00 gpu-07 vllm[311]: ValueError: The supplied chat template string "
-                                 "(chatml.jinja) appears path-like, but doesn't exist!"], "invalid_server_args")
+                                 "(chatml.jinja) appears path-like, but doesn't exist!",
+                                 "[2026-12-04 10:00:00] ValueError: The supplied chat template "
+                                 "(./tool_chat_template_llama3.1_json.jinja) looks like a file path, but it failed to be "
+                                 "opened. Reason: [Errno 13] Permission denied"], "invalid_server_args")
     # trap: a file a request names that is not there, after vLLM's ready line, is the request's error
     d = diagnose("\n".join([
         "(APIServer pid=1) INFO 12-04 10:00:00 [launcher.py:44] Route: /v1/chat/completions, Methods: POST",
@@ -4369,3 +4380,41 @@ def test_a_line_set_in_markdown_bold_is_read_as_its_words_and_only_such_a_line()
 ])
 def test_round_117_device_memory_xla_could_not_reserve(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # round 125: a parser the flag names that this release's registry has not got
+    (["(APIServer pid=966592) KeyError: 'invalid tool call parser: openai (chose from { deepseek_v3, hermes, "
+      "llama3_json, mistral, pythonic })'"], "invalid_server_args"),
+    (["KeyError: 'invalid reasoning parser: qwen4 (chose from { deepseek_r1, qwen3 })'"], "invalid_server_args"),
+    # a feature flag the model's class refuses, or the executor of this release
+    (["ValueError: Model QWenLMHeadModel does not support LoRA, but LoRA is enabled. Support for this model may be "
+      "added in the future."], "invalid_server_args"),
+    (["NotImplementedError: Pipeline parallelism is not supported yet with multiprocessing."], "invalid_server_args"),
+    # the --chat-template file missing, refused with the arguments or once the engine is up: the flag's value either way
+    (["[rank0]: ValueError: The supplied chat template (./chat_template/llama3.jinja) looks like a file path, but it "
+      "failed to be opened. Reason: [Errno 2] No such file or directory:"], "invalid_server_args"),
+    # trap: the same refusal of a draft's class under pipeline parallelism is the speculative settings', not named here
+    (["NotImplementedError: Pipeline parallelism is not supported for this model. Supported models implement the "
+      "`SupportsPP` interface."], "unknown"),
+])
+def test_round_125_options_the_release_or_the_model_refuses(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("line, cls", [
+    # round 120: vLLM logs its ops library failing to load at WARNING and fails at the first op: fatal
+    ("WARNING 07-24 21:16:52 _custom_ops.py:14] Failed to import from vllm._C with ImportError(\"/usr/lib/x86_64-linux-gnu/"
+     "libc.so.6: version `GLIBC_2.32' not found (required by /usr/local/lib/python3.10/dist-packages/vllm/_C.abi3.so)\")",
+     "kernel_abi_mismatch"),
+    ("WARNING 11-03 09:00:01 [_custom_ops.py:20] Failed to import from vllm._C with ImportError('/usr/local/lib/"
+     "python3.12/dist-packages/vllm/_C.abi3.so: undefined symbol: _ZN3c1017RegisterOperatorsD1Ev')", "kernel_abi_mismatch"),
+    # trap: a platform plugin (vllm-ascend) serves without vLLM's CUDA ops: the module's absence is no failure
+    ("WARNING 03-05 17:41:34 _custom_ops.py:19] Failed to import from vllm._C with ModuleNotFoundError(\"No module named "
+     "'vllm._C'\")", "healthy"),
+    # trap: another library's import warning with the same words is a symptom only
+    ("WARNING 07-24 21:16:52 foo.py:14] Failed to import from foo._ext with ImportError(\"/lib/libc.so.6: version "
+     "`GLIBC_2.32' not found (required by foo/_ext.so)\")", "healthy"),
+])
+def test_round_120_vllm_ops_library_that_cannot_load_is_fatal_at_warning(line, cls):
+    assert diagnose(line + "\n").cls == cls

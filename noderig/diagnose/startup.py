@@ -193,6 +193,9 @@ _STOP_ASKED = re.compile(r"\b(SIG(TERM|INT) received|Received SIG(TERM|INT)|"
 # A warning, by its own header: Python's ("x.py:12: UserWarning: ..."), torch/c10's ("[W socket.cpp:663] ..."),
 # a plain "Warning: ..." line. What it says ("error: ..." in a fallback note) is not a failure.
 _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\d:.]+)?[ \]\w]")
+# Python's echo of the statement that raised, indented under its frame ("    raise ValueError("Chunked prefill is
+# ..."): source, not output, even when the paste cut the frame above it; the exception line after it says what failed
+_RAISE_ECHO = re.compile(r"^\s{2,}raise [A-Za-z_][\w.]*\(")
 # Words one of the patterns above needs (lowercased): a line without any is skipped cheaply. Plain substrings, each
 # looked for with `in` (one regex of forty alternatives took a third of a 50,000-line log's time), and the two shapes
 # that are no word: torch's error record's header ("[e530 ", "[e "), a glibc check's "free(): i..."
@@ -249,7 +252,7 @@ def first_failure(lines: list[Line], cat: Catalog, code: set[int], start: int = 
     for i in range(start, len(lines)):
         ln = lines[i]
         if (i in code or ln.level in QUIET_LEVELS or not ln.text.strip() or _WARNING_LINE.match(ln.text)
-                or CXX_FRAME.match(ln.text)):
+                or CXX_FRAME.match(ln.text) or _RAISE_ECHO.match(ln.text)):
             continue
         loud = pattern is FAILURE and ln.level in ("ERROR", "CRITICAL")  # the logger said so
         if ((loud or (_failure_hinted(ln.text.lower()) and pattern.search(ln.text)))
