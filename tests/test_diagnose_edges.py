@@ -4418,3 +4418,31 @@ def test_round_125_options_the_release_or_the_model_refuses(lines, cls):
 ])
 def test_round_120_vllm_ops_library_that_cannot_load_is_fatal_at_warning(line, cls):
     assert diagnose(line + "\n").cls == cls
+
+
+def test_round_136_an_engine_told_to_shut_down_and_then_reported_dead_is_no_failure():
+    # the vLLM Ascend quick start's offline run: the engine core's own shutdown records, then its client's "died"
+    stopped = ["INFO 05-27 11:40:38 [__init__.py:238] Platform plugin ascend is activated",
+               "(EngineCore pid=970) INFO 05-12 11:36:00 [core.py:1201] Shutdown initiated (timeout=0)",
+               "(EngineCore pid=970) INFO 05-12 11:36:00 [core.py:1224] Shutdown complete",
+               "ERROR 05-12 11:36:01 [core_client.py:704] Engine core proc EngineCore died unexpectedly, shutting down "
+               "client."]
+    assert diagnose("\n".join(stopped)).cls == "healthy"
+    # the same death with no stop asked before it is a failure
+    assert diagnose("\n".join([stopped[0], stopped[3]])).cls == "unknown"
+    # a failure before the stop record is still the failure
+    failed = [stopped[0], "ERROR 05-12 11:35:59 [core.py:700] EngineCore failed to start.",
+              "RuntimeError: NPU out of resources", *stopped[1:]]
+    assert diagnose("\n".join(failed)).cls != "healthy"
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # round 137: vLLM 0.20 refusing a multimodal item larger than the batch its flags allow
+    (["(APIServer pid=1) ValueError: Chunked MM input disabled but max_tokens_per_mm_item (2496) is larger than "
+      "max_num_batched_tokens (2048). Please increase max_num_batched_tokens."], "invalid_server_args"),
+    # round 139: ptxas' refusal of an arch it does not know, quoted without the option it names
+    (["ptxas fatal: Value 'sm_121a' is not defined"], "unsupported_gpu_arch"),
+    (["ptxas fatal   : Value 'sm_120a' is not defined for option 'gpu-name'"], "unsupported_gpu_arch"),
+])
+def test_rounds_137_and_139_a_batch_too_small_for_an_item_and_ptxas_quoted_short(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls

@@ -34,6 +34,11 @@ FAILING_EXCERPTS = {
     "videocut-vllm-0120-qwen3-30b-a3b-tp2-h100-slurm-ulimit-moe-config": "Slurm's 'JOB ... CANCELLED ... DUE TO TIME "
                                                                           "LIMIT' with one line before it, the lines "
                                                                           "that show the server serving cut away",
+    # round 136: the offline run's engine told to stop, then its client's "died unexpectedly": the tail cut after the
+    # "Shutdown initiated" record keeps the death alone (a crash's own shutdown logs "Shutdown complete" too)
+    "vllm-ascend-quickstart-qwen3-0.6b-offline-enginecore-died-at-exit": "the engine's 'Shutdown complete' and its "
+                                                                         "client's 'died unexpectedly', the tail cut "
+                                                                         "after the stop asked for",
     # round 99: vLLM's signal handler raises the same KeyboardInterrupt when a liveness probe or a supervisor kills a
     # start that is too slow (two unknown tuning logs), so before a ready line it stays a failure seen
     "hmxhpro-tt-vllm-0102-minicpm-v45-tp2-v0-shutdown-port-warning": "the operator's Ctrl-C and the engine's "

@@ -19,7 +19,7 @@ from .matching import Match, find_matches, pick_root
 from .normalize import QUIET_LEVELS, Line, normalize
 from .outcomes import by_tokens, healthy, known, unknown
 from .result import Diagnosis
-from .startup import death_after, first_failure, outlived, quieted, ready_index
+from .startup import death_after, first_failure, outlived, quieted, ready_index, stopped_before_dying
 from .tokens import name_by_tokens
 from .tracebacks import Traceback, parse_tracebacks
 
@@ -48,6 +48,8 @@ def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnos
         # nothing failed: a symptom alone (a timeout setting, a warning's words) is no failure
         if first is None:
             return _message_alone(lines, tbs, cat) or healthy(lines, cat, None)
+        if root is None and stopped_before_dying(lines, cat, code, first):
+            return healthy(lines, cat, None)
         return _unrecognised(lines, tbs, first, cat)
     return known(lines, tbs, matches, root)
 
