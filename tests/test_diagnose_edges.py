@@ -4430,6 +4430,9 @@ def test_round_136_an_engine_told_to_shut_down_and_then_reported_dead_is_no_fail
     assert diagnose("\n".join(stopped)).cls == "healthy"
     # the same death with no stop asked before it is a failure
     assert diagnose("\n".join([stopped[0], stopped[3]])).cls == "unknown"
+    # before the ready line a signal's record is no such stop: a probe or a supervisor stops a start too slow with it
+    assert diagnose("\n".join([stopped[0], "INFO 05-12 11:36:00 [launcher.py:80] SIGTERM received, shutting down",
+                               stopped[3]])).cls == "unknown"
     # a failure before the stop record is still the failure
     failed = [stopped[0], "ERROR 05-12 11:35:59 [core.py:700] EngineCore failed to start.",
               "RuntimeError: NPU out of resources", *stopped[1:]]

@@ -189,8 +189,9 @@ DEATH = re.compile(r"\b(Segmentation fault|core dumped|Killed|OOMKilled|CrashLoo
 # with exit code -15" and SIGQUIT). Only the signal's own record: uvicorn's "Shutting down" follows a crash too.
 # vLLM's engine core since its 0.2x releases writes "[shutdown] EngineCore: trigger received signal=SIGTERM", and when
 # its client asks it to stop (an offline LLM's exit, the API server's), "Shutdown initiated (timeout=0)".
+_ENGINE_STOP = re.compile(r"\bShutdown initiated \(timeout=\d+\)")
 _STOP_ASKED = re.compile(r"\b(SIG(TERM|INT) received|Received SIG(TERM|INT)|"
-                         r"received signal[ =](SIG)?(TERM|INT|15|2)\b|Shutdown initiated \(timeout=\d+\))", re.IGNORECASE)
+                         r"received signal[ =](SIG)?(TERM|INT|15|2)\b)|" + _ENGINE_STOP.pattern, re.IGNORECASE)
 # A warning, by its own header: Python's ("x.py:12: UserWarning: ..."), torch/c10's ("[W socket.cpp:663] ..."),
 # a plain "Warning: ..." line. What it says ("error: ..." in a fallback note) is not a failure.
 _WARNING_LINE = re.compile(r"^\s*(\S+\.py:\d+: )?\w*Warning: |^\s*\[W(\d{3,4} [\d:.]+)?[ \]\w]")
@@ -235,11 +236,12 @@ def death_after(lines: list[Line], cat: Catalog, code: set[int], tbs: list[Trace
 
 
 def stopped_before_dying(lines: list[Line], cat: Catalog, code: set[int], first: int) -> bool:
-    """The first failure is a death's words and a stop was asked before it, ready line or not (an offline run's
-    engine told to shut down, then its client's "Engine core proc EngineCore died unexpectedly"): the shutdown asked
-    for, not a failure."""
+    """The first failure is a death's words and the engine logged that its client asked it to stop before it, ready
+    line or not (an offline run's exit, then its client's "Engine core proc EngineCore died unexpectedly"): the
+    shutdown asked for, not a failure. Not a signal's record before the ready line: a liveness probe or a supervisor
+    stops a start that is too slow with the same SIGTERM (round 99), and that start failed."""
     return (first_failure(lines[:first + 1], cat, code, first, DEATH) == first
-            and any(_STOP_ASKED.search(lines[i].text) for i in range(first)))
+            and any(_ENGINE_STOP.search(lines[i].text) for i in range(first)))
 
 
 def _top_level_traceback(lines: list[Line], tbs: list[Traceback], start: int) -> int | None:
