@@ -39,18 +39,25 @@ _CAT_N = re.compile(r"^(?: {5}\d| {4}\d\d| {3}\d{3}| {2}\d{4}| \d{5}|\d{6})\t")
 _GREP_BEFORE_FAILURE = re.compile(r"^(?:[^\s:]+:)?\d{1,7}[:-](?=[A-Za-z_][\w.]*(?:Error|Exception)\b|Traceback \()")
 _GREP_SEPARATOR = "--"  # between grep's groups of context lines
 
-_PLAIN = str.maketrans({
-    **dict.fromkeys(map(chr, (0x00A0, 0x2007, 0x202F, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005,
-                              0x2006, 0x2008, 0x2009, 0x200A, 0x205F, 0x3000)), " "),
-    **dict.fromkeys(map(chr, (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF)), None),
-    **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032", "'"),
-    **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033", '"'),
-})
+# each character a page puts in, and what the log had; replaced one by one, each only when the text holds it
+# (str.translate looks every character of the paste up: 50,000 lines took 0.3 s, the replacements 0.03 s)
+_PLAIN = (
+    *((chr(c), " ") for c in (0x00A0, 0x2007, 0x202F, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2008,
+                              0x2009, 0x200A, 0x205F, 0x3000)),
+    *((chr(c), "") for c in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF)),
+    *((c, "'") for c in "\u2018\u2019\u201a\u201b\u2032"),
+    *((c, '"') for c in "\u201c\u201d\u201e\u201f\u2033"),
+)
 
 
 def plain_characters(text: str) -> str:
     """The text with fixed-width spaces as spaces, zero-width characters gone and curly quotes straight."""
-    return text if text.isascii() else text.translate(_PLAIN)
+    if text.isascii():
+        return text
+    for page, log in _PLAIN:
+        if page in text:
+            text = text.replace(page, log)
+    return text
 
 
 def without_line_numbers(lines: list[str]) -> list[str]:
