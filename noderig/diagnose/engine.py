@@ -48,7 +48,7 @@ def diagnose_lines(lines: list[Line], catalog: Catalog | None = None) -> Diagnos
         # nothing failed: a symptom alone (a timeout setting, a warning's words) is no failure
         if first is None:
             return _message_alone(lines, tbs, cat) or healthy(lines, cat, None)
-        if root is None and stopped_before_dying(lines, cat, code, first):
+        if root is None and stopped_before_dying(lines, first):
             return healthy(lines, cat, None)
         return _unrecognised(lines, tbs, first, cat)
     return known(lines, tbs, matches, root)

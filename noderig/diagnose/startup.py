@@ -235,13 +235,12 @@ def death_after(lines: list[Line], cat: Catalog, code: set[int], tbs: list[Trace
     return died
 
 
-def stopped_before_dying(lines: list[Line], cat: Catalog, code: set[int], first: int) -> bool:
+def stopped_before_dying(lines: list[Line], first: int) -> bool:
     """The first failure is a death's words and the engine logged that its client asked it to stop before it, ready
     line or not (an offline run's exit, then its client's "Engine core proc EngineCore died unexpectedly"): the
     shutdown asked for, not a failure. Not a signal's record before the ready line: a liveness probe or a supervisor
     stops a start that is too slow with the same SIGTERM (round 99), and that start failed."""
-    return (first_failure(lines[:first + 1], cat, code, first, DEATH) == first
-            and any(_ENGINE_STOP.search(lines[i].text) for i in range(first)))
+    return bool(DEATH.search(lines[first].text)) and any(_ENGINE_STOP.search(lines[i].text) for i in range(first))
 
 
 def _top_level_traceback(lines: list[Line], tbs: list[Traceback], start: int) -> int | None:
