@@ -71,3 +71,15 @@ def test_an_arch_a_capture_or_a_template_named_by_their_own_words(lines, named):
 ])
 def test_a_tokenizer_a_state_cache_or_a_driver_not_there(lines, named):
     assert _tier_names(*lines) == named
+
+
+@pytest.mark.parametrize("lines, named", [
+    # an SM number written with a space, as a release's own check words it (MinerU's SGLang: "only supports sm 75 and
+    # above"): the same token as sm_75 and sm75
+    (["RuntimeError: FlashMLA only supports sm 90 and sm 100."], "unsupported_gpu_arch"),
+    (["ValueError: This build only supports SM 80 or newer GPUs."], "unsupported_gpu_arch"),
+    # trap: a number after the word in other senses is no SM ("sm" as a size, a unit count with no refusal)
+    (["RuntimeError: Expected 2 sm 3 got 4"], None),
+])
+def test_an_sm_number_with_a_space_is_an_sm(lines, named):
+    assert _tier_names(*lines) == named
