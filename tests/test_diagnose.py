@@ -7,13 +7,14 @@ crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_he
 crashlogs_heldout51/, crashlogs_heldout53/ .. crashlogs_heldout60/, crashlogs_heldout64/ .. crashlogs_heldout68/,
 crashlogs_heldout71/ .. crashlogs_heldout74/, crashlogs_heldout76/ .. crashlogs_heldout107/, crashlogs_heldout109/ ..
 crashlogs_heldout128/, crashlogs_heldout130/ .. crashlogs_heldout140/, crashlogs_heldout142/ .. crashlogs_heldout150/
-crashlogs_heldout152/ .. crashlogs_heldout156/ and crashlogs_heldout158/ hold real logs set aside (by a fixed rule,
-docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the accuracy tables only, never
-asserted on. The per-class accuracy of the fixtures and of the one hundred and thirty-eight held-out splits (there is
-no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to 63, 69, 70 or 75: those rounds made probes or tuning
-logs, not splits, or chose their logs for the misses: crashlogs_gaps61 to 63, and 70; round 75's were synthesized from
-the release's raise sites; nor 108: its two logs were cut by the collector's tool before their failure; nor 129 and
-141: their collectors found no log not already used; nor 151 and 157: their logs were doubted before the split) is
+crashlogs_heldout152/ .. crashlogs_heldout156/ and crashlogs_heldout158/ .. crashlogs_heldout166/ hold real logs set
+aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the accuracy
+tables only, never asserted on. The per-class accuracy of the fixtures and of the one hundred and forty-six held-out
+splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to 63, 69, 70 or 75: those rounds made
+probes or tuning logs, not splits, or chose their logs for the misses: crashlogs_gaps61 to 63, and 70; round 75's were
+synthesized from the release's raise sites; nor 108: its two logs were cut by the collector's tool before their failure;
+nor 129 and 141: their collectors found no log not already used; nor 151 and 157: their logs were doubted before the
+split) is
 printed in the terminal summary of every run.
 """
 
@@ -108,7 +109,11 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout149", "crashlogs_heldout150",
                                                                  "crashlogs_heldout152", "crashlogs_heldout153",
                                                                  "crashlogs_heldout154", "crashlogs_heldout155",
-                                                                 "crashlogs_heldout156", "crashlogs_heldout158")]
+                                                                 "crashlogs_heldout156", "crashlogs_heldout158",
+                                                                 "crashlogs_heldout159", "crashlogs_heldout160",
+                                                                 "crashlogs_heldout161", "crashlogs_heldout162",
+                                                                 "crashlogs_heldout163", "crashlogs_heldout164",
+                                                                 "crashlogs_heldout165", "crashlogs_heldout166")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 # Held-out splits of rounds that chose logs because the diagnosis got them wrong (their collectors ran it first): split
 # by the same rule and never tuned on, but printed apart, so the measure above stays one of logs as users post them
@@ -660,6 +665,16 @@ KNOWN_MISSES = {
         "healthy", "a config check's message pasted alone, without its ValueError (\"Number of experts in the model must "
                    "be greater than 0 when expert parallelism is enabled.\"): no class's words name it, and a lone "
                    "line no class names may be any line of a healthy log (_message_alone)"),
+    # rounds 159 to 166's tuning misses at their split commit's catalog
+    "kernel_abi_mismatch/vllm-27228-vllm0110-torch290-bad-alloc": (
+        "unknown", "a C++ std::bad_alloc abort as the command starts, no more; only the maintainer's answer says vLLM "
+                   "0.11.0's binaries were built for torch 2.8 and the installed torch was 2.9"),
+    "kernel_abi_mismatch/xinference-4424-vllm-torch29-abort": (
+        "unknown", "'Aborted (core dumped)' after vLLM detected its platform, with no message; only the reporter's "
+                   "analysis says vLLM 0.10.2 was built for torch 2.8 and ran on torch 2.9"),
+    "speculative_config/vllm-32765-eagle3-gemma3-target-unsupported": (
+        "healthy", "pydantic's reason relayed by DJL Serving (\"INFO  PyProcess W-162-...-stdout: \"), whose prefix is "
+                   "not peeled, so the line is not read as the reason it is"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
