@@ -672,9 +672,6 @@ KNOWN_MISSES = {
     "kernel_abi_mismatch/xinference-4424-vllm-torch29-abort": (
         "unknown", "'Aborted (core dumped)' after vLLM detected its platform, with no message; only the reporter's "
                    "analysis says vLLM 0.10.2 was built for torch 2.8 and ran on torch 2.9"),
-    "speculative_config/vllm-32765-eagle3-gemma3-target-unsupported": (
-        "healthy", "pydantic's reason relayed by DJL Serving (\"INFO  PyProcess W-162-...-stdout: \"), whose prefix is "
-                   "not peeled, so the line is not read as the reason it is"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -1166,6 +1163,8 @@ PASTE_FORMS = {
     "less -N": lambda s: "\n".join(f"{n:>7} {x}" for n, x in enumerate(s.split("\n"), 1)) if _filled(s) >= 3 else s,
     "a web page's spaces, curly quotes, zero-width spaces": lambda s: s.replace(" ", "\xa0").replace(
         "'", "\u2019").replace('"', "\u201d").replace("\n", "\u200b\n"),
+    # DJL Serving (SageMaker's LMI containers) relaying its Python worker's output at INFO, as its console logs it
+    "relayed by DJL Serving at INFO": lambda s: _before_each("[INFO ] PyProcess - W-210-model-stdout: ", s),
 }
 
 
@@ -2331,6 +2330,15 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
     ("2025-02-25 08:37:29,910 - WARNING - flashinfer.jit: x", "flashinfer.jit: x", {"level": "WARNING"}),
     ("2024-09-13T22:25:37,532 [WARN ] W-9000-model_1.0-stderr MODEL_LOG - Traceback (most recent call last):",
      "Traceback (most recent call last):", {}),
+    # DJL Serving's relay (SageMaker LMI): its console's, an older image's with a cut level, its file's with a time
+    ("[INFO ] PyProcess - W-210-model-stdout: INFO 02-14 08:22:13 llm_engine.py:232] x", "x",
+     {"time": "02-14 08:22:13", "level": "INFO", "prefixed": True}),
+    ("WARN  PyProcess W-252-model-stderr:   File x", "  File x", {}),
+    ("NFO  PyProcess W-162-chat-film-stdout:   Value error, x", "  Value error, x", {}),
+    ("[WARN ] 2024-02-14 08:22:13 PyProcess - W-1511-model-stderr: Traceback (most recent call last):",
+     "Traceback (most recent call last):", {}),
+    ("PyProcess - W-144-model-stdout: [1,0]<stdout>:x", "x", {"rank": "rank0", "source": "rank0", "prefixed": True}),
+    ("the PyProcess W-1-x-stdout: y", "the PyProcess W-1-x-stdout: y", {}),
     ("[sglang]     | x", "x", {"source": "sglang"}),
     ("  | [2025-03-10T15:07:20Z] ERROR 03-10 08:07:20 [core.py:302] x", "x",
      {"time": "03-10 08:07:20", "level": "ERROR", "prefixed": True}),

@@ -132,6 +132,13 @@ _PYLOG_OWN = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ - [\w.<>-]+ 
 # the record's: relays log a subprocess's stderr (its tracebacks too) at INFO or WARN.
 _RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ (?:- (?:[\w.<>-]+ - )?"
                     r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:[\w.<>-]+ - )?|\[(?:DEBUG|INFO|WARN|ERROR) ?\] \S+ MODEL_LOG - )")
+# DJL Serving (AWS's LMI containers on SageMaker) relays its Python worker's stdout and stderr through log4j, the
+# worker named by its pid and model: "[INFO ] PyProcess - W-210-model-stdout: " (its console pattern
+# "[%-5level] %c{1} - %msg"), "WARN  PyProcess W-252-model-stderr: " (older images), with the file appender's time
+# after the level. Peeled like the relays above: stderr comes at WARN, a traceback at INFO when printed to stdout.
+# One space goes; the relayed line's own indentation (a traceback's, pydantic's) stays
+_DJL_RELAY = re.compile(r"^(?:\[[A-Z]+ *\] +|[A-Z]+ +)?(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +)?"
+                        r"PyProcess (?:- )?W-[\w.-]+-std(?:out|err): ")
 # the same relay in FastChat's format, "<time> | LEVEL | logger | " (its workers log a subprocess's stderr as
 # "2023-08-15 00:59:12 | ERROR | stderr | Traceback ..."): peeled the same way, its level not the record's
 _PIPE_RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? \| (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| "
@@ -291,6 +298,8 @@ def _peel(text: str, info: dict) -> re.Match | None:
             info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
     if m is None and c.isdigit():
         m = _dated(text, info)
+    if m is None and "PyProcess" in text[:40]:
+        m = _DJL_RELAY.match(text)
     if m is None and c == "(":
         m = _process_prefix(text, info)
     if m is None and c == "[":
