@@ -2339,6 +2339,15 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
      "Traceback (most recent call last):", {}),
     ("PyProcess - W-144-model-stdout: [1,0]<stdout>:x", "x", {"rank": "rank0", "source": "rank0", "prefixed": True}),
     ("the PyProcess W-1-x-stdout: y", "the PyProcess W-1-x-stdout: y", {}),
+    # vLLM's logger with the year a program set its date format to (NVIDIA NIM for LLMs)
+    ("INFO 2024-09-27 12:59:39.857 ngc_profile.py:231] x", "x",
+     {"time": "2024-09-27 12:59:39.857", "level": "INFO", "prefixed": True}),
+    ("[nim] ERROR 2024-09-27 12:59:39.857 [utils.py:21] x", "x",
+     {"time": "2024-09-27 12:59:39.857", "level": "ERROR", "prefixed": True}),
+    # Xinference's own records: logger, pid, then the level padded to eight
+    ("2024-05-29 08:41:33,373 xinference.core.worker 9528 ERROR    Failed to load model", "Failed to load model",
+     {"level": "ERROR"}),
+    ("2024-05-29 08:41:33,373 Supervisor   9528 WARNING  x", "x", {"level": "WARNING"}),
     ("[sglang]     | x", "x", {"source": "sglang"}),
     ("  | [2025-03-10T15:07:20Z] ERROR 03-10 08:07:20 [core.py:302] x", "x",
      {"time": "03-10 08:07:20", "level": "ERROR", "prefixed": True}),

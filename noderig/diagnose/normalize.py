@@ -111,6 +111,11 @@ _PYLOG = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ - (?P<level>DEBU
 # (KServe's "2024-07-01 07:28:04.488 1 kserve ERROR [__main__.py:<module>():254] "): its level is the record's
 _PYLOG_PID = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ \d+ [\w.-]+ "
                         r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?=\[[\w.-]+\.py:)")
+# a program's own Python logging record with its logger and pid before the level, padded (Xinference's
+# "%(asctime)s %(name)-12s %(process)d %(levelname)-8s %(message)s": "2024-05-29 08:41:33,373 xinference.core.worker
+# 9528 ERROR    Failed to load model"): its level is the record's
+_PYLOG_NAME_PID = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? [A-Za-z_][\w.-]* +\d+ "
+                             r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) {1,5}")
 # SGLang's router logs its own records with their level: the Rust router through `tracing`
 # ("2025-11-04 10:05:37  INFO sglang_router_rs::server: src/server.rs:830: ", the target a Rust module path)
 # and its older Python wrapper ("[Router (Rust)] 2025-03-08 02:33:09 - INFO - "). Their level is the record's:
@@ -184,9 +189,11 @@ _PROC = re.compile(r"^\((?:(?P<who>[^()\s,]+(?: rank=\d+| (?:TP|DP|PP|EP)\d+(?:_
                    r"(?:pid=(?P<pid>\d+)|(?P<daemon>raylet|gcs_server|dashboard_agent|log_monitor)(?=[,)]))"
                    r"(?:, ip=[\d.:a-f]+)?\)\s?")
 # vLLM logger: "ERROR 05-24 00:20:47 [core.py:1108] ", "INFO 01-11 15:51:02 llm_engine.py:70] ",
-# "WARNING 03-23 21:43:38.123 [engine.py:448] "
+# "WARNING 03-23 21:43:38.123 [engine.py:448] "; with the year when a program sets the date format of vLLM's logger
+# (NVIDIA NIM for LLMs: "INFO 2024-09-27 12:59:39.857 ngc_profile.py:231] ")
+_VLLM_TIME = r"(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
 _VLLM = re.compile(
-    r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) "
+    rf"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<time>{_VLLM_TIME}) "
     r"\[?[\w./-]+:\d+\] ?"
 )
 # tags a launcher or supervisor puts before vLLM's own record head, in forms no rule above names:
@@ -194,7 +201,7 @@ _VLLM = re.compile(
 # parentheses, colons and spaces, and only when the record head follows (its level is the line's)
 _TAGS_BEFORE_VLLM = re.compile(
     r"^(?:\[[^\[\]]{1,80}\]|\([^()]{1,80}\)|[: ])+?(?=(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
-    r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+:\d+\] ?)"
+    rf"{_VLLM_TIME} \[?[\w./-]+:\d+\] ?)"
 )
 # a launcher that relays its child's output under the child's name, behind its own time:
 # "[2026-01-22 20:05:33] [/bin/sh]: " (read only after a bare time was peeled: SGLang's own "[time TP0] " is
@@ -335,7 +342,8 @@ def _dated(text: str, info: dict) -> re.Match | None:
     if m:
         info.setdefault("source", f"{m['ident']}[{m['pid']}]" if m["pid"] else m["ident"])
         return m
-    m = _PYLOG.match(text) or _PYLOG_OWN.match(text) or _PYLOG_PID.match(text) or _RUST_TRACING.match(text)
+    m = (_PYLOG.match(text) or _PYLOG_OWN.match(text) or _PYLOG_PID.match(text) or _PYLOG_NAME_PID.match(text)
+         or _RUST_TRACING.match(text))
     if m:
         info.setdefault("level", _ROUTER_LEVEL.get(m["level"], m["level"]))
         return m
