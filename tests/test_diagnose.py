@@ -2345,6 +2345,12 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
      {"time": "2024-09-27 12:59:39.857", "level": "INFO", "prefixed": True}),
     ("[nim] ERROR 2024-09-27 12:59:39.857 [utils.py:21] x", "x",
      {"time": "2024-09-27 12:59:39.857", "level": "ERROR", "prefixed": True}),
+    # Ray Serve's own records (a replica's, the controller's in older releases)
+    ("ERROR 2024-11-18 01:46:34,210 default_VLLMDeployment ujj4diu5 replica.py:893 - Exception in replica",
+     "Exception in replica", {"level": "ERROR"}),
+    ("INFO 2025-08-29 18:02:42,869 serve 519120 -- Application 'default' is ready", "Application 'default' is ready",
+     {"level": "INFO"}),
+    ("INFO 2024-08-17 23:29:34,833 tool says - x", "INFO 2024-08-17 23:29:34,833 tool says - x", {}),
     # Xinference's own records: logger, pid, then the level padded to eight
     ("2024-05-29 08:41:33,373 xinference.core.worker 9528 ERROR    Failed to load model", "Failed to load model",
      {"level": "ERROR"}),

@@ -196,6 +196,12 @@ _VLLM = re.compile(
     rf"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<time>{_VLLM_TIME}) "
     r"\[?[\w./-]+:\d+\] ?"
 )
+# Ray Serve's own records (its controller's, proxy's and replicas', e.g. a VLLMDeployment's): level, time, the component
+# and its id (a request id and route when serving), then where it was logged (Ray's SERVE_LOG_RECORD_FORMAT):
+# "INFO 2024-11-18 01:46:34,210 default_VLLMDeployment ujj4diu5 replica.py:893 - ", older releases
+# "WARNING 2024-11-18 01:46:34,210 serve 1234 -- ". Its level is the record's
+_RAY_SERVE = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ "
+                        r"(?:\S+ ){1,5}?(?:[\w.-]+\.py:\d+ - |-- )")
 # tags a launcher or supervisor puts before vLLM's own record head, in forms no rule above names:
 # "[/bin/sh]: [EngineCore_DP0][pid=1242] ERROR 01-22 12:05:33.129 [core.py:1302] ". Only brackets,
 # parentheses, colons and spaces, and only when the record head follows (its level is the line's)
@@ -433,13 +439,16 @@ def _logger_bracket(text: str, info: dict) -> re.Match | None:
 
 
 def _logger_level(text: str, c: str, info: dict) -> re.Match | None:
-    """A prefix that starts with its level: vLLM's logger (``ERROR 05-24 ...``), glog's (``W0430 ...``)
-    or Python logging's default format (``INFO:uvicorn.error:...``)."""
+    """A prefix that starts with its level: vLLM's logger (``ERROR 05-24 ...``), Ray Serve's records
+    (``INFO 2024-11-18 ... replica.py:893 - ``), glog's (``W0430 ...``) or Python logging's default format
+    (``INFO:uvicorn.error:...``)."""
     m = _VLLM.match(text)
     if m:
         info.setdefault("time", m["time"])
         info.setdefault("level", "WARNING" if m["level"] == "WARN" else m["level"])
         info["prefixed"] = True
+    elif m := _RAY_SERVE.match(text):
+        info.setdefault("level", m["level"])
     elif c in "IWEF":
         m = _GLOG.match(text)
         if m:
