@@ -1166,6 +1166,8 @@ PASTE_FORMS = {
         "'", "\u2019").replace('"', "\u201d").replace("\n", "\u200b\n"),
     # DJL Serving (SageMaker's LMI containers) relaying its Python worker's output at INFO, as its console logs it
     "relayed by DJL Serving at INFO": lambda s: _before_each("[INFO ] PyProcess - W-210-model-stdout: ", s),
+    # LocalAI relaying its vLLM backend's output at DEBUG
+    "relayed by LocalAI at DEBUG": lambda s: _before_each("5:32AM DBG GRPC(qwen-127.0.0.1:43735): stderr ", s),
 }
 
 
@@ -2340,6 +2342,11 @@ def test_catalog_version_regex_and_signature_errors_in_full(tmp_path):
      "Traceback (most recent call last):", {}),
     ("PyProcess - W-144-model-stdout: [1,0]<stdout>:x", "x", {"rank": "rank0", "source": "rank0", "prefixed": True}),
     ("the PyProcess W-1-x-stdout: y", "the PyProcess W-1-x-stdout: y", {}),
+    # LocalAI's relay of a backend's output
+    ("5:32AM DBG GRPC(qwen-127.0.0.1:43735): stderr   File x", "  File x", {}),
+    ("11:02PM ERR GRPC(m): stdout INFO 01-11 15:51:02 llm_engine.py:70] x", "x",
+     {"time": "01-11 15:51:02", "level": "INFO", "prefixed": True}),
+    ("5:32AM DBG the GRPC(q): stderr x", "5:32AM DBG the GRPC(q): stderr x", {}),
     # vLLM's logger with the year a program set its date format to (NVIDIA NIM for LLMs)
     ("INFO 2024-09-27 12:59:39.857 ngc_profile.py:231] x", "x",
      {"time": "2024-09-27 12:59:39.857", "level": "INFO", "prefixed": True}),

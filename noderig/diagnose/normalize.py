@@ -144,6 +144,9 @@ _RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ (?:- (?:[\w.<>-]
 # One space goes; the relayed line's own indentation (a traceback's, pydantic's) stays
 _DJL_RELAY = re.compile(r"^(?:\[[A-Z]+ *\] +|[A-Z]+ +)?(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +)?"
                         r"PyProcess (?:- )?W-[\w.-]+-std(?:out|err): ")
+# LocalAI relays a backend's output (its vLLM backend's too) through zerolog's console writer, at the time of day and
+# DEBUG: "5:32AM DBG GRPC(llama-2-7b-chat.Q4_K_M.gguf-127.0.0.1:43735): stderr ". Peeled like the relays above
+_LOCALAI_RELAY = re.compile(r"^\d{1,2}:\d\d[AP]M (?:TRC|DBG|INF|WRN|ERR|FTL) GRPC\([^()]*\): std(?:out|err) ")
 # the same relay in FastChat's format, "<time> | LEVEL | logger | " (its workers log a subprocess's stderr as
 # "2023-08-15 00:59:12 | ERROR | stderr | Traceback ..."): peeled the same way, its level not the record's
 _PIPE_RELAY = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? \| (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| "
@@ -313,6 +316,8 @@ def _peel(text: str, info: dict) -> re.Match | None:
         m = _dated(text, info)
     if m is None and "PyProcess" in text[:40]:
         m = _DJL_RELAY.match(text)
+    if m is None and "GRPC(" in text[:20]:
+        m = _LOCALAI_RELAY.match(text)
     if m is None and c == "(":
         m = _process_prefix(text, info)
     if m is None and c == "[":
