@@ -5,6 +5,7 @@ Pure core (no pyinfra, no SSH): `diagnose(text) -> Diagnosis`. The signatures li
 (rich) and machines (JSON). The modules, in the order a log goes through them:
 
     carried.py     a log carried as data (JSON log records, escaped strings) -> the lines it holds
+    panels.py      rich's boxed tracebacks (typer's pretty exceptions) -> the tracebacks Python prints
     normalize.py   raw text -> clean lines with their rank (prefixes, ANSI, wrapped lines)
     tracebacks.py  every Python traceback per rank, and call chains
     catalog.py     catalog.toml and benign.toml loaded and checked (anchors.py: the cheap first pass)

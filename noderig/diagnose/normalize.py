@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from .carried import expand_carried
 from .copied import plain_characters, single_spaced, without_line_numbers
 from .excgroups import GroupBorders
+from .panels import unboxed
 from .transports import PASTE_SHARE, gitlab_lines, without_stream_names
 from .wraps import cut_lines
 
@@ -574,7 +575,8 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
                                                                 if a != b), min(len(margin), len(lead)))]
             if not margin:
                 break
-    return [(no, x[len(margin):] if margin else x) for (no, _), x in zip(numbered, lines)]
+    return unboxed([(no, x[len(margin):] if margin else x) for (no, _), x in zip(numbered, lines)], strip_ansi,
+                   _EXC_LINE.match)
 
 
 def _transport_peeled(line: str) -> str | None:
