@@ -1168,6 +1168,9 @@ PASTE_FORMS = {
     "relayed by DJL Serving at INFO": lambda s: _before_each("[INFO ] PyProcess - W-210-model-stdout: ", s),
     # LocalAI relaying its vLLM backend's output at DEBUG
     "relayed by LocalAI at DEBUG": lambda s: _before_each("5:32AM DBG GRPC(qwen-127.0.0.1:43735): stderr ", s),
+    # a service's output forwarded through rsyslog: its colour codes and carriage returns escaped as "#033", "#015"
+    "forwarded through rsyslog": lambda s: _before_each("Dec  2 13:31:17 b300 sglang[536]: ", "\n".join(
+        f"#033[0;32m{x}#033[0m#015" if x.strip() else x for x in s.split("\n"))),
 }
 
 

@@ -419,6 +419,33 @@ def test_stern_pod_and_container_names_are_peeled():
     assert diagnose(log).cls == "port_in_use"
 
 
+def test_rsyslog_escapes_of_colours_and_carriage_returns_are_the_characters_again():
+    # a container's output through docker's syslog driver (a SageMaker endpoint's, vLLM 20855): every line behind a
+    # coloured process prefix written as "#033[1;36m(...)#033[0;0m ", ending in "#015"
+    log = "\n".join(f"#033[1;36m(VllmWorker rank=0 pid=382)#033[0;0m {x}#015" for x in KV_TRACEBACK)
+    lines = normalize(log)
+    assert [ln.text for ln in lines] == KV_TRACEBACK and {ln.rank for ln in lines} == {"rank0"}
+    assert diagnose(log).cls == "kv_cache_insufficient"
+
+
+def test_a_record_of_many_lines_syslog_joined_with_escaped_breaks_is_its_lines():
+    # Python logging to syslog: one record, its traceback's lines joined by "#012", its indentation's tabs "#011"
+    log = ("Dec  2 13:31:17 b300 sglang[536]: Scheduler hit an exception:#012" + "#012".join(KV_TRACEBACK)
+           + "\nDec  2 13:31:18 b300 sglang[536]: Received sigquit from a child process.#011It usually means the "
+           "child failed.")
+    lines = normalize(log)
+    assert [ln.text for ln in lines[1:len(KV_TRACEBACK) + 1]] == KV_TRACEBACK
+    assert {ln.no for ln in lines[:-1]} == {1} and lines[-1].no == 2  # each keeps the number of the raw line
+    assert "#011" not in lines[-1].text and lines[-1].text.endswith(".  It usually means the child failed.")
+    (tb,) = parse_tracebacks(lines)
+    assert tb.final.exc_type == "ValueError" and diagnose(log).cls == "kv_cache_insufficient"
+
+
+@pytest.mark.parametrize("text", ["see issue #011 and #012 for the same error", "build #033 failed: exit 1"])
+def test_an_issue_number_is_no_syslog_escape(text):
+    assert [ln.text for ln in normalize(text)] == [text]
+
+
 @pytest.mark.parametrize("log", [
     # most lines do not start with one pod's and container's names: nothing is a stern prefix
     ["nvidia-smi failed with exit code 9", "sglang-router started on port 30000", "Traceback (most recent call last):",

@@ -29,7 +29,8 @@ from .carried import expand_carried
 from .copied import plain_characters, single_spaced, without_line_numbers
 from .excgroups import GroupBorders
 from .panels import unboxed
-from .transports import PASTE_SHARE, gitlab_lines, without_stream_names
+from .transports import (PASTE_SHARE, gitlab_lines, shows_syslog_escapes, syslog_controls, syslog_lines,
+                         without_stream_names)
 from .wraps import cut_lines
 
 __all__ = ["CXX_FRAME", "CXX_RAISED", "IPY_CELL", "IPY_FRAME", "IPY_HEADER", "QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
@@ -562,10 +563,14 @@ def _undecorated(text: str) -> list[tuple[int, str]]:
     if "&" in text and _HTML_ENTITY.search(text):
         text = html.unescape(text)
     text = plain_characters(text)  # after the escapes: "&nbsp;" is a no-break space
+    syslog = shows_syslog_escapes(text)
+    if syslog:  # before colour codes that lost their escape are read: "#033[0m" is one with its escape
+        text = syslog_controls(text)
     if "m" in text and _BARE_RESET.search(text):
         text = _without_bare_colours(text)
     raw = without_line_numbers(text.splitlines())  # the outermost prefix: a viewer's, over whatever it showed
     numbered = gitlab_lines(_oldest_first(single_spaced(expand_carried(raw, _transport_peeled))))
+    numbered = syslog_lines(numbered) if syslog else numbered
     lines = _unlabelled(without_stream_names([x for _, x in numbered], strip_ansi))
     margin = None  # the leading whitespace every non-blank line starts with
     for x in lines:

@@ -16,6 +16,13 @@ normalize.py, over the paste's lines:
   line). Only a name most lines share, so a shipper's time before a message is left.
 - stern (github.com/stern/stern), whose default template is "<pod> <container> <message>" (each name
   coloured): the two names go when most lines start with them.
+- rsyslog's escapes of the control characters in a message (EscapeControlCharactersOnReceive, on by
+  default; rsyslog.com/doc, "$EscapeControlCharactersOnReceive"): "#" and the character's octal code. A
+  service's output forwarded to syslog, or a container's through docker's syslog driver (SageMaker's and
+  Ray's logs as users paste them), keeps its colour codes as "#033[1;36m", a carriage return as "#015", a
+  tab as "#011", and a message of several lines as one line with "#012" where they broke. Read as escapes
+  only in a paste that shows one in a shape no other text has (a colour code, a carriage return ending a
+  line, a break before a traceback's line): "#011" alone may be an issue's number.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-__all__ = ["PASTE_SHARE", "gitlab_lines", "without_stream_names"]
+__all__ = ["PASTE_SHARE", "gitlab_lines", "shows_syslog_escapes", "syslog_controls", "syslog_lines", "without_stream_names"]
 
 PASTE_SHARE = 0.8  # of the paste's non-blank lines, at least, for a prefix read over the whole paste
 _MAX_NAMES = 4  # distinct stream names / pod-container pairs one paste interleaves, at most
@@ -40,6 +47,11 @@ _NOT_A_STREAM = re.compile(r"^(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TR
                            r"|^\d{4}-\d\d-\d\d|:")
 _JOURNAL_REST = re.compile(r"^(?:[^\s\[:/]+\[\d+\]|kernel): ")  # the kernel's lines name no pid
 # stern: "<pod> <container> ", Kubernetes names (DNS labels; a pod's has a hyphen: "sglang-7d9f8b6c5-x2k4p")
+# rsyslog's escapes in a shape no other text has, and the ones read as the characters they stand for (ESC, CR, TAB;
+# a line break splits the line, after the lines are numbered)
+_SYSLOG_SIGN = re.compile(r'#033\[[0-9;]*m|#015$|#012(?:Traceback \(|\s+File ")', re.M)
+_SYSLOG_CONTROL = re.compile(r"#0(33|15|11)")
+_SYSLOG_BREAK = "#012"
 _STERN = re.compile(r"^(?P<pod>[a-z0-9][a-z0-9.]*-[a-z0-9.-]*[a-z0-9]) (?P<container>[a-z0-9](?:[a-z0-9-]*[a-z0-9])?) ")
 
 
@@ -89,3 +101,18 @@ def _stream(line: str) -> re.Match | None:
     if m is None or _NOT_A_STREAM.search(m["name"]) or not re.search(r"[/\d]", m["name"]):
         return None
     return m
+
+
+def shows_syslog_escapes(text: str) -> bool:
+    """Whether the paste holds rsyslog's escapes of control characters (_SYSLOG_SIGN)."""
+    return "#0" in text and _SYSLOG_SIGN.search(text) is not None
+
+
+def syslog_controls(text: str) -> str:
+    """The text with rsyslog's escapes of ESC, CR and TAB as those characters."""
+    return _SYSLOG_CONTROL.sub(lambda m: chr(int(m[1], 8)), text)
+
+
+def syslog_lines(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Each line that holds rsyslog's escaped line breaks as the lines it held, numbered by the raw line."""
+    return [(no, part) for no, x in numbered for part in (x.split(_SYSLOG_BREAK) if _SYSLOG_BREAK in x else (x,))]
