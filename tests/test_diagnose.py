@@ -1168,6 +1168,8 @@ PASTE_FORMS = {
     "relayed by DJL Serving at INFO": lambda s: _before_each("[INFO ] PyProcess - W-210-model-stdout: ", s),
     # LocalAI relaying its vLLM backend's output at DEBUG
     "relayed by LocalAI at DEBUG": lambda s: _before_each("5:32AM DBG GRPC(qwen-127.0.0.1:43735): stderr ", s),
+    # a traceback drawn in a rich panel, as typer's pretty exceptions draw it (docs/diagnose.md, "Rich's panels")
+    "rich's boxed traceback": lambda s: _rich_panels(s),
     # a service's output forwarded through rsyslog: its colour codes and carriage returns escaped as "#033", "#015"
     "forwarded through rsyslog": lambda s: _before_each("Dec  2 13:31:17 b300 sglang[536]: ", "\n".join(
         f"#033[0;32m{x}#033[0m#015" if x.strip() else x for x in s.split("\n"))),
@@ -1212,6 +1214,50 @@ def _ipython(text: str) -> str:
         for path, line, func, code in frames:
             out += [f"File {path}:{line}, in {func}()", f"--> {line:>4} {code}", ""]
     return "\n".join(out)
+
+
+def _rich_panels(text: str, width: int = 100) -> str:
+    """Every traceback that starts a line drawn as rich draws it (rich/traceback.py): a panel of the panel's width
+    titled "Traceback (most recent call last)", each frame's title "<path>:<line> in <function>" wrapped at its
+    spaces (a word wider than the panel folded), the line that ran behind "❱" and its number, and under the panel the
+    exception by its class's name alone."""
+    lines, out, i = text.split("\n"), [], 0
+    inner = width - 4
+    while i < len(lines):
+        if not lines[i].startswith("Traceback (most recent call last)"):
+            out.append(lines[i])
+            i += 1
+            continue
+        body, ran, i = [], "", i + 1
+        while i < len(lines) and (lines[i][:1].isspace() or not lines[i].strip()):
+            m = _PY_FRAME.match(lines[i])
+            if m:
+                body += ([""] if body else []) + _rich_wrapped(f"{m[1]}:{m[2]} in {m[3]}", inner)
+                ran = m[2]
+            elif ran and lines[i].strip().strip("^~"):
+                body += ["", f"❱ {ran} │ {lines[i].strip()}"[:inner]]
+                ran = ""
+            i += 1
+        title = " Traceback (most recent call last) "
+        left = (width - 2 - len(title)) // 2
+        out += ["╭" + "─" * left + title + "─" * (width - 2 - left - len(title)) + "╮"]
+        out += [f"│ {x:<{inner}} │" for x in body] + ["╰" + "─" * (width - 2) + "╯"]
+        if i < len(lines):
+            name, sep, rest = lines[i].partition(":")
+            lines[i] = name.rsplit(".", 1)[-1] + sep + rest if " " not in name else lines[i]
+    return "\n".join(out)
+
+
+def _rich_wrapped(title: str, inner: int) -> list[str]:
+    """A frame's title as rich wraps it in a panel: at its spaces, a word wider than the panel folded."""
+    rows = [""]
+    for word in title.split(" "):
+        if rows[-1] and len(rows[-1]) + 1 + len(word) <= inner:
+            rows[-1] += " " + word
+            continue
+        pieces = [word[k:k + inner] for k in range(0, len(word), inner)] or [""]
+        rows = (rows if rows[-1] else rows[:-1]) + pieces
+    return rows
 
 
 def _requoted(text: str) -> str:
