@@ -33,9 +33,9 @@ LONG_DIR = "a_directory_whose_name_is_long_enough_to_fold_the_title_of_the_frame
 EXCEPTION = "ValueError: Cannot enable both --enable-tokenizer-batch-encode and"
 
 
-def draw(tmp_path, width: int, console: str, show_locals: bool = True) -> str:
+def draw(tmp_path, width: int, console: str, show_locals: bool = True, directory: str = LONG_DIR) -> str:
     """The panel rich prints for MODULE's exception, raised from a file under ``tmp_path``."""
-    path = tmp_path / "site-packages" / "sglang" / "srt" / LONG_DIR / "server_args.py"
+    path = tmp_path / "site-packages" / "sglang" / "srt" / directory / "server_args.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(MODULE)
     namespace: dict = {}
@@ -107,3 +107,12 @@ def test_a_chained_exception_is_one_traceback_of_two_sections(tmp_path):
     (tb,) = parse_tracebacks(normalize(text))
     assert len(tb.sections) == 2 and all(s.exc_type == "ValueError" for s in tb.sections)
     assert diagnose(text).cls == "invalid_server_args"
+
+
+def test_a_wide_character_that_shortens_a_line_keeps_it_in_the_panel(tmp_path):
+    # a CJK directory takes two cells a character: its lines are shorter than the panel's width in characters
+    text = draw(tmp_path, 100, "unicode", directory="模型目录")
+    assert any(len(x) < 100 for x in text.splitlines() if x.startswith("│") and "模型" in x)
+    (tb,) = parse_tracebacks(normalize(text))
+    module = str(tmp_path / "site-packages" / "sglang" / "srt" / "模型目录" / "server_args.py")
+    assert [(f.file, f.function) for f in tb.final.frames][-2:] == [(module, "launch"), (module, "check")]

@@ -21,6 +21,7 @@ before the panel's fixed width. A box without either mark (a log viewer's pane, 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 
 __all__ = ["unboxed"]
@@ -41,6 +42,8 @@ _TITLE = re.compile(r"^(?P<path>\S.*?):(?P<line>\d+) ?in ?(?P<func>[\w.<>]+)$")
 _TITLE_NO_FILE = re.compile(r"^in ?(?P<func>[\w.<>]+):(?P<line>\d+)$")
 
 Numbered = list[tuple[int, str]]
+# a panel by the lines of its borders: (its width, the column its left side is at)
+Box = tuple[int, int]
 
 
 def unboxed(numbered: Numbered, plain: Callable[[str], str], is_exception: Callable[[str], object]) -> Numbered:
@@ -58,73 +61,80 @@ def unboxed(numbered: Numbered, plain: Callable[[str], str], is_exception: Calla
             out.append(numbered[i])
             i += 1
             continue
-        end, width, titled = panel
-        out.extend(_as_printed(numbered, texts, i, end, width, titled))
+        end, box, titled = panel
+        out.extend(_as_printed(numbered, texts, i, end, box, titled))
         i = end
     return out
 
 
-def _titled_panel(texts: list[str], i: int) -> tuple[int, int, bool] | None:
-    """(the index after the panel, its width, True) when a panel's title is on line ``i``."""
+def _titled_panel(texts: list[str], i: int) -> tuple[int, Box, bool] | None:
+    """(the index after the panel, its box, True) when a panel's title is on line ``i``."""
     top = _TOP.search(texts[i])
     if top is None:
         return None
-    width = top.end() - top.start()
+    box = (top.end() - top.start(), top.start())
     j = i + 1
-    while j < len(texts) and _content(texts[j], width) is not None:
+    while j < len(texts) and _content(texts[j], box) is not None:
         j += 1
-    return (j + 1 if j < len(texts) and _bottom(texts[j], width) else j), width, True
+    return (j + 1 if j < len(texts) and _bottom(texts[j], box) else j), box, True
 
 
-def _untitled_panels(texts: list[str], is_exception) -> dict[int, tuple[int, int, bool]]:
+def _untitled_panels(texts: list[str], is_exception) -> dict[int, tuple[int, Box, bool]]:
     """The panels a paste cut above their title, by the index they start at: a bottom border with an
-    exception line under it, and the lines of its width above it, one of them a line of source marked as the
+    exception line under it, and the lines of its box above it, one of them a line of source marked as the
     one that ran (a panel of anything else printed before a crash is no traceback)."""
     found = {}
     for j, text in enumerate(texts):
         m = _BOTTOM.search(text)
         if m is None:
             continue
-        width, prefix = m.end() - m.start(), m.start()
+        box = (m.end() - m.start(), m.start())
         after = next((x for x in texts[j + 1:j + 3] if x.strip()), "")
-        if not is_exception(after[prefix:]):
+        if not is_exception(after[box[1]:]):
             continue
         k = j
-        while k > 0 and _content(texts[k - 1], width) is not None:
+        while k > 0 and _content(texts[k - 1], box) is not None:
             k -= 1
         if k < j and (k == 0 or not _TOP.search(texts[k - 1])) and any(
-                (m := _SOURCE.match(_content(texts[n], width).rstrip())) and m["ran"] for n in range(k, j)):
-            found[k] = (j + 1, width, False)
+                (m := _SOURCE.match(_content(texts[n], box)[1].rstrip())) and m["ran"] for n in range(k, j)):
+            found[k] = (j + 1, box, False)
     return found
 
 
-def _content(text: str, width: int) -> str | None:
-    """What is inside the panel on this line ("│ " and " │" gone), or None when it is no line of it."""
-    box = text[-width:] if len(text) >= width else ""
-    if not box or box[0] not in _SIDES or box[-1] not in _SIDES:
+def _content(text: str, box: Box) -> tuple[str, str] | None:
+    """(the prefix before the panel, what is inside it: "│ " and " │" gone) on this line, or None when it is no line
+    of the panel. The panel's width finds it behind a prefix of another length (a time with fewer digits); its
+    left side's column, in a line a wide character made shorter (a CJK path takes two cells of one character)."""
+    width, left = box
+    if not text.endswith(_SIDES):
         return None
-    return box[2:-2]
+    if len(text) >= width and text[-width] in _SIDES:
+        return text[:-width], text[2 - width:-2]
+    if len(text) > left + 3 and text[left] in _SIDES:
+        return text[:left], text[left + 2:-2]
+    return None
 
 
-def _bottom(text: str, width: int) -> bool:
+def _bottom(text: str, box: Box) -> bool:
     m = _BOTTOM.search(text)
-    return m is not None and m.end() - m.start() == width
+    return m is not None and m.end() - m.start() == box[0]
 
 
-def _as_printed(numbered: Numbered, texts: list[str], start: int, end: int, width: int, titled: bool) -> Numbered:
+def _as_printed(numbered: Numbered, texts: list[str], start: int, end: int, box: Box, titled: bool) -> Numbered:
     """The panel's lines [start, end) as Python prints the traceback: each line keeps its number and the prefix
     before the panel; the context lines, the locals and the borders go."""
-    out: Numbered = [(numbered[start][0], texts[start][:len(texts[start]) - width] + _TB_HEADER)]
+    out: Numbered = [(numbered[start][0], (_content(texts[start], box) or (texts[start][:box[1]], ""))[0] + _TB_HEADER)]
     title: list[tuple[int, str, str]] = []  # a frame's title as rich wrapped it: (number, prefix, piece)
     nested = False
     for k in range(start + 1 if titled else start, end):
-        inner = _content(texts[k], width)
-        if inner is None:  # the bottom border
+        line = _content(texts[k], box)
+        if line is None:  # the bottom border
             break
-        prefix, ended = texts[k][:len(texts[k]) - width], inner.rstrip()
+        prefix, inner = line
+        ended = inner.rstrip()
         starts_piece = bool(ended) and not inner[:1].isspace() and not nested
         if title and not (starts_piece and not _NESTED_TOP.match(inner)):
-            out.append(_frame_line(title, width))
+            out.append(_frame_line(title, box[0]))
             title = []
         if nested or _NESTED_TOP.match(inner):
             nested = not (nested and _NESTED_BOTTOM.match(inner))
@@ -136,17 +146,22 @@ def _as_printed(numbered: Numbered, texts: list[str], start: int, end: int, widt
         elif starts_piece and not _HIDDEN.match(ended):
             title.append((numbered[k][0], prefix, inner))
     if title:
-        out.append(_frame_line(title, width))
+        out.append(_frame_line(title, box[0]))
     return out
 
 
 def _frame_line(title: list[tuple[int, str, str]], width: int) -> tuple[int, str]:
     """The "File" line of a frame whose title rich wrapped into these pieces: a piece that fills the panel was
     folded inside a word (a long path), any other ends at a space."""
-    text = "".join(piece if len(piece.rstrip()) >= width - 4 else piece.rstrip() + " " for _, _, piece in title).strip()
+    text = "".join(piece if _cells(piece.rstrip()) >= width - 4 else piece.rstrip() + " " for _, _, piece in title).strip()
     no, prefix = title[0][0], title[0][1]
     m = _TITLE.match(text) or _TITLE_NO_FILE.match(text)
     if m is None:
         return no, prefix + text
     path = m.groupdict().get("path") or "<unknown>"
     return no, f'{prefix}  File "{path}", line {m["line"]}, in {m["func"]}'
+
+
+def _cells(text: str) -> int:
+    """The terminal cells ``text`` takes, as rich counts them: two for a wide character (CJK), one for another."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
