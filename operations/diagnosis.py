@@ -216,13 +216,16 @@ def _http(url: str, headers: dict, body: bytes | None = None) -> bytes:
 
 def _diagnose_failed_invocation(host, unit: str, waited: float, timeout: int):
     """Read the journal of the failed invocation only (older runs' errors would mislead), name
-    the root cause with the catalog, and print the report; returns the Diagnosis."""
+    the root cause with the catalog, and print the report; returns the Diagnosis. The invocation's
+    journal is the server's lines and systemd's own about it (INVOCATION_ID=, which `journalctl -u`
+    shows too): only systemd says that the kernel's OOM killer ended the server."""
     _, out = host.run_shell_command(StringCommand(
         "inv=$(systemctl show -p InvocationID --value", QuoteString(unit), ");",
-        "journalctl", "--no-pager", "-o", "short-iso-precise", "_SYSTEMD_INVOCATION_ID=$inv", ";",
+        "journalctl", "--no-pager", "-o", "short-iso-precise", "_SYSTEMD_INVOCATION_ID=$inv", "+",
+        "INVOCATION_ID=$inv", ";",
         "echo", QuoteString(RESULT_MARK), ";",
         "systemctl", "show", "-p", "Result", "-p", "ExecMainCode", "-p", "ExecMainStatus", "-p", "ActiveState",
-        QuoteString(unit), ";",
+        "-p", "SubState", QuoteString(unit), ";",
         "journalctl", "--no-pager", "-o", "json", "-n", "1", "_SYSTEMD_INVOCATION_ID=$inv",
         "--output-fields=__REALTIME_TIMESTAMP"))
     lines = out.stdout_lines
@@ -243,7 +246,9 @@ def _diagnose_failed_invocation(host, unit: str, waited: float, timeout: int):
         host.log_styled(f"{unit} did not become ready after {waited:.1f} s (result {result.get('Result', '?')}); "
                         f"its journal could not be diagnosed: {why}", fg="red", log_func=logger.error)
         return None
-    running = result.get("ActiveState") in ("active", "activating", "reloading")
+    # a server that died and waits for its restart is "activating" too: its SubState says it is no longer running
+    running = (result.get("ActiveState") in ("active", "activating", "reloading")
+               and result.get("SubState") != "auto-restart")
     if d.healthy and running:  # still starting: slow, not crashed (and nothing to repair)
         host.log_styled(f"{unit} is still starting after {waited:.1f} s ({d.stage}): not a crash, nothing in its "
                         "log failed; wait, or raise ready_timeout", fg="red", log_func=logger.error)

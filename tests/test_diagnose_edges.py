@@ -3659,6 +3659,15 @@ def test_trap_a_clean_exit_or_a_stop_asked_for_after_ready_stays_healthy(line):
      "Loading safetensors checkpoint shards:  62% Completed | 40/64 [01:12<00:43,  1.81s/it]", "Killed"],
     ["Loading checkpoint shards:  50%|#####     | 1/2 [00:31<00:31, 31.20s/it]Killed"],
     ["./serve.sh: line 7: 51234 Killed                  python3 -m sglang.launch_server --model-path x"],
+    # systemd's account in the unit's journal (noderig's own unit), the kernel's or systemd-oomd's kill
+    ["Dec 02 13:31:17 b300 systemd[1]: sglang.service: A process of this unit has been killed by the OOM killer.",
+     "Dec 02 13:31:17 b300 systemd[1]: sglang.service: Main process exited, code=killed, status=9/KILL",
+     "Dec 02 13:31:17 b300 systemd[1]: sglang.service: Failed with result 'oom-kill'."],
+    ["[2026-12-02 13:31:10 TP0] Load weight begin. avail mem=178.21 GB",
+     "sglang.service: Failed with result 'oom-kill'."],
+    # systemd-oomd's kill ends the unit with the same result
+    ["sglang.service: systemd-oomd killed 12 process(es) in this unit.", "sglang.service: Failed with result "
+     "'oom-kill'."],
 ])
 def test_the_hosts_memory_killing_the_server_is_host_oom(lines):
     d = diagnose("\n".join(lines))
@@ -3678,6 +3687,10 @@ def test_the_hosts_memory_killing_the_server_is_host_oom(lines):
       "is called. (3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected errors."], "unknown"),
     # "Killed" inside a sentence or an INFO record is no shell's report
     (["INFO 03-03 10:00:00 [engine.py:1] Killed 2 idle requests after the timeout"], "healthy"),
+    # a stop's SIGKILL names no memory
+    (["sglang.service: State 'stop-sigterm' timed out. Killing.",
+      "sglang.service: Main process exited, code=killed, status=9/KILL",
+      "sglang.service: Failed with result 'timeout'."], "unknown"),
 ])
 def test_trap_killed_after_another_failure_or_in_a_sentence_is_no_host_oom(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls

@@ -6,9 +6,11 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
 
 import pytest
 
+from noderig_lab import hosts as hostlib
 from tests.conftest import deploy, diagnose_cli
 
 pytestmark = pytest.mark.lab
@@ -103,3 +105,21 @@ def test_a_server_still_starting_is_not_reported_as_crashed(lab):
         out[-4000:]
     assert "diagnosis:" not in out and "failed during startup" not in out
     assert lab.run("b300", "systemctl is-active sglang", check=False).stdout.strip() in ("active", "activating")
+
+
+def test_a_server_killed_while_starting_is_a_failure_with_systemds_words(lab):
+    lab.reset("b300")
+    # SIGKILL from outside while the slowed stand-in loads (what the kernel's OOM killer does): the server's own
+    # lines show no failure; systemd's lines of the same invocation say how it ended, and the deploy reads them
+    # (on a node with a memory controller, "A process of this unit has been killed by the OOM killer" among them)
+    killer = subprocess.Popen(hostlib.ssh_command(lab.layout, lab.host("b300"), (
+        "for i in $(seq 600); do test \"$(systemctl show -p ActiveState --value sglang)\" = active "
+        "&& journalctl -u sglang -o cat | grep -q 'Load weight' && break; sleep 0.5; done; "
+        "systemctl kill --kill-whom=main -s KILL sglang")))
+    try:
+        res, out = deploy(lab, "ready_timeout=300", 'server_environment={"SGLANG_STANDIN_TIME_SCALE": "60"}')
+    finally:
+        killer.wait(timeout=60)
+    assert res.returncode != 0, out[-3000:]
+    assert "failed during startup" in out and "diagnosis: unknown" in out, out[-4000:]  # not "still starting"
+    assert re.search(r"evidence: sglang\.service: Main process exited, code=killed, status=9/KILL", out), out[-4000:]

@@ -33,6 +33,13 @@ OOM = "cuda_oom/sglang-4248-tp-worker-oom.log"
 NO_KERNEL = "unsupported_gpu_arch/vllm-14452-rtx50-no-kernel-image.log"
 PORT_TAKEN = "port_in_use/aphrodite-sonar-621-uvicorn-bind.log"
 STALLED = "stalled"  # a launch still loading when the wait ends
+OOM_KILLED = "oom-killed"  # a launch the kernel's OOM killer ended while it loaded; systemd restarts it
+# what systemd writes of that invocation (INVOCATION_ID=), after the server's own lines
+SYSTEMD_OOM = ["2026-12-02T13:31:20.100000+0000 b300 systemd[1]: sglang.service: A process of this unit has been killed "
+               "by the OOM killer.",
+               "2026-12-02T13:31:20.200000+0000 b300 systemd[1]: sglang.service: Main process exited, code=killed, "
+               "status=9/KILL",
+               "2026-12-02T13:31:20.300000+0000 b300 systemd[1]: sglang.service: Failed with result 'oom-kill'."]
 
 READ_REPAIRS = "cat /etc/noderig/repairs.json 2>/dev/null || true"
 RESTART = "systemctl reset-failed sglang.service ; systemctl restart sglang.service"
@@ -65,11 +72,15 @@ class Node:
             self.current = self.launches.pop(0)
             return self.current is None, []
         if command.startswith("inv=$(systemctl show -p InvocationID"):
+            loading = journal("healthy/standin-sglang-skip-warmup-tp2.log")[:12]
+            if self.current == OOM_KILLED:
+                return True, [*loading, *SYSTEMD_OOM, diagnosis.RESULT_MARK, "Result=oom-kill", "ExecMainCode=2",
+                              "ExecMainStatus=9", "ActiveState=activating", "SubState=auto-restart"]
             stalled = self.current == STALLED
-            lines = journal("healthy/standin-sglang-skip-warmup-tp2.log")[:12] if stalled else journal(self.current)
+            lines = loading if stalled else journal(self.current)
             state = "activating" if stalled else "failed"
             return True, [*lines, diagnosis.RESULT_MARK, "Result=exit-code", "ExecMainCode=1", "ExecMainStatus=137",
-                          f"ActiveState={state}"]
+                          f"ActiveState={state}", f"SubState={'start' if stalled else 'failed'}"]
         if "verify_files.py" in command:
             files = [{"file": f, "status": "sha256_mismatch"} for f in self.damaged]
             return not self.damaged, [json.dumps({"files": files})]
@@ -194,6 +205,25 @@ def test_a_server_still_loading_when_the_wait_ends_is_not_called_a_crash():
     assert sentence.startswith("sglang.service is still starting after ")
     assert sentence.endswith(" s (process started, distributed initialised, loading weights, not yet ready): not "
                              "a crash, nothing in its log failed; wait, or raise ready_timeout")
+
+
+def test_a_server_the_oom_killer_ended_while_loading_is_a_failure_named_by_systemds_lines(caplog):
+    # its own lines show a load under way; systemd's, read with them, say how it ended; waiting for its restart
+    # ("activating", "auto-restart") it is not "still starting"
+    caplog.set_level(logging.ERROR, logger="pyinfra")
+    host = node_host(Node([OOM_KILLED]))
+    assert launch(host, settings=server_settings(), repair=True) is False
+    assert launched(host) == [READ_REPAIRS, "wait", "diagnose"], "nothing the deploy can repair"
+    assert "sglang.service failed during startup after " in logged(host)
+    assert "(result oom-kill, status 9); diagnosis: host_oom" in logged(host)
+    assert "has been killed by the OOM killer" in caplog.text and "still starting" not in logged(host)
+
+
+def test_the_journal_read_is_the_invocations_own_and_systemds_lines_about_it():
+    host = node_host(Node([OOM_KILLED]))
+    launch(host, settings=server_settings())
+    read = next(c for c in host.ran if c.startswith("inv=$(systemctl show -p InvocationID"))
+    assert "journalctl --no-pager -o short-iso-precise _SYSTEMD_INVOCATION_ID=$inv + INVOCATION_ID=$inv ;" in read
 
 
 # --------------------------------------------------------------------------------------------
