@@ -117,6 +117,20 @@ def terminal_pieces(pieces: int) -> str:
     return "\n".join(line[k:k + 80] for k in range(0, 80 * pieces, 80))
 
 
+def rich_panels(lines: int) -> str:
+    """Rich's boxed tracebacks (panels.py), 100 columns wide: frames with source, a locals panel each, and under
+    each panel the exception line, until ``lines``."""
+    def row(text: str) -> str:
+        return f"│ {text:<96} │"
+    frame = [row("/usr/lib/python3.12/site-packages/text_generation_server/server.py:142 in serve_inner"), row(""),
+             *(row(f"  {n} │   model = get_model(model_id, revision, sharded, quantize)") for n in range(139, 142)),
+             row("❱ 142 │   model = get_model(model_id, revision, sharded, quantize)"), row(""),
+             row("╭─ locals ─╮"), *(row(f"│ quantize = None {n} │") for n in range(8)), row("╰──────────╯"), row("")]
+    panel = ["╭" + "─" * 31 + " Traceback (most recent call last) " + "─" * 32 + "╮", *frame * 20, "╰" + "─" * 98 + "╯",
+             "ValueError: Unsupported model type qwen3_moe"]
+    return "\n".join((panel * (lines // len(panel) + 1))[:lines])
+
+
 # the paths one log exercises whole: (key in the results, what the row says, the log)
 SINGLE_CASES = (
     ("still_starting", "50,000 lines still starting", lambda: still_starting(50_000)),
@@ -125,6 +139,7 @@ SINGLE_CASES = (
     ("docker_json", "50,000 lines of docker's json-file log, a crash buried", lambda: docker_json(50_000)),
     ("grep_context", "50,000 lines as `grep -Hn -C` prints them, no-break spaces", lambda: grep_context(50_000)),
     ("escaped_tracebacks", "30,000 lines each quoting a traceback", lambda: escaped_tracebacks(30_000)),
+    ("rich_panels", "50,000 lines of rich's boxed tracebacks, locals shown", lambda: rich_panels(50_000)),
     ("cri_pieces", "one line in 40,000 CRI pieces", lambda: cri_pieces(40_000)),
     ("terminal_pieces", "one line a terminal cut into 20,000 pieces", lambda: terminal_pieces(20_000)),
     ("long_line", "one 103 KB line of a signature's words repeated",
