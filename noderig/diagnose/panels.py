@@ -13,9 +13,11 @@ False`, a comment's words) were read as the program's messages.
 
 Each panel becomes what Python would have printed: the header, a "File" line per frame with the line that
 ran under it, and nothing of the context lines, the locals or the borders. A panel is known by its title,
-or, in a paste cut above its title, by its bottom border with an exception line under it. A prefix a
-transport wrote before each line (a journal's, a container's) stays on the line; it is found as what comes
-before the panel's fixed width. A box without either mark (a log viewer's pane, a table) is left alone.
+or, in a paste cut above its title, by its bottom border with an exception line under it and a line of source
+the arrow marks inside it. A prefix a transport wrote before each line (a journal's, a container's) stays on
+the line; it is what comes before the panel's width, or before its left side's column in a line a wide
+character shortened. A box without those marks (a log viewer's pane, a table, a panel of settings) is left
+alone.
 """
 
 from __future__ import annotations
