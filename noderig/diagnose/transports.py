@@ -46,12 +46,12 @@ _CLOUDWATCH = re.compile(r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?[+-
 _NOT_A_STREAM = re.compile(r"^(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE|stdout|stderr|[IWEF]\d{4})$"
                            r"|^\d{4}-\d\d-\d\d|:")
 _JOURNAL_REST = re.compile(r"^(?:[^\s\[:/]+\[\d+\]|kernel): ")  # the kernel's lines name no pid
-# stern: "<pod> <container> ", Kubernetes names (DNS labels; a pod's has a hyphen: "sglang-7d9f8b6c5-x2k4p")
 # rsyslog's escapes in a shape no other text has, and the ones read as the characters they stand for (ESC, CR, TAB;
 # a line break splits the line, after the lines are numbered)
 _SYSLOG_SIGN = re.compile(r'#033\[[0-9;]*m|#015$|#012(?:Traceback \(|\s+File ")', re.M)
 _SYSLOG_CONTROL = re.compile(r"#0(33|15|11)")
 _SYSLOG_BREAK = "#012"
+# stern: "<pod> <container> ", Kubernetes names (DNS labels; a pod's has a hyphen: "sglang-7d9f8b6c5-x2k4p")
 _STERN = re.compile(r"^(?P<pod>[a-z0-9][a-z0-9.]*-[a-z0-9.-]*[a-z0-9]) (?P<container>[a-z0-9](?:[a-z0-9-]*[a-z0-9])?) ")
 
 
