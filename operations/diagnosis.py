@@ -15,6 +15,7 @@ from noderig.checkpoint_plan import MANIFEST_FILE, RECORD_FILE, STATE_DIR
 from noderig.firewall import RULESET_FILE, load_script, render_table
 from noderig.repair import REPAIRS_FILE, manual_reason, plan_repair
 from noderig.secret_files import read_private
+from noderig.service_plan import RUNNING
 from noderig.unit import render_unit
 
 from .checkpoint import verifier_command
@@ -247,8 +248,7 @@ def _diagnose_failed_invocation(host, unit: str, waited: float, timeout: int):
                         f"its journal could not be diagnosed: {why}", fg="red", log_func=logger.error)
         return None
     # a server that died and waits for its restart is "activating" too: its SubState says it is no longer running
-    running = (result.get("ActiveState") in ("active", "activating", "reloading")
-               and result.get("SubState") != "auto-restart")
+    running = result.get("ActiveState") in RUNNING and result.get("SubState") != "auto-restart"
     if d.healthy and running:  # still starting: slow, not crashed (and nothing to repair)
         host.log_styled(f"{unit} is still starting after {waited:.1f} s ({d.stage}): not a crash, nothing in its "
                         "log failed; wait, or raise ready_timeout", fg="red", log_func=logger.error)
