@@ -83,3 +83,36 @@ def test_a_tokenizer_a_state_cache_or_a_driver_not_there(lines, named):
 ])
 def test_an_sm_number_with_a_space_is_an_sm(lines, named):
     assert _tier_names(*lines) == named
+
+
+@pytest.mark.parametrize("lines, named", [
+    # a config check comparing two settings by their values: the settings given do not fit each other, in whatever
+    # words the check uses (vLLM's scheduler and encoder-budget checks, another release's wording)
+    (["ValueError: long_prefill_token_threshold (9000) cannot be greater than the max_model_len (8192)."],
+     "invalid_server_args"),
+    (["ValueError: Chunked MM input disabled but max_tokens_per_mm_item (2496) is larger than max_num_batched_tokens "
+      "(2048). Please increase max_num_batched_tokens."], "invalid_server_args"),
+    (["ValueError: max_num_seqs (512) must be less than or equal to max_num_batched_tokens (256)."],
+     "invalid_server_args"),
+    # trap: a setting compared with what the KV cache holds is the memory's shortfall, not two settings
+    (["ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in "
+      "KV cache (4096). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the "
+      "engine."], "kv_cache_insufficient"),
+    # trap: one setting with its value and no second one names nothing
+    (["ValueError: max_num_seqs (512) is larger than expected"], None),
+])
+def test_two_settings_compared_by_their_values_are_the_arguments(lines, named):
+    assert _tier_names(*lines) == named
+
+
+@pytest.mark.parametrize("lines, named", [
+    # pickle's refusal of a file whose first byte is no pickle: a Git LFS pointer ('v') or an HTML page ('<') saved
+    # where the weights should be
+    (["_pickle.UnpicklingError: invalid load key, 'v'."], "checkpoint_corrupt"),
+    (["_pickle.UnpicklingError: invalid load key, '<'."], "checkpoint_corrupt"),
+    # trap: torch's weights-only refusal of a file that is fine is no corrupt file
+    (["_pickle.UnpicklingError: Weights only load failed. This file can still be loaded, to do so you have two "
+      "options, do those steps only if you trust the source of the checkpoint."], None),
+])
+def test_a_file_pickle_cannot_start_reading_is_corrupt(lines, named):
+    assert _tier_names(*lines) == named
