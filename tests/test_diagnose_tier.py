@@ -116,3 +116,16 @@ def test_two_settings_compared_by_their_values_are_the_arguments(lines, named):
 ])
 def test_a_file_pickle_cannot_start_reading_is_corrupt(lines, named):
     assert _tier_names(*lines) == named
+
+
+@pytest.mark.parametrize("lines, named", [
+    # the host compiler the CUDA toolkit refuses, in nvcc's words and in torch's cpp_extension's
+    (["RuntimeError: The current installed version of g++ (14.2.0) is greater than the maximum required version by "
+      "CUDA 12.4. Please make sure to use an adequate version of g++ (>=6.0.0, <14.0)."], "toolkit_misconfigured"),
+    (["/usr/local/cuda/include/crt/host_config.h:143:2: error: #error -- unsupported GNU version! gcc versions later "
+      "than 13 are not supported!"], "toolkit_misconfigured"),
+    # trap: a compiler that failed for another reason names no toolkit
+    (["error: command '/usr/bin/gcc' failed with exit code 1"], None),
+])
+def test_a_host_compiler_the_toolkit_refuses_is_the_toolkits(lines, named):
+    assert _tier_names(*lines) == named
