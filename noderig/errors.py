@@ -10,7 +10,8 @@ _REDACTIONS = (
     (r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#\"'<>]*)\?[^\s\"'<>]*", r"\1?<redacted>"),
     (r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^\s/@\"'<>]+@", r"\1<redacted>@"),  # user:password@
     (r"(?i)\b(bearer\s+)[^\s\"'<>]+", r"\1<redacted>"),
-    (r"\bhf_[A-Za-z0-9]{6,}", "hf_<redacted>"),  # Hub tokens
+    # Hub tokens (not the names of settings a message tells the user to check: "check hf_endpoint")
+    (r"\bhf_(?!(?:endpoint|transfer|overrides|config|home|hub|xet)\b)[A-Za-z0-9]{6,}", "hf_<redacted>"),
     (r"(?i)\b((?:X-Amz-)?(?:Signature|Credential|Security-Token)=)[^\s&\"'<>]+", r"\1<redacted>"),
 )
 
@@ -26,3 +27,17 @@ def redact(text: str) -> str:
     for pattern, replacement in _REDACTIONS:
         text = re.sub(pattern, replacement, text)
     return text
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` from a server or a program as part of one line of output: redacted, its lines joined
+    with " / ", every other control or invisible character escaped (a server's ANSI codes cannot
+    reach the terminal), cut past ``limit`` characters.
+
+    + text: a message noderig did not write (an HTTP error's, a mirror's own words)
+    + limit: characters kept
+    """
+    from .node.hubpath import escaped
+
+    shown = escaped(redact(" / ".join(part.strip() for part in str(text).splitlines() if part.strip())))
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(shown)} characters)"

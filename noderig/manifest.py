@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import NoderigError
+from .errors import NoderigError, one_line
 from .node.hubpath import MAX_FILES, describe, matches, path_problem
 
 MANIFEST_VERSION = 1
@@ -64,9 +64,48 @@ def build_manifest(pin: RepoPin, token: str | None) -> dict:
         raise NoderigError(f"{pin.repo} has no revision {pin.revision!r} on {pin.endpoint}")
     except RepositoryNotFoundError:
         raise NoderigError(f"{pin.repo} does not exist on {pin.endpoint} (or is private and the token cannot see it)")
-    except OSError as e:  # connection errors surface as OSError subclasses
-        raise NoderigError(f"cannot reach the Hub at {pin.endpoint} to list {pin.repo}: {e}")
+    except hub_errors() as e:
+        raise NoderigError(hub_failure(pin.endpoint, f"to list {pin.repo}@{pin.revision}", e)) from None
     return manifest_from_listing(pin, _Info(info.sha, info.gated, listed))
+
+
+def hub_errors() -> tuple[type[BaseException], ...]:
+    """What a request to a Hub raises when the Hub failed it or never answered: OSError and the
+    errors of huggingface_hub's HTTP library (httpx2: a refused connection or a timeout there is
+    no OSError, and left uncaught it ended the run as an internal error)."""
+    import httpx2
+
+    return (OSError, httpx2.HTTPError)
+
+
+# What a Hub's (or a mirror's) HTTP status says to do, for the statuses a user meets
+_STATUS_ADVICE = {
+    401: "it wants a token, or refused this one: check hf_token_file (or HF_TOKEN)",
+    403: "it refused the token: check that the token has access to the repo",
+    404: ("the repo or the revision is not there (a mirror answers 404 for what it does not hold or cannot fetch): "
+          "check model_repo, model_revision and hf_endpoint"),
+    429: "it is rate-limiting these requests: wait a few minutes and rerun",
+}
+_SERVER_FAILED = "the server failed (a mirror answers 502 or 504 when it cannot reach its upstream): rerun, or check the mirror"
+
+
+def hub_failure(endpoint: str, doing: str, error: BaseException) -> str:
+    """One sentence saying why the Hub or mirror at ``endpoint`` failed a request: its HTTP
+    status and what that status asks of the user, and its own words, escaped and cut short
+    (a mirror's error page is untrusted text); or, with no answer, why it could not be reached.
+
+    + endpoint: the Hub's URL (hf_endpoint)
+    + doing: what was asked, after "to" ("to list org/repo@main")
+    + error: what huggingface_hub or the connection raised
+    """
+    response = getattr(error, "response", None)
+    status = getattr(response, "status_code", None)
+    if not isinstance(status, int):
+        return f"cannot reach the Hub at {endpoint} {doing}: {one_line(str(error))}"
+    words = getattr(error, "server_message", None) or getattr(response, "reason_phrase", None)
+    said = f" ({one_line(words, 200)})" if words else ""
+    advice = _STATUS_ADVICE.get(status) or (_SERVER_FAILED if status >= 500 else "check hf_endpoint")
+    return f"the Hub at {endpoint} answered HTTP {status}{said} {doing}; {advice}"
 
 
 def resolve_commit(pin: RepoPin, token: str | None, timeout: float = 10.0) -> str | None:
@@ -149,9 +188,10 @@ def _complete(api, pin: RepoPin, commit: str, files: list[Listed], token: str | 
         url = hf_hub_url(pin.repo, f.rfilename, revision=commit, endpoint=pin.endpoint)
         try:
             meta = get_hf_file_metadata(url, token=token or False, endpoint=pin.endpoint)
-        except HfHubHTTPError as e:
+        except hub_errors() as e:
             raise NoderigError(f"the Hub at {pin.endpoint} lists {describe(f.rfilename)} in {pin.repo}@{commit[:12]} "
-                               f"without its size or digest, and a HEAD of it failed ({e}); {REFUSED}")
+                               f"without its size or digest, and a HEAD of it failed "
+                               f"({hub_failure(pin.endpoint, 'to a HEAD', e)}); {REFUSED}") from None
         etag = (meta.etag or "").strip('"').removeprefix("W/").strip('"').lower()
         f.size = f.size if f.size is not None else meta.size
         if _HEX["sha256"].fullmatch(etag):
@@ -293,7 +333,10 @@ def signed_location(manifest: dict, path: str, token: str | None) -> str:
     that aria2 never sees the token: aria2 would forward an Authorization header to the CDN."""
     from huggingface_hub import get_hf_file_metadata
 
-    meta = get_hf_file_metadata(resolve_url(manifest, path), token=token or False, endpoint=manifest["endpoint"])
+    try:
+        meta = get_hf_file_metadata(resolve_url(manifest, path), token=token or False, endpoint=manifest["endpoint"])
+    except hub_errors() as e:
+        raise NoderigError(hub_failure(manifest["endpoint"], f"to resolve {manifest['repo']}/{path}", e)) from None
     return meta.location
 
 

@@ -389,18 +389,22 @@ def _fetched(manifest: dict, dest: str, todo: dict, fetch_list: list, held: list
     only handed to it; the verified record forgets them all first. With the fan-out's
     ``stripe``, the files outside it come from peers: their Hub URLs are resolved only if a
     peer cannot serve one."""
-    yield mark_changing("checkpoint")
     lfs = {f["path"] for f in manifest["files"] if "sha256" in f}
-    for path in checkpoint_plan.starts_over(todo, lfs, held):
-        yield StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"))
     # Small git files of a gated repo are served only with the token, which must not
     # reach the node: the controller fetches those (kilobytes) and uploads them.
     via_controller = sorted(p for p in fetch_list if p not in lfs and token and manifest.get("gated"))
+    try:  # an LFS file's signed CDN URL is resolved here, with the token, which never reaches aria2 or the node;
+        # before any command, so a Hub that fails it changes nothing
+        entries = [(download_url(manifest, path, token) if stripe is None or path in stripe else None, path)
+                   for path in sorted(set(fetch_list) - set(via_controller))]
+    except NoderigError as e:
+        yield from fail(host, f"checkpoint {manifest['repo']} for {host.name}: {e}")
+        return
+    yield mark_changing("checkpoint")
+    for path in checkpoint_plan.starts_over(todo, lfs, held):
+        yield StringCommand("rm", "-f", QuoteString(f"{dest}/{path}"))
     for path in via_controller:
         yield FunctionCommand(_upload_small_file, (manifest, path, dest, token), {})
-    # (an LFS file's signed CDN URL is resolved here, with the token, which never reaches aria2 or the node)
-    entries = [(download_url(manifest, path, token) if stripe is None or path in stripe else None, path)
-               for path in sorted(set(fetch_list) - set(via_controller))]
     # What is about to be replaced is no longer verified, whatever happens next.
     yield StringCommand("python3", "-c", QuoteString(FORGET), QuoteString(f"{dest}/{checkpoint_plan.RECORD_FILE}"),
                         *(QuoteString(p) for p in sorted(fetch_list)))

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pyinfra import logger
 from pyinfra.api.state import BaseStateCallback, StateStage
 
+from noderig.errors import one_line
+
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 PREFIX = re.compile(r"^\s*\[([^\]]+)\]\s*(?:nested\s+)?")
 # pyinfra's own line after a failed operation says only how many commands ran.
@@ -35,8 +37,11 @@ class HostTally:
     errors: list[str] = field(default_factory=list)
 
     def reason(self) -> str:
+        """The last error that says more than pyinfra's count, as one line (an error may quote a
+        server's or a command's words: their line breaks and control characters never break the
+        summary or reach the terminal raw)."""
         specific = [e for e in self.errors if not GENERIC.match(e)]
-        return specific[-1] if specific else "see the errors above"
+        return one_line(specific[-1], 2000) if specific else "see the errors above"
 
 
 # Run-wide lines an operation adds for the summary (the fan-out's sources, a peer it stopped

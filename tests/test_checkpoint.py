@@ -146,6 +146,24 @@ def test_a_5xx_storm_ends_in_a_clear_error_with_nothing_marked_verified(lab, con
     assert SHARD not in record(lab)
 
 
+def test_a_hub_failing_to_resolve_a_file_fails_the_host_in_one_sentence_before_any_change(lab, converged):
+    # the controller resolves each LFS file's signed URL while it plans the download (the token stays here): a Hub
+    # that answers 503 there failed the run as an "internal error: HfHubHTTPError ..." with its traceback's words
+    lab.run("b300", f"rm {MODEL_DIR}/{SHARD}")
+    before = record(lab)
+    hub_call(lab, "/_lab/faults", {"status": {"code": 503, "count": -1, "scope": "resolve"}})
+    res, out = deploy(lab, STEPS)
+    assert res.returncode != 0
+    summary = out.split("--> noderig:")[-1]
+    assert "b300" in summary and "FAILED" in summary and "internal error" not in out, out[-3000:]
+    assert f"answered HTTP 503 (lab fault: injected HTTP 503) to resolve {MODEL}/{SHARD}" in summary, summary
+    assert "rerun, or check the mirror" in summary
+    assert record(lab) == before and lab.run("b300", f"test -e {MODEL_DIR}/{SHARD}", check=False).returncode != 0
+    hub_call(lab, "/_lab/reset", {})
+    res, out = deploy(lab, STEPS)  # the Hub answers again: the rerun fetches the file
+    assert res.returncode == 0 and SHARD in record(lab), out[-3000:]
+
+
 def test_a_gated_repo_without_a_token_is_refused_in_one_sentence(lab):
     res, out = deploy(lab, STEPS, "hf_token_file=null", "steps=checkpoint")
     assert res.returncode != 0

@@ -76,3 +76,19 @@ def test_a_not_reached_node_is_counted_apart_and_never_as_ok_even_without_its_ou
     head, line = summary_lines(tallies, {"b300-2"}, True, 1.0, not_reached={"b300-2"})
     assert head == "--> noderig: 1 host(s), 0 failed, 1 not reached (b300-2), 1.0 s"
     assert line == "b300-2  NOT REACHED: the rollout stopped; 4 commands (0.0 s on the host)"
+
+
+def test_a_reason_quoting_a_servers_words_stays_one_line_without_their_control_codes():
+    # a mirror's error page in a failure's sentence: two lines, a terminal clear and a colour code
+    error = "preflight: the Hub answered HTTP 504\nProxy Timeout\x1b[2J\x1b[31m upstream down"
+    lines = summary_lines({"b300": HostTally(commands=3, failed_op="Preflight", errors=[error])}, {"b300"}, True, 1.0)
+    assert len(lines) == 2 and "\x1b" not in lines[1], lines
+    assert lines[1].startswith('b300  FAILED at "Preflight": preflight: the Hub answered HTTP 504 / Proxy Timeout'
+                               '\\x1b[2J\\x1b[31m upstream down; 3 commands'), lines[1]
+
+
+def test_a_reason_naming_a_setting_keeps_its_name():
+    # the summary's line is redacted (a token never shows): a setting's name is no token
+    error = "preflight on b300: the Hub lists an unsafe path; nothing was written (check hf_endpoint: a Hub you trust)"
+    lines = summary_lines({"b300": HostTally(commands=1, failed_op="Preflight", errors=[error])}, {"b300"}, True, 1.0)
+    assert "(check hf_endpoint: a Hub you trust); 1 commands" in lines[1], lines[1]

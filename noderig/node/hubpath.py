@@ -56,6 +56,16 @@ def _bad_char(text: str) -> str | None:
     return None
 
 
+def escaped(text: str) -> str:
+    """``text`` with every character no listed name may hold (a control character, an invisible
+    or bidirectional format character) written as its escape (``\\x1b``, ``\\u202e``): safe to
+    print, whoever wrote it (a Hub's error message, a mirror's).
+
+    + text: any string
+    """
+    return "".join(ch if _bad_char(ch) is None else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 def path_problem(path) -> str | None:
     """Why ``path`` may not name a file under a checkpoint directory, or None when it may.
 

@@ -1,0 +1,113 @@
+"""A Hub or mirror that fails a request, met by the real huggingface_hub client over a real socket: the
+deploy's sentence names the HTTP status and what it asks of the user, quotes the server's own words
+escaped and cut short (a mirror's error page is untrusted text: no ANSI code or line break of its
+reaches the terminal), and says "cannot reach" only when nothing answered."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from noderig.errors import NoderigError, one_line
+from noderig.manifest import RepoPin, build_manifest
+
+
+class _Answer(BaseHTTPRequestHandler):
+    """Every request answered with the server's one status, headers and body."""
+
+    status, headers, body = 500, {}, b""
+
+    def _answer(self):
+        self.send_response(self.status)
+        for name, value in self.headers_out.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(self.body_out)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(self.body_out)
+
+    do_GET = do_HEAD = do_POST = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def hub():
+    """A server on loopback answering as told: hub(status, body, headers) -> its URL."""
+    servers = []
+
+    def start(status: int, body: bytes = b"", headers: dict | None = None) -> str:
+        handler = type("Handler", (_Answer,), {"status": status, "body_out": body, "headers_out": headers or {}})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def _refusal(endpoint: str) -> str:
+    with pytest.raises(NoderigError) as refused:
+        build_manifest(RepoPin("org/model", "main", endpoint), None)
+    return str(refused.value)
+
+
+def test_a_mirror_that_cannot_reach_its_upstream_says_so_in_one_clean_line(hub):
+    # a mirror's 504 with its own words on two lines and a colour code in them
+    url = hub(504, b"Proxy Timeout\n\x1b[31mupstream huggingface.co unreachable\x1b[0m",
+              {"Content-Type": "text/plain"})
+    said = _refusal(url)
+    assert said.startswith(f"the Hub at {url} answered HTTP 504 (") and "to list org/model@main" in said, said
+    assert "cannot reach its upstream): rerun, or check the mirror" in said
+    assert "\x1b" not in said and "\n" not in said and "\\x1b[31m" in said, said
+    assert "cannot reach the Hub" not in said  # it answered
+
+
+@pytest.mark.parametrize("status, advice", [
+    (404, "the repo or the revision is not there (a mirror answers 404 for what it does not hold"),
+    (401, "check hf_token_file (or HF_TOKEN)"),
+    (403, "check that the token has access to the repo"),
+    (429, "wait a few minutes and rerun"),
+    (502, "rerun, or check the mirror"),
+    (418, "check hf_endpoint"),
+])
+def test_each_status_says_what_it_asks_of_the_user(hub, status, advice):
+    # a plain error, without the Hub's X-Error-Code (an offline mirror's 404 for a revision it does not hold)
+    said = _refusal(hub(status, b"no"))
+    assert f"answered HTTP {status}" in said and advice in said, said
+
+
+def test_a_mirror_s_long_error_page_is_cut_short(hub):
+    said = _refusal(hub(500, b"<html>" + b"x" * 50_000 + b"</html>", {"Content-Type": "text/html"}))
+    assert "answered HTTP 500" in said and len(said) < 1000, len(said)
+
+
+def test_nothing_listening_is_cannot_reach(hub):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    said = _refusal(f"http://127.0.0.1:{port}")
+    assert said.startswith(f"cannot reach the Hub at http://127.0.0.1:{port} to list org/model@main: "), said
+    assert "\n" not in said
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("line one\nline two\r\n\n  three", "line one / line two / three"),
+    ("\x1b[2J\x1b[Hgone", "\\x1b[2J\\x1b[Hgone"),  # a terminal clear and home, escaped
+    ("ok\u202egnp.exe", "ok\\u202egnp.exe"),  # a bidirectional override cannot reorder the line
+    ("GET https://cdn.example/f?X-Amz-Signature=abc Authorization: Bearer hf_abcdefghijkl",
+     "GET https://cdn.example/f?<redacted> Authorization: Bearer <redacted>"),
+])
+def test_one_line_shows_untrusted_text_as_one_safe_line(text, shown):
+    assert one_line(text) == shown
+
+
+def test_one_line_cuts_past_its_limit_and_says_how_long_it_was():
+    assert one_line("y" * 500, 10) == "yyyyyyyyyy... (500 characters)"
