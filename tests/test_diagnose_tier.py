@@ -129,3 +129,16 @@ def test_a_file_pickle_cannot_start_reading_is_corrupt(lines, named):
 ])
 def test_a_host_compiler_the_toolkit_refuses_is_the_toolkits(lines, named):
     assert _tier_names(*lines) == named
+
+
+@pytest.mark.parametrize("lines, named", [
+    # an extension built against another NumPy ABI, in NumPy's own words
+    (["ImportError: numpy.core.multiarray failed to import"], "kernel_abi_mismatch"),
+    (["AttributeError: _ARRAY_API not found"], "kernel_abi_mismatch"),
+    (["ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 from C header, got 88 "
+      "from PyObject"], "kernel_abi_mismatch"),
+    # trap: NumPy missing is no ABI
+    (["ModuleNotFoundError: No module named 'numpy'"], None),
+])
+def test_numpys_words_for_another_abi_are_the_abis(lines, named):
+    assert _tier_names(*lines) == named
