@@ -1606,7 +1606,13 @@ def test_readable_report_of_a_startup_shows_its_stage():
     console.print(render(diagnose("\n".join(STARTING))))
     out = console.export_text()
     assert "stage: process started, loading weights, weights loaded, CUDA graphs captured, not yet ready" in out
-    assert "fix" not in out.split("stage:")[1]  # nothing to fix in a healthy log
+    rows = [row.strip("│ ").strip() for row in out.split("stage:")[1].splitlines()]
+    assert "fix" not in rows  # no fix heading: nothing to fix in a healthy log
+    # not ready yet: where the error would be if the server stopped (a paste cut before it)
+    assert "if the server stopped" in rows and "its error comes after the last line shown" in out
+    console = Console(record=True, width=200)
+    console.print(render(diagnose("\n".join(STARTING + ["[2026-01-02 10:00:09] The server is fired up and ready to roll!"]))))
+    assert "if the server stopped" not in console.export_text()  # ready: no such hint
 
 
 # --------------------------------------------------------------------------------------------
@@ -2204,6 +2210,8 @@ def test_ready_line_then_stages(mini):
         "healthy", False, 0.7, "weights loaded, graphs captured, not yet ready", "No failure found")
     assert d.cause == "no failure in the log; the server is still starting (weights loaded, graphs captured, not yet ready)"
     assert [(e.line, e.lineno) for e in d.evidence] == [("weights loaded", 2)]  # the last milestone
+    # not ready: nothing to fix in these lines, and where the error would be if the server stopped
+    assert d.fix.startswith("Nothing to fix in these lines. If the server stopped, its error comes after the last line")
     d = mdx(mini, "hello", "world", "")
     assert (d.stage, [e.line for e in d.evidence]) == ("no startup milestone logged, not yet ready", ["world"])
     assert mdx(mini, "now listening").ready  # a weak ready line counts outside SGLang

@@ -163,6 +163,13 @@ def by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cls: CatalogC
     )
 
 
+# A log that stops before the ready line with nothing failed in it: still starting, or cut before its error (a paste
+# of the lines around where it seemed to hang, a journal read too early). What to do if the server did stop:
+NOT_READY_NEXT = ("Nothing to fix in these lines. If the server stopped, its error comes after the last line shown: "
+                  "diagnose the whole log (journalctl -u <unit> --no-pager > server.log, or docker logs <name> > "
+                  "server.log 2>&1), not an excerpt.")
+
+
 def healthy(lines: list[Line], cat: Catalog, ready: int | None) -> Diagnosis:
     """No failure: the server is ready, or still starting (the stage says how far it got)."""
     stage, last = startup.stage(lines, cat, ready is not None)
@@ -178,7 +185,8 @@ def healthy(lines: list[Line], cat: Catalog, ready: int | None) -> Diagnosis:
         meaning = ("Nothing in the log says the launch failed, and the ready line was not seen yet: the server "
                    "is still starting, or the log stops before it was ready.")
     return Diagnosis(cls="healthy", title=title, cause=_clip(cause), evidence=evidence, chain=[],
-                     fix="Nothing to fix.", remedy=None, confidence=0.95 if ready is not None else 0.7,
+                     fix="Nothing to fix." if ready is not None else NOT_READY_NEXT, remedy=None,
+                     confidence=0.95 if ready is not None else 0.7,
                      meaning=meaning, stage=stage, ready=ready is not None)
 
 

@@ -51,6 +51,8 @@ def render(d: Diagnosis) -> Panel:
                 chain.append(" -> ", style="dim")
             chain.append(label)
         parts += [Text("call chain (outermost first)", style="bold"), chain]
+    if d.cls == "healthy" and not d.ready:
+        parts += [Text("if the server stopped", style="bold"), Text(d.fix)]
     if d.cls != "healthy":
         parts += [Text("fix", style="bold"), Text(d.fix)]
         if d.remedy:
