@@ -11,7 +11,8 @@ _REDACTIONS = (
     (r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^\s/@\"'<>]+@", r"\1<redacted>@"),  # user:password@
     (r"(?i)\b(bearer\s+)[^\s\"'<>]+", r"\1<redacted>"),
     # Hub tokens (not the names of settings a message tells the user to check: "check hf_endpoint")
-    (r"\bhf_(?!(?:endpoint|transfer|overrides|config|home|hub|xet)\b)[A-Za-z0-9]{6,}", "hf_<redacted>"),
+    # (a token has no underscore after "hf_": "hf_config_path" is a name)
+    (r"\bhf_(?!(?:endpoint|transfer|overrides|config|home|hub|xet)\b)[A-Za-z0-9]{6,}(?![A-Za-z0-9_])", "hf_<redacted>"),
     (r"(?i)\b((?:X-Amz-)?(?:Signature|Credential|Security-Token)=)[^\s&\"'<>]+", r"\1<redacted>"),
 )
 
@@ -29,6 +30,11 @@ def redact(text: str) -> str:
     return text
 
 
+# How much of a line quoted from a log (a diagnosis's cause and evidence, already clipped to a few hundred
+# characters where it was made) an output shows
+QUOTED_LINE_LIMIT = 1000
+
+
 def one_line(text: str, limit: int = 300) -> str:
     """``text`` from a server or a program as part of one line of output: redacted, its lines joined
     with " / ", every other control or invisible character escaped (a server's ANSI codes cannot
@@ -39,5 +45,6 @@ def one_line(text: str, limit: int = 300) -> str:
     """
     from .node.hubpath import escaped
 
-    shown = escaped(redact(" / ".join(part.strip() for part in str(text).splitlines() if part.strip())))
+    parts = (part.expandtabs(4).strip() for part in str(text).splitlines())
+    shown = escaped(redact(" / ".join(part for part in parts if part)))
     return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(shown)} characters)"

@@ -12,6 +12,7 @@ from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
 from noderig.checkpoint_plan import MANIFEST_FILE, RECORD_FILE, STATE_DIR
+from noderig.errors import QUOTED_LINE_LIMIT, one_line
 from noderig.firewall import RULESET_FILE, load_script, render_table
 from noderig.repair import REPAIRS_FILE, manual_reason, plan_repair
 from noderig.secret_files import read_private
@@ -267,10 +268,12 @@ def _diagnose_failed_invocation(host, unit: str, waited: float, timeout: int):
 
 
 def report_lines(d) -> list[str]:
-    """The readable report as plain lines (pyinfra's output is line-oriented)."""
-    lines = [f"cause: {d.cause}"]
+    """The readable report as plain lines (pyinfra's output is line-oriented). The cause and the
+    evidence quote the server's log, which may quote a client's request: each goes out as one line
+    with its control characters escaped (``one_line``), never as codes the operator's terminal runs."""
+    lines = [f"cause: {one_line(d.cause, QUOTED_LINE_LIMIT)}"]
     for e in d.evidence[:8]:
-        lines.append(f"evidence{f' [{e.rank}]' if e.rank else ''}: {e.line}")
+        lines.append(f"evidence{f' [{e.rank}]' if e.rank else ''}: {one_line(e.line, QUOTED_LINE_LIMIT)}")
     if d.chain:
         lines.append("call chain: " + " -> ".join(d.chain))
     if d.cls != "healthy":

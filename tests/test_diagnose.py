@@ -1461,6 +1461,26 @@ def test_readable_report_shows_class_cause_evidence_chain_fix():
         assert needle in out
 
 
+def test_the_reports_quote_the_log_without_running_its_control_codes():
+    # a log may quote a client's request: a terminal reset (ESC c), a bidirectional override, a bell, a NUL in the
+    # exception's message reach neither the CLI's report nor the deploy's lines, and a token in it is redacted
+    import io
+
+    from rich.console import Console
+
+    from operations.diagnosis import report_lines
+
+    token = "hf_" + "Ab1" * 12
+    d = diagnose("Traceback (most recent call last):\n  File \"/x.py\", line 1, in <module>\n"
+                 f"RuntimeError: CUDA out of memory \x1bc\u202eevil\x07 \x00 {token}")
+    assert d.cls == "cuda_oom"
+    terminal = io.StringIO()
+    Console(file=terminal, force_terminal=True, width=200).print(render(d))
+    for out in (terminal.getvalue(), "\n".join(report_lines(d))):
+        assert not any(code in out for code in ("\x1bc", "\u202e", "\x07", "\x00", token)), repr(out)
+        assert "CUDA out of memory \\x1bc\\u202eevil\\x07 \\x00 hf_<redacted>" in out, out
+
+
 # --------------------------------------------------------------------------------------------
 # three outcomes: a known class, unknown (a failure no signature knows), healthy (ready or not yet)
 

@@ -365,8 +365,8 @@ def test_redact_removes_signatures_tokens_and_credentials():
         assert secret not in out, (secret, out)
     assert "http://10.0.0.1:9001/repos/a/b/abc?<redacted>" in out and "https://cdn.example/x?<redacted>" in out
     # the names of settings a message asks the user to check are no tokens
-    assert redact("check hf_endpoint: a Hub or mirror you trust; hf_transfer") == \
-        "check hf_endpoint: a Hub or mirror you trust; hf_transfer"
+    assert redact("check hf_endpoint: a Hub or mirror you trust; hf_transfer; hf_config_path") == \
+        "check hf_endpoint: a Hub or mirror you trust; hf_transfer; hf_config_path"
     assert redact("downloading /models/a/b.safetensors failed: aria2c exit 22") == \
         "downloading /models/a/b.safetensors failed: aria2c exit 22"
 

@@ -9,6 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..errors import QUOTED_LINE_LIMIT, one_line
 from .result import Diagnosis
 
 __all__ = ["render", "print_report", "to_json"]
@@ -29,7 +30,9 @@ def render(d: Diagnosis) -> Panel:
     if d.title:
         head.append(f"  {d.title}", style="bold")
     head.append(f"  (confidence {d.confidence:.2f})", style="dim")
-    parts: list = [head, Text(d.cause)]
+    # the cause and the evidence quote the log: one line each, its control characters escaped (rich passes ESC and
+    # bidirectional overrides through to the terminal)
+    parts: list = [head, Text(one_line(d.cause, QUOTED_LINE_LIMIT))]
     if d.stage:
         parts.append(Text.assemble(("stage: ", "bold"), d.stage, ("  (ready line seen)" if d.ready else "", "dim")))
     if d.component:
@@ -42,7 +45,7 @@ def render(d: Diagnosis) -> Panel:
         table.add_column("rank", style="cyan", no_wrap=True)
         table.add_column("evidence", overflow="fold")
         for e in d.evidence:
-            table.add_row(str(e.lineno) if e.lineno else "", e.rank or "", Text(e.line))
+            table.add_row(str(e.lineno) if e.lineno else "", e.rank or "", Text(one_line(e.line, QUOTED_LINE_LIMIT)))
         parts += [Text("evidence", style="bold"), table]
     if d.chain:
         chain = Text()
