@@ -123,6 +123,19 @@ def manifest_text(manifest: dict) -> str:
 
 
 
+def manifest_changes(on_node: dict | None, manifest: dict) -> str:
+    """What the node's manifest file says otherwise than the manifest the deploy holds, by field
+    ("its endpoint", "no manifest yet"): why the file is written again when every file is verified.
+
+    + on_node: the manifest file read from the node (None: there is none)
+    + manifest: the manifest built from the Hub (or read back from the node)
+    """
+    if not on_node:
+        return "no manifest on the node yet"
+    fields = sorted(k for k in set(on_node) | set(manifest) if on_node.get(k) != manifest.get(k))
+    return f"the manifest on the node differs in its {', '.join(fields)}" if fields else ""
+
+
 def describe(todo: dict[str, str], limit: int = 3) -> str:
     """"1 missing (a.safetensors), 2 unverified (b, c)": what is wrong, by file name."""
     parts = []

@@ -25,6 +25,12 @@ class RepoPin:
     endpoint: str = "https://huggingface.co"
     patterns: tuple[str, ...] = tuple(DEFAULT_PATTERNS)
 
+    def __post_init__(self):
+        # one spelling of the Hub's URL: "https://hub.lan/" and "https://hub.lan" name the same Hub (the manifest
+        # records it, and a rerun compares), and no URL built from it gets a double slash
+        if isinstance(self.endpoint, str):
+            object.__setattr__(self, "endpoint", self.endpoint.rstrip("/"))
+
 
 @dataclass
 class Listed:

@@ -287,7 +287,9 @@ def fetch(pin: RepoPin, dest: str, token_file: str | None = None, connections: i
         return
 
     if first_pass(host):
-        logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: {checkpoint_plan.describe(todo)}; "
+        what = (checkpoint_plan.describe(todo)
+                or f"every file verified, {checkpoint_plan.manifest_changes(on_node, manifest)}")
+        logger.info(f"[{host.name}] {pin.repo}@{manifest['commit'][:12]} in {dest}: {what}; "
                     f"{checkpoint_plan.bytes_to_fetch(manifest, states, stats) / 2**20:.1f} MiB to fetch")
     if stripe is not None:
         yield FunctionCommand(_fanout_working, (key,), {})

@@ -81,6 +81,25 @@ def test_after_seeding_a_linked_missing_file_is_ok_and_the_bytes_to_fetch_are_wh
         "a file already begun there is left to the fetch"
 
 
+def test_a_manifest_rewritten_with_every_file_verified_says_which_fields_differ():
+    held = {**MANIFEST, "endpoint": "https://hub.lan/", "commit": "c" * 40}
+    assert checkpoint_plan.manifest_changes(None, held) == "no manifest on the node yet"
+    assert checkpoint_plan.manifest_changes(held, {**held, "endpoint": "https://mirror.lan"}) == \
+        "the manifest on the node differs in its endpoint"
+    assert checkpoint_plan.manifest_changes({**held, "gated": True}, {**held, "endpoint": "x"}) == \
+        "the manifest on the node differs in its endpoint, gated"
+    assert checkpoint_plan.manifest_changes(held, dict(held)) == ""
+
+
+def test_a_hub_url_has_one_spelling_with_or_without_its_trailing_slash():
+    from noderig.manifest import RepoPin, download_url
+
+    pin = RepoPin("org/m", "main", "https://hub.lan/mirror/")
+    assert pin == RepoPin("org/m", "main", "https://hub.lan/mirror") and pin.endpoint == "https://hub.lan/mirror"
+    manifest = {"repo": pin.repo, "commit": "c" * 40, "endpoint": pin.endpoint, "files": []}
+    assert download_url(manifest, "config.json", None) == f"https://hub.lan/mirror/org/m/resolve/{'c' * 40}/config.json"
+
+
 def test_tree_diff_names_added_changed_and_removed():
     src = {"bin/python": ("l", 7, 1, "777", "python3"), "lib/x.py": ("f", 10, 5, "644", ""),
            "lib/y.py": ("f", 20, 5, "644", "")}
