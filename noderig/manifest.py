@@ -69,7 +69,10 @@ def build_manifest(pin: RepoPin, token: str | None) -> dict:
     except RevisionNotFoundError:
         raise NoderigError(f"{pin.repo} has no revision {pin.revision!r} on {pin.endpoint}")
     except RepositoryNotFoundError:
-        raise NoderigError(f"{pin.repo} does not exist on {pin.endpoint} (or is private and the token cannot see it)")
+        # (a mirror may answer a gated repo asked without a token as one that does not exist: Olah does)
+        hint = ("is private or gated and the token cannot see it" if token else
+                "is private or gated: no token was given (set hf_token_file or HF_TOKEN)")
+        raise NoderigError(f"{pin.repo} does not exist on {pin.endpoint} (or {hint})") from None
     except hub_errors() as e:
         raise NoderigError(hub_failure(pin.endpoint, f"to list {pin.repo}@{pin.revision}", e)) from None
     return manifest_from_listing(pin, _Info(info.sha, info.gated, listed))

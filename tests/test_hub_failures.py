@@ -111,3 +111,16 @@ def test_one_line_shows_untrusted_text_as_one_safe_line(text, shown):
 
 def test_one_line_cuts_past_its_limit_and_says_how_long_it_was():
     assert one_line("y" * 500, 10) == "yyyyyyyyyy... (500 characters)"
+
+
+@pytest.mark.parametrize("token, hint", [
+    (None, "is private or gated: no token was given (set hf_token_file or HF_TOKEN)"),
+    ("hf_" + "x" * 34, "is private or gated and the token cannot see it"),
+])
+def test_a_repo_the_hub_says_does_not_exist_says_whether_a_token_was_given(hub, token, hint):
+    # a mirror (Olah) answers a gated repo asked without a token with the Hub's "RepoNotFound"
+    url = hub(404, b'{"error": "Repository not found"}', {"X-Error-Code": "RepoNotFound",
+                                                          "Content-Type": "application/json"})
+    with pytest.raises(NoderigError) as refused:
+        build_manifest(RepoPin("org/model", "main", url), token)
+    assert str(refused.value) == f"org/model does not exist on {url} (or {hint})"
