@@ -129,6 +129,12 @@ def test_the_deploy_converges_reruns_and_repairs_through_olah(lab, olah):
     listed = hub_listed_sha256(lab, SHARD)
     assert lab.run("b300", f"sha256sum {MODEL_DIR}/{SHARD}").stdout.split()[0] == listed
 
+    # the gated draft asked without a token: Olah answers as the Hub does for a repo that does not exist
+    res, out = _via(olah, "hf_token_file=null")
+    summary = out.split("--> noderig:")[-1]
+    assert res.returncode != 0 and re.search(r"\bb300 +FAILED", summary), out[-3000:]
+    assert "z-lab/Kimi-K2.6-DFlash does not exist on" in summary and "no token was given" in summary, summary
+
 
 def test_an_offline_olah_serves_its_cache_and_refuses_what_it_lacks_in_one_sentence(lab, olah):
     # (after the test above: Olah's cache holds both checkpoints at main)
