@@ -1481,6 +1481,19 @@ def test_the_reports_quote_the_log_without_running_its_control_codes():
         assert "CUDA out of memory \\x1bc\\u202eevil\\x07 \\x00 hf_<redacted>" in out, out
 
 
+def test_the_json_form_escapes_what_a_terminal_would_act_on_and_decodes_to_the_same_text():
+    # DEL, a C1 CSI and a bidirectional override in a quoted line: \\u escapes in the JSON text, the same characters
+    # once decoded; other non-ASCII stays readable
+    from noderig.diagnose.report import to_json
+
+    d = diagnose("Traceback (most recent call last):\n  File \"/x.py\", line 1, in <module>\n"
+                 "RuntimeError: CUDA out of memory \x9b2J \u202eevil\x7f 日本")
+    text = to_json(d)
+    assert not any(ch in text for ch in "\x9b\u202e\x7f") and "日本" in text, text
+    assert "\\u009b2J \\u202eevil\\u007f" in text
+    assert json.loads(text) == d.to_dict() and json.loads(d.to_json(indent=None)) == d.to_dict()
+
+
 # --------------------------------------------------------------------------------------------
 # three outcomes: a known class, unknown (a failure no signature knows), healthy (ready or not yet)
 

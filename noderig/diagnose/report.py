@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -20,7 +18,7 @@ _STYLE = {"healthy": "green", "unknown": "yellow"}
 def to_json(diagnosis: Diagnosis, indent: int | None = 2) -> str:
     """At least: class, cause, evidence [{line, rank, lineno}], chain (outermost first), fix; for
     `healthy`, the stage the startup reached and whether the ready line was seen."""
-    return json.dumps(diagnosis.to_dict(), indent=indent, ensure_ascii=False)
+    return diagnosis.to_json(indent)
 
 
 def render(d: Diagnosis) -> Panel:

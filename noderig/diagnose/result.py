@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from ..node.hubpath import unsafe
+
 __all__ = ["Diagnosis", "Evidence"]
 
 
@@ -54,4 +56,8 @@ class Diagnosis:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        """The JSON form, readable (non-ASCII kept) and safe to print: JSON escapes the C0 controls itself, and DEL,
+        C1 and the invisible and bidirectional format characters a quoted log line may hold are written as \\u
+        escapes too (a terminal would act on them; a JSON reader decodes them back to the same text)."""
+        text = json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        return "".join(f"\\u{ord(ch):04x}" if ord(ch) >= 0x7F and unsafe(ch) else ch for ch in text)

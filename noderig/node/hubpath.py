@@ -56,6 +56,15 @@ def _bad_char(text: str) -> str | None:
     return None
 
 
+def unsafe(ch: str) -> bool:
+    """Whether the character ``ch`` is one no listed name may hold (a control character, an invisible or
+    bidirectional format character): one a terminal may act on instead of showing.
+
+    + ch: one character
+    """
+    return _bad_char(ch) is not None
+
+
 def escaped(text: str) -> str:
     """``text`` with every character no listed name may hold (a control character, an invisible
     or bidirectional format character) written as its escape (``\\x1b``, ``\\u202e``): safe to
@@ -63,7 +72,7 @@ def escaped(text: str) -> str:
 
     + text: any string
     """
-    return "".join(ch if _bad_char(ch) is None else ch.encode("unicode_escape").decode("ascii") for ch in text)
+    return "".join(ch.encode("unicode_escape").decode("ascii") if unsafe(ch) else ch for ch in text)
 
 
 def path_problem(path) -> str | None:
