@@ -122,7 +122,6 @@ def manifest_text(manifest: dict) -> str:
     return json.dumps(manifest, indent=1, sort_keys=True) + "\n"
 
 
-
 def manifest_changes(on_node: dict | None, manifest: dict) -> str:
     """What the node's manifest file says otherwise than the manifest the deploy holds, by field
     ("its endpoint", "no manifest yet"): why the file is written again when every file is verified.

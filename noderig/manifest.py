@@ -95,7 +95,8 @@ _STATUS_ADVICE = {
           "check model_repo, model_revision and hf_endpoint"),
     429: "it is rate-limiting these requests: wait a few minutes and rerun",
 }
-_SERVER_FAILED = "the server failed (a mirror answers 502 or 504 when it cannot reach its upstream): rerun, or check the mirror"
+_SERVER_FAILED = ("the server failed (a mirror answers 502 or 504 when it cannot reach its upstream): rerun, or check "
+                  "the mirror")
 
 
 def hub_failure(endpoint: str, doing: str, error: BaseException) -> str:
