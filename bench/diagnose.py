@@ -10,7 +10,8 @@ the same 50,000 lines ending in a failure no signature knows, which the second t
 key tokens (the unknown path: every line read for a failure, then the tier); and 50,000 lines of
 NCCL_DEBUG=INFO records with NCCL's harmless libibverbs warning (every line reached by NCCL's words);
 the buried crash's 50,000 lines as docker's json-file driver stores them (every line a JSON record), and as
-`grep -Hn -C` prints them from a web page (a gutter and no-break spaces); and
+`grep -Hn -C` prints them from a web page (a gutter and no-break spaces); 50,000 lines of one CUDA error
+on eight ranks (a flood: every line a signature's evidence); and
 the inputs that were once quadratic, each with what it cost then: one 100 KB line of a signature's own
 words repeated (the --context-length refusal's unbounded gap: 1.7 s), 30,000 lines each quoting a
 traceback, one line in 40,000 CRI pieces, an ERROR record of one 200,000-character word, one 1.6 MB line a
@@ -131,6 +132,12 @@ def rich_panels(lines: int) -> str:
     return "\n".join((panel * (lines // len(panel) + 1))[:lines])
 
 
+def error_flood(lines: int) -> str:
+    """One error said again and again, on eight ranks (a server failing every request, a restart loop): every line
+    a signature's evidence (asking the catalog's index about each line anew: 7 s for 50,000)."""
+    return "".join(f"[2026-01-22 20:05:33 TP{i % 8}] RuntimeError: CUDA error: out of memory\n" for i in range(lines))
+
+
 # the paths one log exercises whole: (key in the results, what the row says, the log)
 SINGLE_CASES = (
     ("still_starting", "50,000 lines still starting", lambda: still_starting(50_000)),
@@ -140,6 +147,7 @@ SINGLE_CASES = (
     ("grep_context", "50,000 lines as `grep -Hn -C` prints them, no-break spaces", lambda: grep_context(50_000)),
     ("escaped_tracebacks", "30,000 lines each quoting a traceback", lambda: escaped_tracebacks(30_000)),
     ("rich_panels", "50,000 lines of rich's boxed tracebacks, locals shown", lambda: rich_panels(50_000)),
+    ("error_flood", "50,000 lines of one CUDA error on eight ranks", lambda: error_flood(50_000)),
     ("cri_pieces", "one line in 40,000 CRI pieces", lambda: cri_pieces(40_000)),
     ("terminal_pieces", "one line a terminal cut into 20,000 pieces", lambda: terminal_pieces(20_000)),
     ("long_line", "one 103 KB line of a signature's words repeated",

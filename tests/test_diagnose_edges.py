@@ -3527,6 +3527,53 @@ def test_the_failure_prefilter_lets_through_each_kind_of_failure_line():
     assert not _failure_hinted("model.safetensors.index.json: 36.4kb [00:00, 80.0mb/s]")
 
 
+
+def test_a_flood_of_one_error_reads_each_distinct_line_once_and_remembers_a_bounded_amount():
+    # a server that fails often logs one error again and again (every rank, every request): find_matches reads a
+    # line (its text, raw text, continuation) once; what it remembers is bounded in lines and in each line's length,
+    # so a paste of any size cannot grow it without end (the time a flood costs is bench/diagnose.py's "error_flood")
+    from noderig.diagnose import matching
+
+    asked = []
+
+    def line_hits(text, raw, wrapped):
+        asked.append(text)
+        return frozenset({(0, "e")}) if "error" in text else frozenset()
+    hits = matching._remembering(line_hits, matching._line_key)
+    oom = "CUDA error: out of memory"
+    assert [hits(oom, oom, (oom, None)) for _ in range(3)] == [frozenset({(0, "e")})] * 3
+    assert hits("loading", "loading", ("loading", None)) == frozenset() and asked == [oom, "loading"]
+    assert hits(oom, oom, (oom + " x", " x")) and asked[-1] == oom  # another continuation: read again
+    long = "error " * (matching._SEEN_TEXT_MAX // 6 + 1)
+    hits(long, long, (long, None)), hits(long, long, (long, None))
+    assert asked.count(long) == 2  # too long to remember: read again
+    for n in range(matching._SEEN_MAX + 10):
+        hits(f"line {n}", "", ("", None))
+    asked.clear()
+    hits(f"line {matching._SEEN_MAX + 5}", "", ("", None))  # past the bound: not remembered
+    hits("line 1", "", ("", None))  # remembered before the bound was reached
+    assert asked == [f"line {matching._SEEN_MAX + 5}"]
+
+
+def test_an_exception_line_alone_is_remembered_by_its_words_one_with_frames_is_not():
+    from noderig.diagnose import matching
+    from noderig.diagnose.tracebacks import Frame, TracebackSection
+
+    alone = TracebackSection(exc_type="RuntimeError", message="CUDA error: out of memory", exc_index=3)
+    assert matching._section_key("RuntimeError: CUDA error: out of memory", alone) is not None
+    # a signature may ask where it was raised: the same words from other frames may be another class
+    framed = TracebackSection(frames=[Frame(file="/x/sgl_kernel/__init__.py", line=1, function="f")],
+                              exc_type="RuntimeError", message="CUDA error: out of memory", exc_index=3)
+    assert matching._section_key("RuntimeError: CUDA error: out of memory", framed) is None
+    assert matching._section_key("E: " + "x" * matching._SEEN_TEXT_MAX, alone) is None
+
+
+def test_a_flood_of_one_error_on_every_rank_names_it_with_each_rank():
+    flood = "".join(f"[2026-01-22 20:05:33 TP{i % 8}] RuntimeError: CUDA error: out of memory\n" for i in range(2000))
+    d = diagnose("[2026-01-22 20:05:30 TP0] Load weight end. type=DeepseekV3ForCausalLM\n" + flood)
+    assert d.cls == "cuda_oom"
+    assert set(d.evidence[0].rank.split(",")) == {f"TP{r}" for r in range(8)}
+
 # transformers reading a checkpoint's config.json that does not parse (an empty or cut-short copy) is a corrupt
 # checkpoint file (the fifty-fourth round's OmniParser 130 and VideoAgent 3); a JSON error about another file is not
 @pytest.mark.parametrize("line, want", [

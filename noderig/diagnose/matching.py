@@ -33,7 +33,7 @@ def find_matches(lines: list[Line], cat: Catalog, tbs: list[Traceback], skip: se
     """Every line matching a class's evidence or symptoms (benign and echoed source lines never
     do), plus every traceback section matching a class's exception signature, in line order."""
     matches: list[Match] = []
-    hits_of = cat.index.hits
+    hits_of = _remembering(_line_hits(cat), _line_key)
     for i, ln in enumerate(lines):
         t = ln.text
         if not t or i in skip:
@@ -41,10 +41,8 @@ def find_matches(lines: list[Line], cat: Catalog, tbs: list[Traceback], skip: se
         wrapped = with_continuation(lines, i) if i + 1 not in skip else (t, None)
         if _BARE_EXC.match(t):  # "RuntimeError:" with its message on the following lines
             t = " ".join([t.strip(), *(x.text.strip() for x in lines[i + 1:i + 4] if x.text.strip())])
-        hits = hits_of(t)
-        if wrapped[1] is not None:  # a signature the paste wrapped onto the next line
-            hits |= hits_of(wrapped[0]) - hits_of(wrapped[1])
-        if not hits or any(p.search(t) for p in cat.ignore) or cat.is_benign(lines[i].text, wrapped):
+        hits = hits_of(t, ln.text, wrapped)
+        if not hits:
             continue
         # a record its logger marked DEBUG/INFO/WARNING is not an error: its evidence is a symptom
         loud = lines[i].level not in QUIET_LEVELS
@@ -61,13 +59,78 @@ def find_matches(lines: list[Line], cat: Catalog, tbs: list[Traceback], skip: se
         if tb.final.exc_index is None and lines[last].level not in QUIET_LEVELS:
             matches += [Match(c, last, False) for c in cat.classes
                         if any(sig.located_in(tb.final) for sig in c.exceptions)]
+    raised_by = _remembering(_raised_by(cat), _section_key)
     for sec in [s for tb in tbs for s in tb.sections] + _lone_exceptions(lines, tbs, skip):
-        if sec.exc_index is None or cat.is_benign(lines[sec.exc_index].text):
-            continue
-        matches += [Match(c, sec.exc_index, lines[sec.exc_index].level not in QUIET_LEVELS)
-                    for c, signatures in cat.raising(sec.exc_type or "") if any(sig.matches(sec) for sig in signatures)]
+        if sec.exc_index is not None:
+            loud = lines[sec.exc_index].level not in QUIET_LEVELS
+            matches += [Match(c, sec.exc_index, loud) for c in raised_by(lines[sec.exc_index].text, sec)]
     matches.sort(key=lambda m: m.index)
     return matches
+
+
+def _raised_by(cat: Catalog):
+    """(an exception line's raw text, its section) -> the classes whose exception signature the section matches; none
+    for a benign line."""
+    def raised_by(raw: str, sec: TracebackSection) -> tuple[CatalogClass, ...]:
+        if cat.is_benign(raw):
+            return ()
+        return tuple(c for c, signatures in cat.raising(sec.exc_type or "") if any(sig.matches(sec) for sig in signatures))
+    return raised_by
+
+
+def _line_hits(cat: Catalog):
+    """(the line as matched, its raw text, the line joined with its continuation and that continuation) -> the
+    (class, kind) entries it shows: none for an ignored or benign line; a signature the paste wrapped onto the next
+    line counts, one all on the next line does not."""
+    hits_of = cat.index.hits
+
+    def line_hits(t: str, raw: str, wrapped: tuple[str, str | None]) -> frozenset:
+        hits = hits_of(t)
+        if wrapped[1] is not None:
+            hits = hits | (hits_of(wrapped[0]) - hits_of(wrapped[1]))
+        if not hits or any(p.search(t) for p in cat.ignore) or cat.is_benign(raw, wrapped):
+            return frozenset()
+        return frozenset(hits)
+    return line_hits
+
+
+# what one read of a log remembers: at most this many lines, each of at most this many characters (with its
+# continuation; 32 MiB at worst, whatever the paste holds: a flood's line is short)
+_SEEN_MAX, _SEEN_TEXT_MAX = 16384, 2048
+
+
+def _remembering(read, key):
+    """``read`` answering what it has read before from memory (``key``: what its answer depends on, or None for an
+    input too long to keep). A log that fails often says one error again and again (every rank, every request, a
+    restart loop): such a flood then costs a lookup a line, not every anchored pattern's, benign line's and
+    signature's search (50,000 lines of one CUDA error on eight ranks: 7 s before, bench/diagnose.py). The memory
+    lives for one read of one log: a diagnosis costs the same however many came before it."""
+    seen: dict = {}
+
+    def remembered(*args):
+        k = key(*args)
+        if k is None:
+            return read(*args)
+        known = seen.get(k)
+        if known is None:
+            known = read(*args)
+            if len(seen) < _SEEN_MAX:
+                seen[k] = known
+        return known
+    return remembered
+
+
+def _line_key(t: str, raw: str, wrapped: tuple[str, str | None]) -> tuple | None:
+    line = (t, raw, *wrapped)
+    return line if sum(len(part or "") for part in line) <= _SEEN_TEXT_MAX else None
+
+
+def _section_key(raw: str, sec: TracebackSection) -> tuple | None:
+    """A section without frames (an exception line alone) is its text, type and message; one with frames is read
+    each time (its signatures look at the frames' paths)."""
+    if sec.frames or len(raw) + len(sec.message) > _SEEN_TEXT_MAX:
+        return None
+    return raw, sec.exc_type, sec.message
 
 
 def _last_frame_line(tb: Traceback) -> int:
