@@ -7,6 +7,7 @@ rendered from settings that ``validate`` has not passed (``noderig/unit.py`` ren
     validate(settings)                  -> every problem ([] when good): each field on its own, then
                                            the rules across fields (DDTree, multi-node), then extra_flags
     env_file_problems(settings, secrets) -> the environment file's variables and secrets, checked
+    secret_problems(secrets)            -> the secrets alone
     path_problems(settings, name)       -> one path setting alone
     raise_problems(problems)            -> one NoderigError listing them
 """
@@ -339,6 +340,13 @@ def env_file_problems(settings: ServerSettings, secrets: Mapping[str, str | None
     and the secrets (``api_key``, ``hf_token``). Problems never quote a secret's value."""
     p = SettingProblems()
     _environment_problems(p, settings)
+    return list(p) + secret_problems(secrets)
+
+
+def secret_problems(secrets: Mapping[str, str | None]) -> list[str]:
+    """The secrets the environment file would hold (``api_key``, ``hf_token``), checked; an
+    empty one is left out of the file. Problems never quote a secret's value."""
+    p = []
     for name in sorted(set(secrets) - set(SECRET_VARIABLES)):
         p.append(f"secret {name!r} is not one noderig knows (known: {', '.join(SECRET_VARIABLES)})")
     for name in SECRET_VARIABLES:
@@ -353,7 +361,7 @@ def env_file_problems(settings: ServerSettings, secrets: Mapping[str, str | None
         elif not _SECRET_CHARS.match(value) or any(ch in value for ch in "\"'\\"):
             p.append(f"secret {name} may hold printable ASCII only, without spaces, quotes or backslashes "
                      "(it must read the same in every log format it could be redacted from)")
-    return list(p)
+    return p
 
 
 def path_problems(settings: ServerSettings, name: str) -> list[str]:

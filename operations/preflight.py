@@ -11,6 +11,7 @@ from noderig import inventory_check
 from noderig.errors import NoderigError
 from noderig.firewall import problems as firewall_problems
 from noderig.preflight import describe, disk_problems, problems
+from noderig.secret_files import api_key_file_problem
 
 from .checkpoint import linked_from_live, manifest_for
 from .facts import CheckpointState, NodeInfo, PythonVersion, PyvenvCfg
@@ -89,9 +90,11 @@ def unit_files(lines) -> dict:
 
 
 def refused(reference) -> list[str]:
-    """This host's settings and the reference's address: every problem found without asking
-    the node. deploy.py plans no step but preflight for a host with any."""
+    """This host's settings (and its API key file, on the controller) and the reference's
+    address: every problem found without asking the node. deploy.py plans no step but preflight for a host with any."""
     found = inventory_check.problems(host.data, host.name)
+    key_problem = api_key_file_problem(host.data.get("api_key_file"))
+    found += [key_problem] if key_problem else []
     if reference is not None:
         found += inventory_check.address_problems(reference.data, reference.name)
     return found

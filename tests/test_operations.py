@@ -400,6 +400,32 @@ def test_a_hostile_inventory_value_fails_preflight_before_any_other_fact_or_hub_
     assert "model_dir='/etc' is / or a system directory" in only
 
 
+KEY = "sk-noderig-test-key-0123456789"
+
+
+@pytest.mark.parametrize("content,why", [(b"", "is empty"), (b"  \n", "is empty"),
+                                         (b"\xff\xfe" + KEY.encode(), "is not UTF-8 text"),
+                                         (b"two words-0123456789", "printable ASCII only")])
+def test_an_api_key_file_the_server_cannot_use_fails_preflight_before_any_change(tmp_path, content, why):
+    # an empty key file once passed as "exposed with key" and the server listened on 0.0.0.0
+    # without a key (the environment file leaves an empty secret out)
+    key_file = tmp_path / "api_key"
+    key_file.write_bytes(content)
+    key_file.chmod(0o600)
+    node, reference = preflight_hosts(server_host="0.0.0.0", api_key_file=str(key_file))
+    (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference)
+    assert only.startswith("fail: preflight on b300: the inventory is refused, nothing was changed: ")
+    assert f"inventory value api_key_file={str(key_file)!r}" in only and why in only
+    assert KEY not in only and "0123456789" not in only
+
+
+def test_an_api_key_file_that_is_a_directory_or_missing_fails_preflight(tmp_path):
+    for path, why in ((tmp_path, "cannot be read"), (tmp_path / "missing", "does not exist")):
+        node, reference = preflight_hosts(server_host="0.0.0.0", api_key_file=str(path))
+        (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference)
+        assert "the inventory is refused" in only and why in only, only
+
+
 def test_a_unit_noderig_did_not_write_fails_preflight():
     node, reference = preflight_hosts(unit={"files": {"/lib/systemd/system/sglang.service": "[Unit]"}, "error": None})
     (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference)

@@ -42,6 +42,10 @@ def test_the_hub_token_comes_from_its_file_else_from_hf_token(tmp_path, monkeypa
         read_token(str(token_file))
     with pytest.raises(NoderigError, match="does not exist"):
         read_token(str(tmp_path / "missing"))
+    token_file.write_text("\n")
+    token_file.chmod(0o600)
+    with pytest.raises(NoderigError, match="is empty"):  # a file named is never "no token"
+        read_token(str(token_file))
     monkeypatch.delenv("HF_TOKEN")
     assert read_token(None) is None
 
