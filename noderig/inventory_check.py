@@ -10,6 +10,7 @@ this module adds the settings the unit does not use and the rules about *where* 
     address_problems(data, name)       -> its ssh_hostname / ssh_port (for any host)
     location_problem(key, path)        -> / or a system directory as model_dir, venv_path...
     unit_owner_problem(name, files)    -> a unit file noderig did not write
+    state_dir_problem(name, user, files) -> a /var/lib/<name> that is not the server's
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ VENV_TRANSFERS = ("auto", "direct", "relay")
 # The first line of every unit noderig renders (templates/sglang.service.j2): a unit file
 # without it was written by someone else and is never overwritten.
 UNIT_MARKER = "# Rendered by noderig"
+# noderig's own name on the node: /var/lib/noderig (its state), its units noderig-aria2, -peers...
+OWN_NAME = "noderig"
 # The settings that allow plain http to the Hub (the token would cross the network in clear).
 INSECURE_HTTP_SETTING = "allow_insecure_hub_http"
 
@@ -198,6 +201,10 @@ def _other_problems(data) -> list[str]:
         # (other characters: unit.validate says so)
         found.append(_say("service_name", service, "must start with a letter or digit and leave out .service "
                                                    "(noderig adds it), e.g. sglang"))
+    elif isinstance(service, str) and (service == OWN_NAME or service.startswith(OWN_NAME + "-")):
+        found.append(_say("service_name", service, f"is noderig's own (its state in /var/lib/{OWN_NAME}, which the "
+                                                   "server's StateDirectory would hand to its user, and its units "
+                                                   f"{OWN_NAME}-*); choose another, e.g. sglang"))
     found += [_say(key, _get(data, key), rule) for key, rule in RETIRED_SETTINGS.items() if _get(data, key) is not None]
     fanout_address = _get(data, "fanout_address")
     if fanout_address is not None and not (isinstance(fanout_address, str) and is_ip(fanout_address)):
@@ -282,3 +289,20 @@ def unit_owner_problem(service_name: str, files: dict) -> str | None:
             return (f"inventory value service_name={service_name!r} names {unit}, which noderig did not write "
                     f"({path}); choose another service_name, e.g. sglang")
     return None
+
+
+def state_dir_problem(service_name: str, user, files: dict) -> str | None:
+    """The unit's ``StateDirectory=`` is ``/var/lib/<service_name>``, which systemd hands, with
+    everything in it, to the server's user at each start. ``files``: the ``UnitFiles`` fact,
+    whose ``state`` is that path's owner and type (``"sglang directory"``), None when absent.
+    It must be absent, the user's own directory, or the directory of noderig's unit of that
+    name (a rerun that changed ``service_user``); anything else is someone else's."""
+    state = files.get("state")
+    if state is None:
+        return None
+    owner, _, kind = state.partition(" ")
+    if kind == "directory" and (owner == user or files.get("files")):  # (files: noderig's, see unit_owner_problem)
+        return None
+    return (f"inventory value service_name={service_name!r} makes /var/lib/{service_name} the server's state "
+            f"directory, which exists and is not the server's ({kind or 'a file'} of {owner}): systemd would hand it "
+            f"and everything in it to service_user {user!r}; choose another service_name, e.g. sglang")

@@ -46,11 +46,13 @@ class UnitFiles(FactBase):
     The files that define ``<service>.service`` on the node: ``/etc/systemd/system/<unit>``
     and the fragment systemd loads (``/lib/systemd/system/...`` too), each with its first
     line, ``None`` when it exists but cannot be read (a dangling link, a directory...), and
-    ``error`` when systemd could not be asked. Never hides a failure as "absent".
+    ``error`` when systemd could not be asked; ``state``: the owner and type of the unit's
+    state directory ``/var/lib/<service>`` (``stat``'s ``%U %F``), None when it is absent.
+    Never hides a failure as "absent".
 
     .. code:: python
 
-        {"files": {"/lib/systemd/system/ssh.service": "[Unit]"}, "error": None}
+        {"files": {"/lib/systemd/system/ssh.service": "[Unit]"}, "state": "root directory", "error": None}
     """
 
     def command(self, service: str) -> StringCommand:
@@ -61,7 +63,10 @@ class UnitFiles(FactBase):
             'for f in "/etc/systemd/system/$u" "$frag"; do '
             '[ -n "$f" ] || continue; [ -e "$f" ] || [ -L "$f" ] || continue; '
             'if first=$(head -n 1 -- "$f" 2>/dev/null); then printf \'file=%s\\t%s\\n\' "$f" "$first"; '
-            'else printf \'unreadable=%s\\n\' "$f"; fi; done; echo done='
+            'else printf \'unreadable=%s\\n\' "$f"; fi; done; '
+            's="/var/lib/$1"; if [ -e "$s" ] || [ -L "$s" ]; then '
+            'st=$(stat -c "%U %F" -- "$s" 2>&1) || { echo "error=stat $s: $st"; exit 0; }; echo "state=$st"; fi; '
+            'echo done='
         )
         return StringCommand("sh", "-c", QuoteString(script), "noderig-facts", QuoteString(service))
 
@@ -76,7 +81,8 @@ class UnitFiles(FactBase):
 def unit_files(lines) -> dict:
     """``UnitFiles``' output parsed (see there); output that does not end with ``done=`` is
     a check that did not complete, an error."""
-    found = {"files": {}, "error": None if "done=" in lines else "the unit check did not complete on the node"}
+    found = {"files": {}, "state": None,
+             "error": None if "done=" in lines else "the unit check did not complete on the node"}
     for line in lines:
         key, _, value = line.partition("=")
         if key == "error":
@@ -86,6 +92,8 @@ def unit_files(lines) -> dict:
             found["files"][path] = first
         elif key == "unreadable":
             found["files"][value] = None
+        elif key == "state":
+            found["state"] = value
     return found
 
 
@@ -108,7 +116,9 @@ def inventory_problems(reference) -> list[str]:
     found = refused(reference)
     service = host.data.get("service_name")
     if inventory_check.service_name_ok(service):
-        owner = inventory_check.unit_owner_problem(service, host.get_fact(UnitFiles, service=service))
+        files = host.get_fact(UnitFiles, service=service)
+        owner = (inventory_check.unit_owner_problem(service, files)
+                 or inventory_check.state_dir_problem(service, host.data.get("service_user"), files))
         found += [owner] if owner else []
     return found
 

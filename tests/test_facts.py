@@ -6,6 +6,7 @@ one that cannot be parsed raises, naming the file."""
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 from pathlib import Path
 
@@ -340,14 +341,26 @@ def test_unit_files_lists_the_fragment_with_its_first_line_and_an_unreadable_one
     stub(bin_dir, "systemctl", f'[ "$*" = "show -P FragmentPath -- noderig-fixture-unit.service" ] || exit 9\n'
                                f'echo {fragment}\n')
     assert gather_with_path(bin_dir, UnitFiles, service="noderig-fixture-unit") == (
-        0, {"files": {str(fragment): "[Unit]"}, "error": None})
+        0, {"files": {str(fragment): "[Unit]"}, "state": None, "error": None})
     fragment.unlink()
     fragment.symlink_to(tmp_path / "nowhere")  # dangling: there, but unreadable
     assert gather_with_path(bin_dir, UnitFiles, service="noderig-fixture-unit") == (
-        0, {"files": {str(fragment): None}, "error": None})
+        0, {"files": {str(fragment): None}, "state": None, "error": None})
     stub(bin_dir, "systemctl", 'echo "Failed to connect to bus"; exit 1\n')
     assert gather_with_path(bin_dir, UnitFiles, service="noderig-fixture-unit") == (
-        0, {"files": {}, "error": "systemctl show noderig-fixture-unit.service: Failed to connect to bus"})
+        0, {"files": {}, "state": None, "error": "systemctl show noderig-fixture-unit.service: Failed to connect to bus"})
+
+
+@pytest.mark.skipif(not os.path.isdir("/var/lib/dpkg"), reason="no /var/lib/dpkg on this machine")
+def test_unit_files_names_the_owner_of_an_existing_state_directory(tmp_path):
+    from operations.preflight import UnitFiles
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub(bin_dir, "systemctl", "echo\n")  # no unit of that name
+    owner = pwd.getpwuid(os.stat("/var/lib/dpkg").st_uid).pw_name
+    assert gather_with_path(bin_dir, UnitFiles, service="dpkg") == (
+        0, {"files": {}, "state": f"{owner} directory", "error": None})
 
 
 def test_a_file_mode_keeps_the_special_bits_and_names_what_is_not_a_regular_file(tmp_path):

@@ -13,7 +13,8 @@ from hypothesis import given, settings, strategies as st
 
 from noderig import copykey
 from noderig.errors import NoderigError
-from noderig.inventory_check import UNIT_MARKER, address_problems, location_problem, problems, unit_owner_problem
+from noderig.inventory_check import (UNIT_MARKER, address_problems, location_problem, problems, state_dir_problem,
+                                     unit_owner_problem)
 from noderig.server_settings import ServerSettings
 from noderig.unit import render_unit
 from operations.environment import reach_command
@@ -224,6 +225,31 @@ def test_a_unit_noderig_did_not_write_is_refused():
     ours = unit_files([f"file=/etc/systemd/system/sglang.service\t{UNIT_MARKER} (noderig.unit.render_unit)", "done="])
     assert unit_owner_problem("sglang", ours) is None
     assert unit_owner_problem("sglang", unit_files(["done="])) is None  # no unit yet
+
+
+@pytest.mark.parametrize("state", ["root directory", "root symbolic link", "dpkg directory", "UNKNOWN directory"])
+def test_a_state_directory_that_is_not_the_servers_is_refused(state):
+    # StateDirectory=<service_name> makes systemd chown /var/lib/<service_name> and everything in it
+    # to the server's user: service_name='dpkg' would hand it dpkg's database (and root on the next apt)
+    files = unit_files([f"state={state}", "done="])
+    found = state_dir_problem("dpkg", "sglang", files)
+    assert found and "service_name='dpkg'" in found and "/var/lib/dpkg" in found and "service_user 'sglang'" in found
+
+
+def test_the_servers_own_state_directory_passes():
+    assert state_dir_problem("sglang", "sglang", unit_files(["done="])) is None  # first deploy: not there yet
+    assert state_dir_problem("sglang", "sglang", unit_files(["state=sglang directory", "done="])) is None
+    # a rerun that changed service_user: the directory is noderig's unit's, systemd hands it over
+    ours = unit_files([f"file=/etc/systemd/system/sglang.service\t{UNIT_MARKER}", "state=sglang directory", "done="])
+    assert state_dir_problem("sglang", "llm", ours) is None
+    assert state_dir_problem("sglang", "llm", unit_files(["state=sglang directory", "done="]))
+
+
+@pytest.mark.parametrize("name", ["noderig", "noderig-aria2", "noderig-peers", "noderig-firewall"])
+def test_a_service_name_of_noderigs_own_is_refused(name):
+    # /var/lib/noderig holds the last known good state (root's), noderig-aria2/-peers are its transient units
+    found = [p for p in check(service_name=name) if "service_name" in p]
+    assert len(found) == 1 and f"service_name={name!r}" in found[0] and "noderig's own" in found[0]
 
 
 def test_a_unit_file_that_cannot_be_read_or_a_failed_systemctl_is_an_error_not_absent():

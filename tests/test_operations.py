@@ -426,6 +426,12 @@ def test_an_api_key_file_that_is_a_directory_or_missing_fails_preflight(tmp_path
         assert "the inventory is refused" in only and why in only, only
 
 
+def test_a_state_directory_someone_else_owns_fails_preflight():
+    node, reference = preflight_hosts(unit={"files": {}, "error": None, "state": "root directory"})
+    (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference)
+    assert "the inventory is refused" in only and "/var/lib/sglang" in only
+
+
 def test_a_unit_noderig_did_not_write_fails_preflight():
     node, reference = preflight_hosts(unit={"files": {"/lib/systemd/system/sglang.service": "[Unit]"}, "error": None})
     (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference)
