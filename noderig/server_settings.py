@@ -49,6 +49,9 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _UNIT_NAME = re.compile(r"^[A-Za-z0-9_.-]+\Z")
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z")
 _USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,30}\Z")
+# The environment file is replaced whole (mode 0600): only ever a file of noderig's own directory.
+ENV_DIR = "/etc/noderig"
+_ENV_FILE = re.compile(r"^/etc/noderig/[A-Za-z0-9][A-Za-z0-9_.-]{0,200}\.env\Z")
 _SECRET_CHARS = re.compile(r"^[\x21-\x7e]+\Z")
 
 
@@ -98,7 +101,7 @@ class ServerSettings:
     # The unit.
     service_name: str = "sglang"
     user: str = "sglang"  # the dedicated system user the server runs as (never root)
-    env_file: str | None = None  # None: /etc/noderig/<service_name>.env
+    env_file: str | None = None  # None: /etc/noderig/<service_name>.env (another: /etc/noderig/<name>.env)
     start_timeout: int = 1800
     stop_timeout: int = 120
     restart: str = "on-failure"
@@ -309,6 +312,10 @@ def _unit_field_problems(p: SettingProblems, s: ServerSettings) -> None:
         p.add("user", s.user, "is refused: the server must not run as root; use a dedicated system user such "
                               "as 'sglang' (the deploy creates it)")
     _path(p, s, "env_file", optional=True)
+    if s.env_file is not None and "env_file" not in p.bad and not _ENV_FILE.match(s.env_file):
+        p.add("env_file", s.env_file, f"must be a file in noderig's own directory {ENV_DIR} named <name>.env (it is "
+                                      "replaced by the server's environment and secrets, mode 0600), e.g. "
+                                      f"{ENV_DIR}/sglang.env")
     _int(p, s, "start_timeout", 1, 86400)
     _int(p, s, "stop_timeout", 1, 3600)
     _int(p, s, "restart_sec", 0, 3600)

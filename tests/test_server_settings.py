@@ -118,8 +118,7 @@ def test_a_service_name_is_also_a_unit_name():
 
 
 # (key, field, optional)
-PATHS = [("venv_path", "venv", False), ("model_dir", "model_dir", False), ("draft_dir", "draft_dir", True),
-         ("env_file", "env_file", True)]
+PATHS = [("venv_path", "venv", False), ("model_dir", "model_dir", False), ("draft_dir", "draft_dir", True)]
 NOT_NORMAL = ["/a//b", "/a/./b", "/a/../b", "/a/..", "/a/.", "/a/b/"[:-1] + "//"]
 
 
@@ -137,6 +136,21 @@ def test_a_path_setting_is_a_plain_normalised_absolute_path(key, name, optional)
                                                     "path (no //, /./ or /../)"], bad
     unset = own_problems(key, **{name: None})
     assert unset == ([] if optional else [f"inventory value {key}=None must be an absolute path"])
+
+
+ENV_FILE_RULE = ("must be a file in noderig's own directory /etc/noderig named <name>.env (it is replaced by "
+                 "the server's environment and secrets, mode 0600), e.g. /etc/noderig/sglang.env")
+
+
+def test_the_environment_file_is_a_file_of_noderigs_own_directory():
+    # the service step replaces this file (mode 0600): env_file='/etc/passwd' replaced the passwd file
+    for good in (None, "/etc/noderig/sglang.env", "/etc/noderig/sglang-b.env"):
+        assert own_problems("env_file", env_file=good) == [], good
+    for bad in ("/etc/passwd", "/etc/sudoers.d/x.env", "/etc/noderig/repairs.json", "/etc/noderig/firewall.nft",
+                "/etc/noderig/.env", "/etc/noderig/x/y.env", "/root/.ssh/authorized_keys", "/opt/x.env"):
+        assert own_problems("env_file", env_file=bad) == [f"inventory value env_file={bad!r} {ENV_FILE_RULE}"], bad
+    assert own_problems("env_file", env_file="/etc/noderig/../passwd.env") == [
+        "inventory value env_file='/etc/noderig/../passwd.env' must be a normalized absolute path (no //, /./ or /../)"]
 
 
 def test_one_path_setting_is_checked_alone():
