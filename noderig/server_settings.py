@@ -184,6 +184,14 @@ def _token(p: SettingProblems, s: ServerSettings, name: str, optional: bool = Fa
         p.add(name, value, f"is not allowed: use at most {max_len} letters, digits and ._/:@+=,- only")
 
 
+def _not_a_flag(p: SettingProblems, s: ServerSettings, name: str) -> None:
+    """A word rendered as the value after its flag: one starting with ``-`` would be read as a
+    flag of its own (``--host=0.0.0.0``)."""
+    value = getattr(s, name)
+    if name not in p.bad and isinstance(value, str) and value.startswith("-"):
+        p.add(name, value, "must not start with '-' (the server would read it as a flag)")
+
+
 def _path(p: SettingProblems, s: ServerSettings, name: str, optional: bool = False) -> None:
     value = getattr(s, name)
     if value is None and optional:
@@ -260,6 +268,7 @@ def _server_field_problems(p: SettingProblems, s: ServerSettings) -> None:
     _path(p, s, "model_dir")
     _path(p, s, "draft_dir", optional=True)
     _token(p, s, "served_model_name")
+    _not_a_flag(p, s, "served_model_name")
     if not is_host(s.host):
         p.add("host", s.host, "must be an IP address or a host name")
     _int(p, s, "port", 1, 65535)
@@ -270,6 +279,7 @@ def _server_field_problems(p: SettingProblems, s: ServerSettings) -> None:
     for name in ("reasoning_parser", "tool_call_parser", "attention_backend", "mm_attention_backend",
                  "draft_attention_backend"):
         _token(p, s, name, optional=True, max_len=64)
+        _not_a_flag(p, s, name)
     # True and False are numbers to Python, but 1 and 0 fall outside the range anyway.
     if s.mem_fraction_static is not None and (
             not isinstance(s.mem_fraction_static, (int, float))
@@ -456,14 +466,23 @@ def _extra_flag_problems(s: ServerSettings) -> list[str]:
     for i, word in enumerate(s.extra_flags):
         name = word.partition("=")[0]
         label = f"inventory value extra_flags[{i}]={word!r}"
+        # argparse takes a unique prefix of a flag for the flag, and the last value given wins
+        longer = sorted(flag for flag in table if flag.startswith(name) and flag != name)
         if has_control(word):
             problems.append(f"{label} contains a line break or control character")
-        elif name.startswith("--api-k") and "--api-key".startswith(name):
+        elif word == "--":
+            problems.append(f"{label} ends the server's options (every word after it, the API key the launcher adds "
+                            "included, would be taken as an argument); remove it")
+        elif name.startswith("--") and "--api-key".startswith(name):
             problems.append(f"{label} would put the API key in argv: give it as the api_key secret "
                             "(it goes to the 0600 environment file)")
         elif name in table:
             problems.append(f"{label} is rendered from the inventory setting {table[name]}: set that instead, "
                             "so the flag is spelled right for the installed SGLang")
+        elif name.startswith("--") and longer:
+            settings = sorted({table[flag] for flag in longer})
+            problems.append(f"{label} abbreviates {' or '.join(longer)}, which {'is' if len(longer) == 1 else 'are'} "
+                            f"rendered from the inventory setting {' or '.join(settings)}: set that instead")
     return problems
 
 

@@ -354,6 +354,39 @@ def test_the_api_key_never_goes_in_argv_as_an_extra_flag():
             "(it goes to the 0600 environment file)"], flag
 
 
+@pytest.mark.parametrize("words,flag,setting", [
+    (["--hos", "0.0.0.0"], "--host", "server_host"), (["--ho=0.0.0.0"], "--host", "server_host"),
+    (["--po", "8080"], "--port", "server_port"), (["--model", "/tmp/m"], "--model-path", "model_dir"),
+    (["--ep", "8"], "--ep-size", "ep_size"), (["--served-model", "x"], "--served-model-name", "served_model_name")])
+def test_an_extra_flag_that_abbreviates_a_rendered_one_is_refused_before_any_change(words, flag, setting):
+    # argparse takes a unique prefix for the whole flag, and the last one given wins: --hos 0.0.0.0
+    # after the validated --host 127.0.0.1 would bind every interface (once caught only at the service step)
+    assert validate(settings(extra_flags=words)) == [
+        f"inventory value extra_flags[0]={words[0]!r} abbreviates {flag}, which is rendered from the inventory "
+        f"setting {setting}: set that instead"]
+
+
+@pytest.mark.parametrize("flag", ["--api", "--ap=sk-1234567890", "--api-"])
+def test_an_abbreviated_api_key_flag_is_refused_too(flag):
+    assert validate(settings(extra_flags=[flag])) == [
+        f"inventory value extra_flags[0]={flag!r} would put the API key in argv: give it as the api_key secret "
+        "(it goes to the 0600 environment file)"]
+
+
+def test_an_extra_flag_that_ends_the_options_is_refused():
+    # after "--" argparse takes every word as positional, the launcher's --api-key=... included
+    assert validate(settings(extra_flags=["--"])) == [
+        "inventory value extra_flags[0]='--' ends the server's options (every word after it, the API key the "
+        "launcher adds included, would be taken as an argument); remove it"]
+
+
+@pytest.mark.parametrize("key", ["served_model_name", "reasoning_parser", "tool_call_parser", "attention_backend"])
+def test_a_word_setting_never_starts_with_a_dash(key):
+    # rendered as the value after its flag, "--host=0.0.0.0" would be read as a flag of its own
+    assert own_problems(key, **{key: "--host=0.0.0.0"}) == [
+        f"inventory value {key}='--host=0.0.0.0' must not start with '-' (the server would read it as a flag)"]
+
+
 def test_the_nodes_installed_sglang_picks_the_spellings_when_the_inventory_does_not():
     assert validate(settings(), installed_version=None) == []
     assert validate(settings(), installed_version="0.5.9") == []
