@@ -9,13 +9,12 @@ inventory value can add an option to ``authorized_keys`` or a host to ``known_ho
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import re
 import time
 
 from .errors import NoderigError
-from .server_settings import has_control, is_host
+from .server_settings import has_control, ip_address, is_host
 
 # rsync's restricted-receiver script (Debian's rsync >= 3.2.4 ships it here).
 RRSYNC = "/usr/bin/rrsync"
@@ -36,8 +35,9 @@ def expiry(now: float, bytes_to_copy: int) -> str:
 
 
 def is_ip(text: str) -> bool:
+    """An IP address without an IPv6 zone (nginx and nft, where these go, take none)."""
     try:
-        ipaddress.ip_address(text)
+        ip_address(text)
         return True
     except ValueError:
         return False

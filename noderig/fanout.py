@@ -23,8 +23,9 @@ holding a file, so a peer never serves bytes that were not hashed against the Hu
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 from dataclasses import dataclass, field
+
+from .server_settings import ip_address
 
 OK = "ok"  # checkpoint_plan.OK: hashed against the Hub's digest, unchanged since
 
@@ -99,7 +100,7 @@ def checkpoint_key(repo: str, commit: str) -> str:
 def peer_url(address: str, port: int, secret: str, key: str, digest: str) -> str:
     """A verified file on a peer's server: ``http://ADDRESS:PORT/SECRET/KEY/DIGEST`` (files are
     served by their digest, so no Hub-chosen name reaches the server or its configuration)."""
-    host = f"[{address}]" if ipaddress.ip_address(address).version == 6 else address
+    host = f"[{address}]" if ip_address(address).version == 6 else address
     for part, what in ((secret, "secret"), (key, "key"), (digest, "digest")):
         if not part or not all(c.isalnum() or c in "-_" for c in part):
             raise ValueError(f"the peer URL's {what} {part!r} must be letters, digits, - or _")

@@ -17,9 +17,10 @@ ours cannot open what another table closes, and it must itself let SSH through.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass, field
+
+from .server_settings import ip_network
 
 TABLE = "inet noderig"
 RULESET_FILE = "/etc/noderig/firewall.nft"
@@ -65,7 +66,7 @@ INVENTORY_KEYS = {"api_allow": "firewall_api_allow", "peers": "firewall_peers", 
 
 def _addresses(values) -> list[tuple[str, str]]:
     """``(family, element)`` per distinct address/network, IPv4 first, sorted by address."""
-    nets = sorted({ipaddress.ip_network(v, strict=False) for v in values},
+    nets = sorted({ip_network(v) for v in values},
                   key=lambda n: (n.version, n.network_address, n.prefixlen))
     return [("ip" if n.version == 4 else "ip6", _element(n)) for n in nets]
 
@@ -97,7 +98,7 @@ def _list_problems(key: str, values, check) -> list[str]:
 def _address(value) -> None:
     if not isinstance(value, str):
         raise TypeError("must be an IP address or network such as 10.0.0.2 or 10.0.0.0/24")
-    net = ipaddress.ip_network(value, strict=False)  # ValueError names the problem
+    net = ip_network(value)  # ValueError names the problem
     if net.prefixlen == 0:
         raise ValueError("a /0 network is every host: leave the list empty for any (api allowlist), "
                          "or name the peers")

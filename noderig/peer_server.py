@@ -16,7 +16,7 @@ listens on the node's cluster address only; GET and HEAD only, Range as nginx do
 
 from __future__ import annotations
 
-import ipaddress
+from .server_settings import ip_address, ip_network
 
 PACKAGE = "nginx-light"
 NGINX = "/usr/sbin/nginx"
@@ -32,7 +32,7 @@ LINKS_SCRIPT = "/usr/local/lib/noderig/peer_links.py"
 
 
 def _listen(address: str, port: int) -> str:
-    ip = ipaddress.ip_address(address)  # ValueError: an address, never a name, reaches the text
+    ip = ip_address(address)  # ValueError: an address, never a name (nor a zone's text), reaches the text
     return f"[{ip}]:{int(port)}" if ip.version == 6 else f"{ip}:{int(port)}"
 
 
@@ -41,7 +41,7 @@ def nginx_conf(address: str, port: int, peers: list[str], workers: int = 2) -> s
     errors to the journal and no access log (each line would name the secret path)."""
     if not peers:
         raise ValueError("a peer server with no peer to serve")
-    allow = "".join(f"        allow {ipaddress.ip_network(p, strict=False)};\n" for p in sorted(set(peers)))
+    allow = "".join(f"        allow {ip_network(p)};\n" for p in sorted(set(peers)))
     return (
         "# Written by noderig (noderig.peer_server) for one fan-out; removed when it ends.\n"
         "daemon off;\n"

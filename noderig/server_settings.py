@@ -49,6 +49,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _UNIT_NAME = re.compile(r"^[A-Za-z0-9_.-]+\Z")
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z")
 _USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,30}\Z")
+_ZONE = re.compile(r"^[A-Za-z0-9_.-]{1,15}\Z")  # an IPv6 zone that names an interface (fe80::1%eth0)
 # The environment file is replaced whole (mode 0600): only ever a file of noderig's own directory.
 ENV_DIR = "/etc/noderig"
 _ENV_FILE = re.compile(r"^/etc/noderig/[A-Za-z0-9][A-Za-z0-9_.-]{0,200}\.env\Z")
@@ -222,12 +223,32 @@ def _bool(p: SettingProblems, s: ServerSettings, name: str, optional: bool = Fal
         p.add(name, value, "must be true or false")
 
 
+def ip_address(value, zone: bool = False):
+    """``ipaddress.ip_address``, without what it lets through after an IPv6 zone's ``%``: any
+    text at all (spaces, quotes, ``;``, newlines), which would reach a config file or an
+    option as written. ``zone``: an interface name (``fe80::1%eth0``) is allowed; otherwise
+    no zone is (nginx and nft take none). Raises ValueError."""
+    address = ipaddress.ip_address(value)
+    scope = getattr(address, "scope_id", None)
+    if scope is not None and not (zone and _ZONE.match(scope)):
+        raise ValueError(f"{value!r} has a zone index (%...): " + (
+            "only an interface name is allowed after the %" if zone else "give the address without it"))
+    return address
+
+
+def ip_network(value):
+    """``ipaddress.ip_network(value, strict=False)``, refusing an IPv6 zone index (see ``ip_address``)."""
+    if isinstance(value, str) and "%" in value:
+        raise ValueError(f"{value!r} has a zone index (%...): give the address or network without it")
+    return ipaddress.ip_network(value, strict=False)
+
+
 def is_host(value) -> bool:
-    """An IP address or a DNS host name."""
+    """An IP address (an IPv6 zone only as an interface name) or a DNS host name."""
     if not isinstance(value, str):
         return False
     try:
-        ipaddress.ip_address(value)
+        ip_address(value, zone=True)
         return True
     except ValueError:
         return bool(_HOSTNAME.match(value))

@@ -107,6 +107,10 @@ def test_the_boot_unit_loads_the_file_after_debians_nftables_service():
 
 @pytest.mark.parametrize("key, value, words", [
     ("api_allow", ["10.0.0.0/8; flush ruleset"], "firewall_api_allow[0]"),
+    # Python's ipaddress takes any text after an IPv6 zone's "%": it reached the nft file as written
+    ("api_allow", ["fe80::1%x tcp dport 22 accept\n\t\tmeta l4proto tcp accept"], "firewall_api_allow[0]"),
+    ("api_allow", ["fe80::1%eth0"], "zone index"),
+    ("peers", ["fe80::%x; flush ruleset"], "firewall_peers[0]"),
     ("api_allow", ["0.0.0.0/0"], "/0 network is every host"),
     ("api_allow", "10.0.0.1", "must be a list"),
     ("peers", ["::/0"], "firewall_peers[0]"),

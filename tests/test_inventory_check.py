@@ -208,6 +208,22 @@ def test_an_accepted_address_has_no_character_a_shell_or_ssh_option_would_read(t
         assert len(found) == 1 and repr(text) in found[0]
 
 
+@pytest.mark.parametrize("key, value", [
+    ("fanout_address", "fd00::1%x;\n    }\n    server { listen 80; autoindex on; }"),  # the peers' nginx allow line
+    ("fanout_address", "fe80::1%eth0"),  # nginx and nft take no zone
+    ("ssh_hostname", 'fe80::1%a",command="sh -c id'),  # the copy key's from="..." option
+    ("server_host", "::%x y"),
+])
+def test_an_ipv6_zone_index_is_no_way_to_smuggle_text(key, value):
+    # Python's ipaddress takes any text after an IPv6 zone's "%" (spaces, quotes, newlines)
+    found = [p for p in check(**{key: value}) if key in p]
+    assert len(found) == 1 and repr(value) in found[0], found
+
+
+def test_an_ipv6_zone_that_names_an_interface_is_a_host():
+    assert check(ssh_hostname="fe80::1%eth0") == []
+
+
 # -- the unit noderig would overwrite ----------------------------------------------------------
 
 

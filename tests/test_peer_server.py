@@ -27,7 +27,8 @@ def test_nginx_conf_listens_on_the_cluster_address_and_admits_only_the_peers():
     assert "[fd00::1]:8378" in nginx_conf("fd00::1", 8378, ["fd00::2"])
 
 
-@pytest.mark.parametrize("address", ["node-1", "10.0.0.1; include /etc/shadow", ""])
+@pytest.mark.parametrize("address", ["node-1", "10.0.0.1; include /etc/shadow", "", "fe80::1%eth0",
+                                     "fd00::1%x;\n    }\n    server { listen 80; autoindex on; }"])
 def test_nginx_conf_refuses_anything_but_an_address(address):
     with pytest.raises(ValueError):
         nginx_conf(address, 8378, ["10.0.0.2"])
