@@ -12,6 +12,7 @@ from noderig.errors import NoderigError
 from noderig.firewall import problems as firewall_problems
 from noderig.preflight import describe, disk_problems, problems
 from noderig.secret_files import api_key_file_problem
+from noderig.server_settings import ServerSettings
 
 from .checkpoint import linked_from_live, manifest_for
 from .facts import CheckpointState, NodeInfo, PythonVersion, PyvenvCfg
@@ -114,11 +115,12 @@ def inventory_problems(reference) -> list[str]:
     for a host with any: the rollout's decision runs the checkpoint operation's body while the
     deploy file loads, which asks the Hub."""
     found = refused(reference)
-    service = host.data.get("service_name")
+    settings = ServerSettings.from_inventory(host.data)  # (an inventory without the keys: their defaults)
+    service = settings.service_name
     if inventory_check.service_name_ok(service):
         files = host.get_fact(UnitFiles, service=service)
         owner = (inventory_check.unit_owner_problem(service, files)
-                 or inventory_check.state_dir_problem(service, host.data.get("service_user"), files))
+                 or inventory_check.state_dir_problem(service, settings.user, files))
         found += [owner] if owner else []
     return found
 

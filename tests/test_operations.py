@@ -432,6 +432,20 @@ def test_a_state_directory_someone_else_owns_fails_preflight():
     assert "the inventory is refused" in only and "/var/lib/sglang" in only
 
 
+def test_an_inventory_without_service_name_or_user_is_checked_with_their_defaults():
+    # a user's own inventory may leave both out (no group_data): the unit and state directory checked are then
+    # sglang's, and a state directory owned by the default user sglang is the server's own
+    without = {k: v for k, v in TARGET.items() if k not in ("service_name", "service_user")}
+    unit = {"files": {"/lib/systemd/system/sglang.service": "[Unit]"}, "error": None, "state": None}
+    node = FakeHost({fact("NodeInfo", path="/models/m"): INFO, fact("PythonVersion", executable="/usr/bin/python3"):
+                     "3.11.2", fact("UnitFiles", service="sglang"): unit}, data=Data(without))
+    reference = Reference({fact("PyvenvCfg", venv="/opt/v"): {"home": "/usr/bin", "version": "3.11.2"}}, name="ct200")
+    (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference)
+    assert "names sglang.service, which noderig did not write" in only
+    node.facts[fact("UnitFiles", service="sglang")] = {"files": {}, "error": None, "state": "sglang directory"}
+    assert run_op(preflight.node, node, "/models/m", "/opt/v", reference) == []
+
+
 def test_a_unit_noderig_did_not_write_fails_preflight():
     node, reference = preflight_hosts(unit={"files": {"/lib/systemd/system/sglang.service": "[Unit]"}, "error": None})
     (only,) = run_op(preflight.node, node, "/models/m", "/opt/v", reference)
