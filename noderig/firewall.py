@@ -3,7 +3,8 @@
 Pure: settings in, nft text out. Only ``table inet noderig`` is ever written or deleted; the
 node's other tables and rulesets are never read into it, flushed or changed. Its one chain
 hooks input and closes every TCP and UDP port to other hosts except SSH, the API port (to
-an allowlist, default any) and, for multi-node serving, everything from the fleet's peers.
+an allowlist, default any; closed too when the server listens on loopback only) and, for
+multi-node serving, everything from the fleet's peers.
 Loopback, established traffic and DHCP replies pass; ICMP is left alone.
 
 nftables' rule: a packet is dropped when any base chain at its hook drops it, so a table of
@@ -36,6 +37,9 @@ class FirewallSettings:
 
     api_port: int
     ssh_ports: list = field(default_factory=lambda: [22])
+    # False when the server listens on loopback only: its port then stays closed to other hosts too, so a
+    # listener that later binds it beyond loopback (another program, a changed unit) is not reachable
+    api_open: bool = True
     api_allow: list = field(default_factory=list)  # addresses/networks; empty: any
     peers: list = field(default_factory=list)  # fleet peers: every TCP/UDP port (or peer_ports) open to them
     peer_ports: list = field(default_factory=list)  # ports or "low-high" ranges; empty: all
@@ -149,7 +153,8 @@ def rules(fw: FirewallSettings) -> list[str]:
     lines += ["udp sport 67 udp dport 68 accept",  # DHCPv4 replies
               "ip6 saddr fe80::/10 udp dport 546 accept"]  # DHCPv6 replies
     api = f"tcp dport {fw.api_port} accept"
-    lines += [f"{family} saddr {addr} {api}" for family, addr in _addresses(fw.api_allow)] if fw.api_allow else [api]
+    if fw.api_open:
+        lines += [f"{family} saddr {addr} {api}" for family, addr in _addresses(fw.api_allow)] if fw.api_allow else [api]
     ports = [f" th dport {port}" for port in _ports(fw.peer_ports)] or [""]
     lines += [f"{family} saddr {addr} meta l4proto {{ tcp, udp }}{port} accept"
               for family, addr in _addresses(fw.peers) for port in ports]

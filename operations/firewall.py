@@ -7,12 +7,15 @@ the node's other tables are never listed, flushed or changed.
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
 
 from pyinfra import host, logger
 from pyinfra.api.command import StringCommand
 
+from noderig.exposure import is_loopback
 from noderig.firewall import (NFT, PERSIST_UNIT_FILE, PERSIST_UNIT_NAME, RULESET_FILE, TABLE, FirewallSettings,
                               load_script, persist_unit, problems, render_table, rules, same_table)
+from noderig.server_settings import ServerSettings
 
 from .facts import Mtimes, NftTable, SshdPorts, UnitStatus
 from .service import text_file
@@ -23,9 +26,11 @@ UNIT = f"{PERSIST_UNIT_NAME}.service"
 
 def settings_for(data, api_port: int) -> FirewallSettings:
     """The firewall the inventory asks for, SSH left open on the port pyinfra connects to and on
-    every port sshd listens on (a table of ours that closed SSH would lock everyone out)."""
+    every port sshd listens on (a table of ours that closed SSH would lock everyone out); the API
+    port open to other hosts only when the server listens beyond loopback."""
     ssh_ports = {data.get("ssh_port") or 22, *host.get_fact(SshdPorts)}
-    return FirewallSettings.from_inventory(data, api_port=api_port, ssh_ports=sorted(ssh_ports))
+    fw = FirewallSettings.from_inventory(data, api_port=api_port, ssh_ports=sorted(ssh_ports))
+    return replace(fw, api_open=not is_loopback(ServerSettings.from_inventory(data).host))
 
 
 def install(fw: FirewallSettings | None) -> None:
@@ -101,7 +106,10 @@ def absent():
 
 def summary(fw: FirewallSettings) -> str:
     """One line: what the table lets in."""
-    text = f"API port {fw.api_port} open to {', '.join(fw.api_allow) or 'any host'}; "
+    if fw.api_open:
+        text = f"API port {fw.api_port} open to {', '.join(fw.api_allow) or 'any host'}; "
+    else:
+        text = f"API port {fw.api_port} closed to other hosts (the server listens on loopback only); "
     text += f"SSH ({', '.join(map(str, fw.ssh_ports))}) open; "
     if fw.peers:
         text += f"fleet peers {', '.join(fw.peers)} on {', '.join(map(str, fw.peer_ports)) or 'every port'}; "

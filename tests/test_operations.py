@@ -755,6 +755,22 @@ def test_with_diff_the_table_difference_is_shown(caplog):
     assert "load table inet noderig (differs from the rendering): API port 30000 open to any host" in caplog.text
 
 
+@pytest.mark.parametrize("server_host, api_open", [
+    (None, False), ("127.0.0.1", False), ("localhost", False), ("::1", False), ("0.0.0.0", True), ("10.0.0.12", True)])
+def test_the_api_port_is_open_to_other_hosts_only_when_the_server_listens_beyond_loopback(server_host, api_open):
+    # a server on loopback needs no opening: its port stays closed to other hosts, so a program that binds it
+    # beyond loopback later is not reachable either (server_host None: the default, loopback)
+    data = {k: v for k, v in TARGET.items() if k != "server_host"}
+    node = FakeHost({fact("SshdPorts"): [22]}, data=Data({**data, "server_host": server_host}))
+    with ctx_host.use(node):
+        fw = firewall.settings_for(node.data, api_port=30000)
+    assert fw.api_open is api_open
+    assert ("tcp dport 30000 accept" in render_table(fw)) is api_open
+    assert ("API port 30000 open to any host" in firewall.summary(fw)) is api_open
+    assert ("API port 30000 closed to other hosts (the server listens on loopback only)" in firewall.summary(fw)) \
+        is not api_open
+
+
 def absent_host(table, files):
     return FakeHost({fact("NftTable", table="inet noderig"): {"nft": table is not None, "table": table},
                      fact("Mtimes", paths=("/etc/noderig/firewall.nft", f"/etc/systemd/system/{FW_UNIT}")): files})
