@@ -32,7 +32,8 @@ def problems(info: dict, ref_cfg: dict | None, base_python: str | None, *, gpus_
         found.append(f"unsupported OS {info.get('os')!r} (Debian or Ubuntu expected)")
     gpus = len(info.get("gpus") or [])
     if gpus < gpus_required:
-        found.append(f"{gpus} GPU(s) visible to nvidia-smi, {gpus_required} required "
+        found.append(_gpu_problem(info.get("gpu_error")) if info.get("gpu_error") else
+                     f"{gpus} GPU(s) visible to nvidia-smi, {gpus_required} required "
                      "(check the driver, or set gpus_required)")
     if reference_name is not None:
         if not ref_cfg:
@@ -49,6 +50,15 @@ def problems(info: dict, ref_cfg: dict | None, base_python: str | None, *, gpus_
     return found
 
 
+def _gpu_problem(error: str) -> str:
+    """nvidia-smi failed (NodeInfo's ``gpu_error``): its words, and what to do."""
+    if "version mismatch" in error:  # NVML's library is the new driver's, the loaded module the old one's
+        return (f"the GPUs cannot be counted: {error}; a driver upgraded without a reboot says this: reboot the "
+                "node (or reload the nvidia kernel modules), then rerun")
+    return (f"the GPUs cannot be counted: {error}; check the driver (nvidia-smi on the node), or set "
+            "gpus_required = 0 for a node without GPUs")
+
+
 def describe(info: dict, model_dir: str) -> str:
     """One line of what preflight saw: the facts a user wants before anything changes."""
     gpus = info.get("gpus") or []
@@ -56,6 +66,8 @@ def describe(info: dict, model_dir: str) -> str:
         caps = sorted({g["compute_cap"] for g in gpus})
         drivers = sorted({g["driver"] for g in gpus})
         gpu_text = f"{len(gpus)}x {gpus[0]['name']} (compute {', '.join(caps)}, driver {', '.join(drivers)})"
+    elif info.get("gpu_error"):
+        gpu_text = f"GPUs unknown ({info['gpu_error']})"
     else:
         gpu_text = "no GPU visible (nvidia-smi absent or empty)"
     free = info.get("free_bytes")

@@ -17,6 +17,7 @@ from pyinfra.facts.files import File
 
 from noderig import aria2
 from noderig.checkpoint_plan import MANIFEST_FILE, RECORD_FILE
+from noderig.errors import one_line
 
 # First line of a file fact's output when the file exists (its content follows).
 PRESENT = "noderig:present"
@@ -46,6 +47,8 @@ class NodeInfo(FactBase):
 
         {"os": "debian 12", "python": "3.11.2", "free_bytes": 8.1e10,
          "gpus": [{"name": "NVIDIA B300", "compute_cap": "10.3", "driver": "580.82"}]}
+
+    and ``gpu_error`` (nvidia-smi's status and words, one line) when nvidia-smi is there and failed.
     """
 
     def command(self, path: str) -> StringCommand:
@@ -55,14 +58,17 @@ class NodeInfo(FactBase):
             'echo "python=$(python3 -V 2>/dev/null)"; '
             'echo "free=$(df -PB1 "$p" | awk \'NR==2 {print $4}\')"; '
             'echo "dev=$(stat -c %d "$p")"; '
+            # (nvidia-smi prints its failures on stdout too: with its status they are an error, not GPUs)
             "if command -v nvidia-smi >/dev/null 2>&1; then "
-            "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null "
-            "| sed 's/^/gpu=/'; fi"
+            "out=$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>&1); rc=$?; "
+            'key=gpu; [ "$rc" = 0 ] || { key=nvsmi_error; echo "nvsmi_status=$rc"; }; '
+            '[ -z "$out" ] || printf \'%s\\n\' "$out" | sed "s/^/$key=/"; fi'
         )
         return StringCommand("sh", "-c", QuoteString(script), "noderig-facts", QuoteString(path))
 
     def process(self, output):
         info = {"os": None, "python": None, "free_bytes": None, "gpus": []}
+        failed = []
         for line in output:
             key, _, value = line.partition("=")
             if key == "os":
@@ -76,6 +82,10 @@ class NodeInfo(FactBase):
             elif key == "gpu":
                 name, cap, driver = ([v.strip() for v in value.split(",")] + ["", "", ""])[:3]
                 info["gpus"].append({"name": name, "compute_cap": cap, "driver": driver})
+            elif key in ("nvsmi_status", "nvsmi_error"):
+                failed.append(value)
+        if failed:  # the status, then what nvidia-smi said
+            info["gpu_error"] = one_line(f"nvidia-smi exited with status {failed[0]}: " + "\n".join(failed[1:]))
         return info
 
 

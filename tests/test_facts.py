@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -200,6 +201,21 @@ def test_node_info_measures_the_nearest_existing_parent_and_reads_nvidia_smi(tmp
     assert info["device"] == str(os.stat(volume).st_dev)
     assert isinstance(info["free_bytes"], int) and info["free_bytes"] > 0
     assert info["gpus"] == [{"name": "NVIDIA B300 SXM6 AC", "compute_cap": "10.3", "driver": "580.82.07"}] * 2
+
+
+@pytest.mark.parametrize("says, status", [
+    ("Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95", 18),
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+     "NVIDIA driver is installed and running.", 9),
+    ("No devices were found", 6)])
+def test_node_info_reads_a_failing_nvidia_smi_as_an_error_not_as_gpus(tmp_path, says, status):
+    # nvidia-smi prints its failures on stdout: read as GPU lines they were a GPU named "Failed to initialize NVML"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub(bin_dir, "nvidia-smi", f"printf '%s\\n' {shlex.quote(says)}\nexit {status}\n")
+    code, info = gather_with_path(bin_dir, facts.NodeInfo, path=str(tmp_path))
+    assert code == 0 and info["gpus"] == []
+    assert info["gpu_error"] == f"nvidia-smi exited with status {status}: " + " / ".join(says.splitlines())
 
 
 def test_node_info_without_nvidia_smi_lists_no_gpu(tmp_path):

@@ -43,3 +43,22 @@ def test_no_gpu_is_reported_not_an_error_unless_required(lab):
     res, out = deploy(lab, "steps=preflight", "gpus_required=0")
     assert res.returncode == 0, out[-3000:]
     assert "no GPU visible" in out
+
+
+def test_a_failing_nvidia_smi_fails_preflight_with_its_own_words(lab):
+    # a driver upgraded without a reboot: nvidia-smi says so on stdout and exits 18; before, the words were counted
+    # as one GPU named "Failed to initialize NVML: Driver/library version mismatch"
+    smi = lab.layout.host_root("b300") / "usr/local/bin/nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'Failed to initialize NVML: Driver/library version mismatch'\n"
+                   "echo 'NVML library version: 580.95'\nexit 18\n")
+    smi.chmod(0o755)
+    try:
+        res, out = deploy(lab, "steps=preflight", "gpus_required=1")
+        assert res.returncode != 0
+        assert ("the GPUs cannot be counted: nvidia-smi exited with status 18: Failed to initialize NVML: "
+                "Driver/library version mismatch / NVML library version: 580.95; a driver upgraded without a reboot "
+                "says this: reboot the node") in out
+        res, out = deploy(lab, "steps=preflight", "gpus_required=0")
+        assert res.returncode == 0 and "GPUs unknown (nvidia-smi exited with status 18" in out, out[-3000:]
+    finally:
+        smi.unlink(missing_ok=True)

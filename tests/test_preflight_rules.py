@@ -67,6 +67,24 @@ def test_describe_says_what_preflight_saw():
         "no GPU visible (nvidia-smi absent or empty), 0 B free for /m")
 
 
+MISMATCH = ("nvidia-smi exited with status 18: Failed to initialize NVML: Driver/library version mismatch / "
+            "NVML library version: 580.95")
+
+
+def test_a_failing_nvidia_smi_is_named_with_its_words_not_counted_as_no_gpu():
+    info = {"os": "ubuntu 24.04", "gpus": [], "gpu_error": MISMATCH}
+    (only,) = check(info, gpus_required=8)
+    assert only == (f"the GPUs cannot be counted: {MISMATCH}; a driver upgraded without a reboot says this: reboot "
+                    "the node (or reload the nvidia kernel modules), then rerun")
+    assert describe(info, "/m").startswith(f"ubuntu 24.04, python None, GPUs unknown ({MISMATCH}), ")
+    # another failure: its words, and the driver to check
+    (only,) = check({**info, "gpu_error": "nvidia-smi exited with status 6: No devices were found"}, gpus_required=1)
+    assert only == ("the GPUs cannot be counted: nvidia-smi exited with status 6: No devices were found; check the "
+                    "driver (nvidia-smi on the node), or set gpus_required = 0 for a node without GPUs")
+    # none required: said, not refused
+    assert check(info, gpus_required=0) == []
+
+
 def test_disk_fits_exactly_at_need_plus_margin_and_checks_every_volume():
     need = 100 << 20
     margin = DISK_MARGIN_BYTES + int(need * 0.02)
