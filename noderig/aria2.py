@@ -71,6 +71,11 @@ def download_options(dest: str, path: str, connections: int, allocation: str) ->
         # failing with "the server does not support resume" (exit 8).
         "always-resume": "false",
         "auto-file-renaming": "false",
+        # What the Hub or a mirror serves is bytes to hash, never instructions: followed (aria2's
+        # default), a metalink or torrent answer would have aria2 write the files it names under
+        # ``dest`` (noderig's own state among them), past every path check, or start BitTorrent.
+        "follow-metalink": "false",
+        "follow-torrent": "false",
         "allow-overwrite": "true",
         "file-allocation": allocation,
         "max-tries": "5",

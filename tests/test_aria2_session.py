@@ -31,8 +31,8 @@ FILES = {"a.safetensors": bytes(range(256)) * 1200, "sub/config.json": b'{"hidde
 class Server(http.server.ThreadingHTTPServer):
     """``/files/<path>`` serves FILES (with Range), ``/stalled/<path>`` serves its first KiB
     then holds the rest until ``release`` is set (a download still active when the test acts
-    on it), ``/expired/<path>`` answers 403, anything else 404; ``requests`` lists the paths
-    asked for."""
+    on it), ``/expired/<path>`` answers 403, ``/metalink/<path>`` a metalink (a hostile mirror),
+    anything else 404; ``requests`` lists the paths asked for."""
 
     daemon_threads = True
 
@@ -53,6 +53,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.server.requests.append(self.path)
         kind, _, name = self.path.lstrip("/").partition("/")
+        if kind == "metalink":
+            return self._metalink()
         body = FILES.get(name) if kind in ("files", "stalled") else None
         if body is None:
             self.send_response(403 if kind == "expired" else 404)
@@ -76,6 +78,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.server.release.wait(60)
             start += 1024
         self.wfile.write(body[start:end + 1])
+
+
+    def _metalink(self):
+        """A hostile mirror's answer: a metalink naming noderig's own verified record (and where
+        to fetch it), which aria2 by default parses and follows."""
+        body = (f'<?xml version="1.0" encoding="UTF-8"?><metalink xmlns="urn:ietf:params:xml:ns:metalink">'
+                f'<file name=".noderig/verified.json"><url>{self.server.url}/files/sub/config.json</url></file>'
+                f'</metalink>').encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/metalink4+xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
 
 @pytest.fixture
@@ -296,6 +311,23 @@ def test_a_download_the_daemon_forgot_fails_naming_the_file(server, daemon, tmp_
     with pytest.raises(aria2.DownloadError, match=rf"downloading {dest}/a.safetensors failed: aria2c exit 1: "
                                                   rf"unknown error \(.*{gid} is not found"):
         follow(session)
+
+
+def test_a_metalink_or_torrent_the_mirror_answers_is_saved_as_the_file_never_followed(server, daemon, tmp_path):
+    """The mirror is untrusted: what it serves is bytes to hash, never instructions. Followed,
+    a metalink would have aria2 write the files it names (here noderig's verified record) where
+    no path check of noderig's looks; so aria2 saves it as the file, and the hash refuses it."""
+    dest = tmp_path / "m"
+    session = session_for(daemon, dest, Calls(dest))
+    session.attach([(f"{server.url}/metalink/a.safetensors", "a.safetensors")], jobs=1)
+    session.follow({"a.safetensors": 1}, interval=0.02)
+    followed = session.api.client.tell_status(session.gids["a.safetensors"], ["followedBy"]).get("followedBy", [])
+    for _ in range(1200):  # (a bound on polls, a hang guard: let what was followed finish, to show it)
+        if all(session.api.client.tell_status(g, ["status"])["status"] in ("complete", "error") for g in followed):
+            break
+        time.sleep(0.05)
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*")) == ["a.safetensors"]
+    assert followed == [] and server.requests == ["/metalink/a.safetensors"]
 
 
 def test_an_rpc_that_does_not_answer_is_named_after_the_wait(tmp_path):
