@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import NoderigError, one_line
+from .errors import NoderigError, one_line, redact
 from .node.hubpath import MAX_FILES, describe, matches, path_problem
 
 MANIFEST_VERSION = 1
@@ -347,7 +347,33 @@ def signed_location(manifest: dict, path: str, token: str | None) -> str:
         meta = get_hf_file_metadata(resolve_url(manifest, path), token=token or False, endpoint=manifest["endpoint"])
     except hub_errors() as e:
         raise NoderigError(hub_failure(manifest["endpoint"], f"to resolve {manifest['repo']}/{path}", e)) from None
+    problem = redirect_problem(manifest["endpoint"], meta.location)
+    if problem:
+        raise NoderigError(f"the Hub at {manifest['endpoint']} redirects {manifest['repo']}/{path} to "
+                           f"{describe(redact(meta.location))} ({problem}); nothing was fetched (check hf_endpoint: "
+                           f"a Hub or mirror you trust)")
     return meta.location
+
+
+def redirect_problem(endpoint: str, location: str) -> str | None:
+    """Why aria2 may not fetch from ``location``, where the Hub at ``endpoint`` redirected a
+    file, or None: aria2 takes any URI it knows (a magnet starts BitTorrent on the node, and
+    writes the files the torrent names), so only an absolute http(s) URL, and no plain http
+    from an https Hub (the signed URL would travel in clear text).
+
+    + endpoint: the Hub's URL (hf_endpoint)
+    + location: the redirect's target, as the Hub said it
+    """
+    from urllib.parse import urlsplit
+
+    scheme = urlsplit(location).scheme.lower() if isinstance(location, str) else ""
+    if scheme and scheme not in ("http", "https"):
+        return f"a {scheme!r} URL (only http and https)"
+    if not scheme or not urlsplit(location).netloc:
+        return "no absolute http(s) URL"
+    if scheme == "http" and urlsplit(endpoint).scheme.lower() == "https":
+        return "plain http from an https Hub"
+    return None
 
 
 def download_url(manifest: dict, path: str, token: str | None) -> str:

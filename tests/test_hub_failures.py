@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from noderig.errors import NoderigError, one_line
-from noderig.manifest import RepoPin, build_manifest
+from noderig.manifest import RepoPin, build_manifest, download_url, redirect_problem
 
 
 class _Answer(BaseHTTPRequestHandler):
@@ -124,3 +124,29 @@ def test_a_repo_the_hub_says_does_not_exist_says_whether_a_token_was_given(hub, 
     with pytest.raises(NoderigError) as refused:
         build_manifest(RepoPin("org/model", "main", url), token)
     assert str(refused.value) == f"org/model does not exist on {url} (or {hint})"
+
+
+@pytest.mark.parametrize("location", [
+    "magnet:?xt=urn:btih:" + "a" * 40,  # aria2 would start BitTorrent and write the files the torrent names
+    "ftp://files.example/x.safetensors",
+    "file:///etc/shadow",
+    "sftp://files.example/x.safetensors",
+])
+def test_a_signed_location_that_is_not_a_web_url_never_reaches_aria2(hub, location):
+    # with a token an LFS file's redirect is resolved here and handed to aria2 on the node as is
+    url = hub(302, b"", {"Location": location})
+    manifest = {"repo": "org/model", "commit": "c" * 40, "endpoint": url,
+                "files": [{"path": "x.safetensors", "size": 1, "sha256": "b" * 64}]}
+    with pytest.raises(NoderigError) as refused:
+        download_url(manifest, "x.safetensors", "hf_" + "x" * 34)
+    said = str(refused.value)
+    assert said.startswith(f"the Hub at {url} redirects org/model/x.safetensors to ") and "nothing was fetched" in said
+    assert "hf_xxx" not in said
+
+
+def test_a_redirect_from_an_https_hub_to_plain_http_is_refused():
+    assert redirect_problem("https://hub.example", "https://cdn.example/x?sig=1") is None
+    assert redirect_problem("http://127.0.0.1:8080", "http://127.0.0.1:8080/x") is None  # a plain-http mirror, as set
+    assert redirect_problem("https://hub.example", "http://cdn.example/x?sig=1") == "plain http from an https Hub"
+    assert redirect_problem("https://hub.example", "MAGNET:?xt=urn") == "a 'magnet' URL (only http and https)"
+    assert redirect_problem("https://hub.example", "//cdn.example/x") == "no absolute http(s) URL"
