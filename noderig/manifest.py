@@ -165,12 +165,27 @@ def _listing(api, pin: RepoPin, commit: str) -> list[Listed]:
     from huggingface_hub.hf_api import RepoFile
 
     try:
-        tree = [e for e in api.list_repo_tree(pin.repo, revision=commit, recursive=True) if isinstance(e, RepoFile)]
+        tree = _bounded(pin, api.list_repo_tree(pin.repo, revision=commit, recursive=True), RepoFile)
         return [Listed(e.path, e.size, e.lfs.sha256 if e.lfs else None, e.blob_id) for e in tree]
     except (HfHubHTTPError, KeyError, TypeError, ValueError):
         pass
     siblings = api.model_info(pin.repo, revision=commit, files_metadata=True).siblings or []
     return [Listed(s.rfilename, s.size, s.lfs.sha256 if s.lfs else None, s.blob_id) for s in siblings]
+
+
+def _bounded(pin: RepoPin, entries, file_type) -> list:
+    """The files of a tree listing (``entries``: read page by page as it is iterated), refused
+    in one sentence past MAX_FILES files or twice as many entries: a mirror whose pages each
+    link to one more would otherwise hold the controller, and its memory, for ever."""
+    files = []
+    for count, entry in enumerate(entries, 1):
+        if isinstance(entry, file_type):
+            files.append(entry)
+        if len(files) > MAX_FILES or count > 2 * MAX_FILES:
+            what = f"{MAX_FILES} files" if len(files) > MAX_FILES else f"{2 * MAX_FILES} files and folders"
+            raise NoderigError(f"the Hub at {pin.endpoint} lists more than {what} (a checkpoint may have at most "
+                               f"{MAX_FILES}) in {pin.repo}@{pin.revision}; {REFUSED}")
+    return files
 
 
 def _complete(api, pin: RepoPin, commit: str, files: list[Listed], token: str | None) -> None:

@@ -5,6 +5,7 @@ reaches the terminal), and says "cannot reach" only when nothing answered."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -150,3 +151,50 @@ def test_a_redirect_from_an_https_hub_to_plain_http_is_refused():
     assert redirect_problem("https://hub.example", "http://cdn.example/x?sig=1") == "plain http from an https Hub"
     assert redirect_problem("https://hub.example", "MAGNET:?xt=urn") == "a 'magnet' URL (only http and https)"
     assert redirect_problem("https://hub.example", "//cdn.example/x") == "no absolute http(s) URL"
+
+
+class _EndlessTree(BaseHTTPRequestHandler):
+    """A hostile mirror: a commit, then a tree listing each page of which links to one more (up
+    to ``guard`` pages: a hang guard, so the test ends whatever the code does)."""
+
+    page_size, guard = 10, 200
+
+    def do_GET(self):
+        if "/tree/" not in self.path:
+            return self._json({"id": "org/model", "sha": "c" * 40, "siblings": []})
+        self.server.pages += 1
+        n = self.server.pages
+        more = {} if n >= self.guard else {
+            "Link": f'<http://127.0.0.1:{self.server.server_address[1]}/api/models/org/model/tree/{"c" * 40}'
+                    f'?cursor={n}>; rel="next"'}
+        self._json([{"type": "file", "path": f"s/{n}-{i}.json", "size": 1, "oid": "b" * 40}
+                    for i in range(self.page_size)], more)
+
+    def _json(self, data, headers=None):
+        body = json.dumps(data).encode()
+        self.send_response(200)
+        for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_listing_of_endless_pages_is_read_no_further_than_the_file_limit(monkeypatch):
+    # memory and time on the controller stay bounded, whatever a mirror's pages promise
+    monkeypatch.setattr("noderig.manifest.MAX_FILES", 50)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EndlessTree)
+    server.pages = 0
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(NoderigError) as refused:
+            build_manifest(RepoPin("org/model", "main", url), None)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert f"the Hub at {url} lists more than 50 files (a checkpoint may have at most 50)" in str(refused.value)
+    assert server.pages <= 50 // _EndlessTree.page_size + 1, f"{server.pages} pages read"
