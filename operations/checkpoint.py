@@ -35,13 +35,18 @@ from .util import earlier_in_run, fail, first_pass, mark_changing, one_at_a_time
 VERIFY_SCRIPT = "/usr/local/lib/noderig/verify_files.py"
 # The path check (stdlib only) the verifier loads from beside itself.
 HUBPATH_SCRIPT = "/usr/local/lib/noderig/hubpath.py"
-# Drops files from the verified record (atomically); run before they are fetched again.
+# Drops files from the verified record (atomically); run before they are fetched again. The
+# new record is written to a fresh temporary file (mkstemp: never through a link already there),
+# readable as the verifier leaves it.
 FORGET = (
-    "import json, os, sys\n"
+    "import json, os, sys, tempfile\n"
     "p = sys.argv[1]\n"
     "try:\n    d = json.load(open(p))\nexcept (OSError, ValueError):\n    sys.exit(0)\n"
     "for f in sys.argv[2:]:\n    d.pop(f, None)\n"
-    "open(p + '.tmp', 'w').write(json.dumps(d))\nos.replace(p + '.tmp', p)\n"
+    "fd, tmp = tempfile.mkstemp(prefix='.verified.', suffix='.tmp', dir=os.path.dirname(p))\n"
+    "os.fchmod(fd, 0o644)\n"
+    "with os.fdopen(fd, 'w') as t:\n    t.write(json.dumps(d))\n"
+    "os.replace(tmp, p)\n"
 )
 # Verifier statuses of a file whose bytes are wrong (not merely missing or short): resuming
 # would keep the damage, so it is deleted and fetched again from scratch.

@@ -440,6 +440,22 @@ def test_a_record_behind_a_symlinked_state_dir_is_neither_trusted_nor_written(ck
     assert report["record"].startswith("not written") and (outside / "verified.json").read_bytes() == before
 
 
+def test_forgetting_files_never_writes_through_a_link_beside_the_record(ckpt):
+    # the step that drops files from the record before they are fetched again (root, on the node)
+    from operations.checkpoint import FORGET
+
+    root, outside = ckpt
+    (root / ".noderig").mkdir()
+    (root / ".noderig" / "verified.json").write_text(json.dumps({"config.json": {"size": 2}, "sub/x.py": {"size": 6}}))
+    (root / ".noderig" / "verified.json.tmp").symlink_to(outside / "victim.py")
+    res = subprocess.run([sys.executable, "-c", FORGET, str(root / ".noderig" / "verified.json"), "config.json"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert (outside / "victim.py").read_text() == "precious = True\n"
+    assert json.loads((root / ".noderig" / "verified.json").read_text()) == {"sub/x.py": {"size": 6}}
+    assert oct((root / ".noderig" / "verified.json").stat().st_mode & 0o777) == "0o644"
+
+
 # ---------------------------------------------------------------------------------------
 # the path check at every boundary, with the reason in full
 
