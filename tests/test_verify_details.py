@@ -20,6 +20,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from noderig.node import verify_files as vf
+from noderig.node.hubpath import unsafe
 from tests.test_verify import _t, _u8, raw_file
 
 INDEX = "model.safetensors.index.json"
@@ -735,3 +736,14 @@ def test_a_duplicate_key_is_named_even_when_it_is_not_the_first(tmp_path):
     with pytest.raises(vf.Bad) as err:
         vf.read_header(str(path), path.stat().st_size)
     assert err.value.detail == 'header has the key "b" twice'
+
+
+@pytest.mark.parametrize("name", ["a\u202egnp.exe", "a\x9b31mred", "a\u2028b", "x" * 100_000],
+                         ids=["bidi-override", "c1-csi", "line-separator", "huge"])
+def test_a_tensor_name_from_the_hub_is_shown_escaped_and_cut_short(tmp_path, name):
+    # the header's names are the Hub's bytes: they reach the controller's terminal in the details
+    raw_file(tmp_path / "a.safetensors", {name: _t(dtype="Q8")}, b"1234")
+    detail = files_of(vf.verify(str(tmp_path), None))["a.safetensors"][1]
+    assert detail.startswith('tensor "a') or detail.startswith('tensor "x'), detail[:80]
+    assert not any(unsafe(ch) for ch in detail), ascii(detail[:200])
+    assert len(detail) < 400 and detail.endswith(': unknown dtype "Q8"'), detail[-80:]

@@ -75,7 +75,7 @@ from itertools import chain, repeat
 from operator import itemgetter, mul, sub
 
 try:
-    from .hubpath import MAX_FILES, STATE_DIR, describe, path_problem
+    from .hubpath import MAX_FILES, STATE_DIR, describe, escaped, path_problem
 except ImportError:  # run as a script on the node: hubpath.py is shipped beside this file, and
     # loaded from there by its location (also under ``python3 -I``; no sys.path lookup)
     def _sibling(name: str):
@@ -89,8 +89,8 @@ except ImportError:  # run as a script on the node: hubpath.py is shipped beside
         return module
 
     _hubpath = _sibling("hubpath")
-    MAX_FILES, STATE_DIR, describe, path_problem = (_hubpath.MAX_FILES, _hubpath.STATE_DIR, _hubpath.describe,
-                                                    _hubpath.path_problem)
+    MAX_FILES, STATE_DIR, describe, escaped, path_problem = (_hubpath.MAX_FILES, _hubpath.STATE_DIR,
+                                                             _hubpath.describe, _hubpath.escaped, _hubpath.path_problem)
 
 # noderig's state directory beside the checkpoint: the manifest the deploy wrote, and the record.
 MANIFEST_FILE = f"{STATE_DIR}/manifest.json"
@@ -177,7 +177,11 @@ class Header:
 
 
 def _q(name) -> str:
-    return json.dumps(name, ensure_ascii=False)
+    """A value read from a checkpoint file (a tensor's name, a shape) as a detail shows it: JSON,
+    each character a terminal may act on escaped (the file is the Hub's bytes, and the detail
+    reaches the controller's terminal), cut short past 200 characters."""
+    text = escaped(json.dumps(name, ensure_ascii=False))
+    return text if len(text) <= 200 else f"{text[:200]}... ({len(text)} characters)"
 
 
 def _fast_layout(top):
