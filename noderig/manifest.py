@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import NoderigError, one_line, redact
-from .node.hubpath import MAX_FILES, describe, matches, path_problem
+from .node.hubpath import CONTROL_SUFFIX, MAX_FILES, describe, matches, path_problem
 
 MANIFEST_VERSION = 1
 DEFAULT_PATTERNS = ["*.safetensors", "*.json", "*.py", "*.model", "*.jinja", "*.tiktoken", "*.txt"]
@@ -292,7 +292,8 @@ def listing_problem(names: list) -> str | None:
     """Why a listing of file names is refused, or None: too many names, a name that fails the
     path check (``hubpath``; every name, selected by a pattern or not: one hostile name is
     enough to distrust the whole listing), a name listed twice, or a name that is both a
-    file and the directory of another (one of them cannot be written).
+    file and the directory of another (one of them cannot be written), or a directory where a
+    listed file's aria2 control file goes (that file would read as partial for ever).
 
     + names: the paths as listed (any JSON values)
     """
@@ -311,6 +312,9 @@ def listing_problem(names: list) -> str | None:
         while parent:
             if parent in seen:
                 return f"{describe(parent)} both as a file and as the directory of {describe(name)}"
+            if parent.endswith(CONTROL_SUFFIX) and parent[:-len(CONTROL_SUFFIX)] in seen:
+                return (f"{describe(parent)} both as the directory of {describe(name)} and as the aria2 control file "
+                        f"of {describe(parent[:-len(CONTROL_SUFFIX)])}")
             parent = parent.rpartition("/")[0]
     return None
 

@@ -160,6 +160,9 @@ def test_a_listing_of_more_files_than_a_checkpoint_may_have_is_refused_by_count(
 @pytest.mark.parametrize("names,problem", [
     (["a.py", "a.py"], "'a.py' (it is listed twice)"),
     (["a.py", "a.py/b.py"], "'a.py' both as a file and as the directory of 'a.py/b.py'"),
+    # the directory would stand where aria2 keeps a.py's control file: a.py would read as partial for ever
+    (["a.py", "a.py.aria2/b.py"], "'a.py.aria2' both as the directory of 'a.py.aria2/b.py' and as the aria2 "
+                                  "control file of 'a.py'"),
 ])
 def test_names_that_cannot_all_be_files_are_refused(names, problem):
     with pytest.raises(NoderigError, match=re.escape(problem)):
