@@ -56,7 +56,8 @@ def operation(**options):
         @functools.wraps(func)
         def guarded(*args, **kwargs):
             try:
-                yield from func(*args, **kwargs)
+                for command in func(*args, **kwargs):
+                    yield guarded_call(command) if isinstance(command, FunctionCommand) else command
             except Exception as error:  # noqa: BLE001 - every failure must reach the summary
                 logger.debug(f"[{current_host.name}] {func.__module__}.{func.__name__}:\n{traceback.format_exc()}")
                 yield from fail(current_host, internal_error_sentence(error))
@@ -64,6 +65,24 @@ def operation(**options):
         return pyinfra_operation(**options)(guarded)
 
     return decorate
+
+
+def guarded_call(command: FunctionCommand) -> FunctionCommand:
+    """``command`` (a Python function run at execution), with ``operation``'s promise: an
+    exception it raises fails this host with the internal-error sentence (pyinfra's own
+    handling logs a traceback as a warning, and the summary could only say "see the errors
+    above"). The function keeps its name (the tests describe a command by it)."""
+    function = command.function
+
+    @functools.wraps(function)
+    def checked(state, host, *args, **kwargs):
+        try:
+            return function(state, host, *args, **kwargs)
+        except Exception as error:  # noqa: BLE001 - every failure must reach the summary
+            logger.debug(f"[{host.name}] {function.__module__}.{function.__name__}:\n{traceback.format_exc()}")
+            return _report_failure(state, host, internal_error_sentence(error))
+
+    return FunctionCommand(checked, command.args, command.kwargs, **command.connector_arguments)
 
 
 @operation()

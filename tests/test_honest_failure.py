@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 
 DEPLOY = '''
 from pyinfra import host
-from pyinfra.api.command import StringCommand
+from pyinfra.api.command import FunctionCommand, StringCommand
 from operations import summary
 from operations.util import operation
 
@@ -28,6 +28,14 @@ def broken():
     {"size": None}["size"] + 1  # what a mirror's listing without sizes did to build_manifest
     yield StringCommand("true")
 
+def raising(state, host):
+    return {"files": []}["index"]  # a report without the key the callback expected
+
+@operation()
+def broken_callback():
+    """+ nothing"""
+    yield FunctionCommand(raising, (), {})
+
 @operation()
 def fine():
     """+ nothing"""
@@ -37,6 +45,8 @@ if "{where}" == "deploy":
     raise TypeError("unsupported operand type(s) for +: 'int' and 'NoneType'")
 if "{where}" == "operation":
     broken(name="Checkpoint x")
+if "{where}" == "callback":
+    broken_callback(name="Verify x")
 if "{where}" == "refused":
     from operations.util import refused
     refused(name="Server settings", message="the API key file /k does not exist; create it (mode 0600)")
@@ -69,6 +79,15 @@ def test_an_exception_in_an_operation_fails_that_host_with_a_sentence(tmp_path):
     assert code != 0, out[-3000:]
     assert "1 failed (@local)" in head, out[-3000:]
     assert 'FAILED at "Checkpoint x": internal error: TypeError: unsupported operand' in line, line
+    assert "Traceback" not in out, "the traceback is for --debug"
+
+
+def test_an_exception_in_a_command_an_operation_runs_at_execution_fails_that_host_with_a_sentence(tmp_path):
+    # (a FunctionCommand: the checkpoint's verification, the rollout's readiness check, the peer server)
+    code, out = run(tmp_path, "callback", "-y")
+    head, line = summary_of(out)
+    assert code != 0 and "1 failed (@local)" in head, out[-3000:]
+    assert 'FAILED at "Verify x": internal error: KeyError: \'index\'' in line, line
     assert "Traceback" not in out, "the traceback is for --debug"
 
 

@@ -130,7 +130,8 @@ def test_a_node_whose_source_is_a_peer_names_it_and_hands_it_to_its_copy(caplog)
     peer = peer_host({})
     with ctx_host.use(node), caplog.at_level(logging.INFO):
         commands = list(environment.venv._inner("/opt/v", reference, peer=peer))
-    copy = next(c for c in commands if getattr(c, "function", None) is environment._copy)
+    # (run as operations.util.guarded_call wraps it)
+    copy = next(c for c in commands if getattr(getattr(c, "function", None), "__wrapped__", None) is environment._copy)
     assert copy.kwargs == {"peer": peer, "want": LISTING}
     assert "(from b300-0, a target that takes it first (else ct200))" in caplog.text
 
