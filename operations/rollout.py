@@ -22,6 +22,7 @@ How it fits pyinfra (one run, pyinfra's own scheduler, no second one):
 from __future__ import annotations
 
 import hashlib
+import traceback
 from dataclasses import dataclass, field
 
 from pyinfra import host, logger
@@ -32,7 +33,7 @@ from noderig.rollout import MAX_FAIL_SETTING, ROLLOUT_SETTING, parse_rollout, pl
 from noderig.service_plan import RUNNING, marker, plan_service
 
 from .facts import FileStates, HttpStatus, LinkTarget, Mtimes, UnitStatus
-from .util import fail, first_pass, one_at_a_time, operation
+from .util import fail, first_pass, internal_error_sentence, one_at_a_time, operation
 
 # The node's last known good server: the files it ran and the venv it ran from, kept when
 # it was serving, before a rollout changed it (root only: the environment file holds secrets).
@@ -406,12 +407,10 @@ def ready_or_roll_back(batch: int, position: Position, ready: dict):
 
 
 def _ready_or_roll_back(state, host, batch: int, position: Position, ready: dict) -> bool:
-    from . import diagnosis
-
     registry, where = position.registry, f"batch {batch + 1} of {position.count}"
     args = (ready["service"], ready["port"], ready["served_model_name"], ready["timeout"], ready["api_key_file"],
             ready["settings"], ready["repair"], ready["max_repairs"], ready["firewall"])
-    if diagnosis._launch_until_ready(state, host, *args):
+    if _ready(state, host, *args):
         registry.outcomes[host.name] = f"changed in rollout {where}"
         return True
     unit = f"{ready['service']}.service"
@@ -419,17 +418,34 @@ def _ready_or_roll_back(state, host, batch: int, position: Position, ready: dict
     # readiness failure above, and its outcome says what the rollback gave)
     host.log_styled(f"{unit} failed readiness in rollout {where}: rolling back to its last known good state",
                     fg="red", log_func=logger.warning)
-    ok, out = host.run_shell_command(StringCommand("sh", "-c", QuoteString(RESTORE_SCRIPT), "noderig-restore",
-                                                   QuoteString(LAST_GOOD_DIR), QuoteString(unit)))
+    try:
+        ok, out = host.run_shell_command(StringCommand("sh", "-c", QuoteString(RESTORE_SCRIPT), "noderig-restore",
+                                                       QuoteString(LAST_GOOD_DIR), QuoteString(unit)))
+        said = " ".join(out.stdout_lines + out.stderr_lines)
+    except Exception as error:  # noqa: BLE001 - the node lost on the way back: it is not rolled back
+        ok, said = False, f"{type(error).__name__}: {error}"
     if not ok:
         registry.outcomes[host.name] = f"NOT ROLLED BACK in rollout {where}"
-        host.log_styled(f"rollback impossible: {' '.join(out.stdout_lines + out.stderr_lines)[-300:]}", fg="red",
-                        log_func=logger.error)
+        host.log_styled(f"rollback impossible: {said[-300:]}", fg="red", log_func=logger.error)
         return False
     # (checked on the port of this deploy's settings: a rollout that moves the port checks the new one)
-    serving = diagnosis._launch_until_ready(state, host, ready["service"], ready["port"], ready["served_model_name"],
-                                            ready["timeout"], ready["api_key_file"], None, False, 0, None)
+    serving = _ready(state, host, ready["service"], ready["port"], ready["served_model_name"], ready["timeout"],
+                     ready["api_key_file"], None, False, 0, None)
     registry.outcomes[host.name] = (f"ROLLED BACK in rollout {where}, serving its last known good state again"
                                     if serving else f"ROLLED BACK in rollout {where}, and NOT serving after it")
     host.log_styled(f"rolled back: {registry.outcomes[host.name]}", fg="red", log_func=logger.warning)
     return False
+
+
+def _ready(state, host, *args) -> bool:
+    """The readiness check (``operations.diagnosis._launch_until_ready``); one that raises (a bug,
+    the connection lost while it waited) is a node that is not ready, said as the error it is:
+    its batch still rolls it back and counts it failed."""
+    from . import diagnosis
+
+    try:
+        return diagnosis._launch_until_ready(state, host, *args)
+    except Exception as error:  # noqa: BLE001 - a node whose check broke is not ready
+        logger.debug(f"[{host.name}] readiness check:\n{traceback.format_exc()}")
+        host.log_styled(internal_error_sentence(error), fg="red", log_func=logger.error)
+        return False

@@ -206,7 +206,10 @@ def launches(monkeypatch):
 
     def launch(state, host, *args):
         calls.append(args)
-        return answers.pop(0)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
     monkeypatch.setattr(diagnosis, "_launch_until_ready", launch)
     return SimpleNamespace(answers=answers, calls=calls)
@@ -238,6 +241,36 @@ def test_a_node_not_ready_is_rolled_back_and_checked_again_without_repairs(launc
 
 def test_a_rolled_back_node_that_does_not_serve_again_says_so(launches):
     launches.answers[:] = [False, False]
+    host, where = FakeHost(executing=True, shell=lambda text: (True, [])), position(0, [["b300"]])
+    assert check(host, where) is False
+    assert where.registry.outcomes == {"b300": "ROLLED BACK in rollout batch 1 of 1, and NOT serving after it"}
+
+
+def test_a_readiness_check_that_raises_is_not_ready_and_the_node_is_rolled_back(launches):
+    # (a bug on the server's answer, a connection lost while it waited: its batch failed all the same)
+    launches.answers[:] = [RuntimeError("the health answer was not JSON"), True]
+    host, where = FakeHost(executing=True, shell=lambda text: (True, [])), position(0, [["b300"], ["b300-2"]])
+    assert check(host, where) is False
+    [restore] = host.ran
+    assert argv(restore) == RESTORE
+    assert where.registry.outcomes == {"b300": "ROLLED BACK in rollout batch 1 of 2, serving its last known good "
+                                                "state again"}
+    assert any("internal error: RuntimeError: the health answer was not JSON" in line for line in host.logged)
+
+
+def test_a_rollback_that_raises_fails_the_node_not_rolled_back(launches):
+    def unreachable(text):
+        raise OSError("Socket is closed")
+
+    launches.answers[:] = [False]
+    host, where = FakeHost(executing=True, shell=unreachable), position(0, [["b300"]])
+    assert check(host, where) is False
+    assert where.registry.outcomes == {"b300": "NOT ROLLED BACK in rollout batch 1 of 1"}
+    assert host.logged[-1].startswith("rollback impossible: OSError: Socket is closed")
+
+
+def test_a_check_after_the_rollback_that_raises_says_the_node_does_not_serve(launches):
+    launches.answers[:] = [False, OSError("Socket is closed")]
     host, where = FakeHost(executing=True, shell=lambda text: (True, [])), position(0, [["b300"]])
     assert check(host, where) is False
     assert where.registry.outcomes == {"b300": "ROLLED BACK in rollout batch 1 of 1, and NOT serving after it"}
