@@ -101,6 +101,8 @@ def summary_lines(tallies: dict[str, HostTally], failed: set[str], executed: boo
 # pyinfra's CLI logs one of these once every operation body has run on every host (the
 # prepare stage finished); a run that reaches its disconnect without one stopped on an error.
 PREPARED = ("--> Detected changes", "--> Skipping change detection")
+NEVER_CONNECTED = ("could not connect (pyinfra's line above says why); nothing ran on it: check that it is up and "
+                   "that its SSH address, port and user in the inventory are right, then rerun")
 INTERRUPTED = ("the run stopped on an internal error before this host finished (see the error above); "
                "rerun with --debug for the traceback")
 
@@ -167,6 +169,10 @@ class RunSummary(BaseStateCallback):
             else:
                 tally.unchanged += 1
         executed = state.current_stage >= StateStage.Execute
+        # (a host that failed to connect never loaded the deploy file: it has no tally yet)
+        for h in state.failed_hosts:
+            if h.name not in self.tallies:
+                self.tallies[h.name] = HostTally(errors=[NEVER_CONNECTED])
         failed = {h.name for h in state.failed_hosts if h.name in self.tallies}
         # Normal ends: after the results (Disconnect), or a dry run after its prepare stage.
         # Anything else is an exception that ended the run: no host it left is ok.

@@ -67,6 +67,18 @@ def run(tmp_path: Path, where: str, *flags: str) -> tuple[int, str]:
     return res.returncode, res.stdout + res.stderr
 
 
+def run_with_unreachable(tmp_path: Path, where: str, *flags: str) -> tuple[int, str]:
+    """``run`` with a second host that never connects (nothing listens on its SSH port)."""
+    inventory = tmp_path / "inventory_under_test.py"
+    inventory.write_text('hosts = ["@local", ("gone", {"ssh_hostname": "127.0.0.1", "ssh_port": 1})]\n')
+    deploy = tmp_path / "deploy_under_test.py"
+    deploy.write_text(DEPLOY.replace("{where}", where))
+    res = subprocess.run([str(Path(sys.executable).with_name("pyinfra")), str(inventory), str(deploy), *flags],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYINFRA_PROGRESS": "off", "PYTHONPATH": str(ROOT)})
+    return res.returncode, res.stdout + res.stderr
+
+
 def summary_of(out: str) -> tuple[str, str]:
     lines = out.splitlines()
     head = next(i for i, line in enumerate(lines) if "--> noderig:" in line)
@@ -125,6 +137,19 @@ def test_a_problem_found_outside_an_operation_fails_the_host_with_its_sentence(t
     head, line = summary_of(out)
     assert code != 0 and "1 failed (@local)" in head, out[-3000:]
     assert 'FAILED at "Server settings": the API key file /k does not exist' in line, line
+
+
+@pytest.mark.parametrize("flags", [("-y",), ("--dry", "-y")], ids=["run", "dry-run"])
+def test_a_host_that_never_connected_is_summarised_as_failed_with_what_to_do(tmp_path, flags):
+    code, out = run_with_unreachable(tmp_path, "none", *flags)
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if "--> noderig:" in line)
+    rows = {line.split()[0]: line.split(None, 1)[1] for line in lines[head + 1:head + 3]}
+    assert code != 0, out[-3000:]
+    assert "2 host(s), 1 failed (gone)" in lines[head], out[-3000:]
+    assert rows["gone"].startswith("FAILED: could not connect"), rows
+    assert "nothing ran on it" in rows["gone"] and "rerun" in rows["gone"], rows
+    assert "FAIL" not in rows["@local"], rows  # (without -y pyinfra asks whether to go on without it)
 
 
 def test_a_run_without_errors_is_ok(tmp_path):
