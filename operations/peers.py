@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import gevent
 from pyinfra import host, logger
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
+from pyinfra.api.state import BaseStateCallback
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import files
 
@@ -267,8 +268,34 @@ def _start(state, host, checkpoints: list[tuple[str, str]], address: str, port: 
         host.run_shell_command(stop_command())
         return False
     SERVING[host.name] = served
+    _stop_when_failed(state)
     logger.info(f"[{host.name}] fan-out: serving {sum(len(d) for d in served.digests.values())} verified files")
     return True
+
+
+class _StopWhenFailed(BaseStateCallback):
+    """A node that fails while it serves stops serving: pyinfra runs nothing more on a failed
+    host, so the fan-out's ``stopped`` never comes to it, and its server (its port open to the
+    peers) would outlive the run. Its peers take its files from the others or the Hub. (Not
+    with ``fanout_keep_serving``: the server is meant to outlive the run.)"""
+
+    def operation_host_error(self, state, host, op_hash, retry_attempt=0, max_retries=0):
+        if host.name not in SERVING or host.data.get("fanout_keep_serving") \
+                or state.get_op_data_for_host(host, op_hash).global_arguments.get("_ignore_errors"):
+            return
+        exclude(host.name, "it failed in this run; its peer server is stopped")
+        SERVING.pop(host.name, None)
+        try:
+            host.run_shell_command(stop_command())
+        except Exception as error:  # noqa: BLE001 - its connection is gone: the rerun's ``stopped`` stops it
+            logger.warning(f"[{host.name}] fan-out: its peer server could not be stopped ({error}); rerun the deploy")
+
+
+def _stop_when_failed(state) -> None:
+    """Watch this run's failures for a node that serves (once per run)."""
+    if not getattr(state, "_noderig_peers_watched", False):
+        state._noderig_peers_watched = True
+        state.add_callback_handler(_StopWhenFailed())
 
 
 @operation(is_idempotent=True)

@@ -54,7 +54,9 @@ class FakeHost:
         # --parallel): what the rollout's barrier (``operations.rollout.join``) reads.
         self.state = SimpleNamespace(is_executing=self.executing, should_check_for_changes=lambda: True,
                                      config=SimpleNamespace(DIFF=self.diff), inventory=FakeInventory([self]),
-                                     pool=SimpleNamespace(size=None), failed_hosts=set(), activated_hosts=[self])
+                                     pool=SimpleNamespace(size=None), failed_hosts=set(), activated_hosts=[self],
+                                     handlers=[])
+        self.state.add_callback_handler = self.state.handlers.append
 
     def get_fact(self, cls, **kwargs):
         """A fact is looked up by its class name and keyword arguments

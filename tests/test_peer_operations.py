@@ -149,3 +149,52 @@ def test_a_step_that_fails_without_a_word_says_so(monkeypatch):
     assert peers._start(host.state, host, [("org--a", "/models/a")], "10.0.0.2", 30001, ["10.0.0.3"]) is False
     assert host.logged == ["linking the verified files of /models/a failed on b300: no output (killed, or its "
                            "connection dropped)"]
+
+
+# --------------------------------------------------------------------------------------------
+# a node that fails while it serves
+
+
+def failing(host: FakeHost, ignored: bool = False):
+    """pyinfra's callback for an operation that failed on ``host`` (its arguments as the run has them)."""
+    op = type("Op", (), {"global_arguments": {"_ignore_errors": ignored}})
+    host.state.get_op_data_for_host = lambda h, op_hash: op
+    for handler in host.state.handlers:
+        handler.operation_host_error(host.state, host, "op-hash")
+
+
+def test_a_node_that_fails_while_it_serves_stops_serving_and_no_peer_uses_it_again(started, monkeypatch):
+    # (pyinfra runs nothing more on a failed host: the fan-out's ``stopped`` never comes to it, and
+    # its server, its port open to the peers, would outlive the run)
+    monkeypatch.setattr(peers, "EXCLUDED", {})
+    ok, host = started()
+    assert ok is True and "b300" in peers.SERVING
+    del host.ran[:]
+    failing(host)
+    assert host.ran == [STOP]
+    assert "b300" not in peers.SERVING and "b300" in peers.EXCLUDED
+    failing(host)  # a second failure: nothing more to stop
+    assert host.ran == [STOP]
+
+
+def test_a_failure_the_operation_ignores_or_with_fanout_keep_serving_stops_nothing(started, monkeypatch):
+    monkeypatch.setattr(peers, "EXCLUDED", {})
+    ok, host = started()
+    del host.ran[:]
+    failing(host, ignored=True)
+    assert host.ran == [] and "b300" in peers.SERVING
+    host.data["fanout_keep_serving"] = True  # (kept on purpose, after the run too)
+    failing(host)
+    assert host.ran == [] and "b300" in peers.SERVING
+
+
+def test_a_node_whose_connection_is_gone_when_it_fails_is_stopped_by_the_rerun(started, monkeypatch):
+    monkeypatch.setattr(peers, "EXCLUDED", {})
+    ok, host = started()
+
+    def gone(text):
+        raise OSError("Socket is closed")
+
+    host.shell = gone
+    failing(host)  # no exception out of pyinfra's callback: the rerun's ``stopped`` finds the server
+    assert "b300" not in peers.SERVING
