@@ -354,13 +354,16 @@ def gate(batch: int, position: Position):
 
 
 def _check_stop(registry: Registry, batch: int) -> None:
-    """Stop the rollout when a batch before ``batch`` failed past the threshold."""
+    """Stop the rollout when a batch before ``batch`` failed past the threshold: of the nodes it
+    started (one that failed at an earlier step is not in it, as Ansible drops a failed host
+    from the play's next batches)."""
     if registry.stopped:
         return
     failed_names = {h.name for h in host.state.failed_hosts}
     for j in range(batch):
-        failed = [n for n in registry.batches[j] if n in registry.started and n in failed_names]
-        why = should_stop(len(failed), len(registry.batches[j]), registry.max_fail)
+        started = [n for n in registry.batches[j] if n in registry.started]
+        failed = [n for n in started if n in failed_names]
+        why = should_stop(len(failed), len(started), registry.max_fail)
         if why:
             registry.stopped = f"after batch {j + 1} ({', '.join(failed)}): {why}"
             return

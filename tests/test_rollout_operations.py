@@ -186,6 +186,19 @@ def test_a_node_that_failed_before_its_batch_started_does_not_count_against_it()
     assert where.registry.stopped is None
 
 
+def test_a_batch_whose_every_started_node_failed_stops_whatever_the_threshold():
+    # (b300-2 failed at an earlier step, b300-3 failed in the batch: every node the batch changed
+    # failed. Ansible counts a batch of the hosts still in the play: 1 of 1, not 1 of 2)
+    host = FakeHost(executing=True)
+    host.state.failed_hosts = [SimpleNamespace(name="b300-2"), SimpleNamespace(name="b300-3")]
+    where = position(1, [["b300-2", "b300-3"], ["b300"]], max_fail=50)
+    where.registry.started.add("b300-3")
+    commands = run_op(rollout.gate, host, batch=1, position=where)
+    assert where.registry.stopped == ("after batch 1 (b300-3): 1 of 1 node(s) of the batch failed "
+                                      "(100%, more than max_fail_percentage=50%)")
+    assert commands == [f"fail: the rollout stopped {where.registry.stopped}; this node's server was not touched"]
+
+
 # --------------------------------------------------------------------------------------------
 # rollout.ready_or_roll_back
 
