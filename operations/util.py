@@ -12,6 +12,7 @@ from pyinfra import logger
 from pyinfra.api import operation as pyinfra_operation
 from pyinfra.api.command import FunctionCommand, QuoteString, StringCommand
 
+from noderig.errors import QUOTED_LINE_LIMIT, one_line
 from noderig.service_plan import CHANGES_DIR, marker
 
 
@@ -42,8 +43,11 @@ def fail(host, message: str):
 
 
 def internal_error_sentence(error: BaseException) -> str:
-    return (f"internal error: {type(error).__name__}: {error} (a bug in noderig or an input it did not "
-            "foresee; nothing after it ran on this host; rerun with --debug for the traceback and report it)")
+    """A bug's one line: its message may quote what noderig did not write (a Hub's URL, a server's bytes), so it
+    is redacted and escaped as every such text is (``one_line``)."""
+    return (f"internal error: {type(error).__name__}: {one_line(str(error), QUOTED_LINE_LIMIT)} (a bug in noderig or "
+            "an input it did not foresee; nothing after it ran on this host; rerun with --debug for the traceback and "
+            "report it)")
 
 
 def operation(**options):

@@ -47,6 +47,14 @@ if "{where}" == "operation":
     broken(name="Checkpoint x")
 if "{where}" == "callback":
     broken_callback(name="Verify x")
+if "{where}" == "leaky":  # a bug whose message quotes a signed URL, a token and a terminal reset
+    @operation()
+    def leaky():
+        """+ nothing"""
+        raise ValueError("bad answer from https://cdn.example/x?X-Amz-Signature=abc123def456 with "
+                         + "hf_" + "q" * 34 + " \x1bc")
+        yield StringCommand("true")
+    leaky(name="Checkpoint x")
 if "{where}" == "refused":
     from operations.util import refused
     refused(name="Server settings", message="the API key file /k does not exist; create it (mode 0600)")
@@ -101,6 +109,14 @@ def test_an_exception_in_a_command_an_operation_runs_at_execution_fails_that_hos
     assert code != 0 and "1 failed (@local)" in head, out[-3000:]
     assert 'FAILED at "Verify x": internal error: KeyError: \'index\'' in line, line
     assert "Traceback" not in out, "the traceback is for --debug"
+
+
+def test_an_internal_errors_message_is_redacted_and_escaped_where_it_is_printed(tmp_path):
+    # a bug's message is text noderig did not write (a Hub's URL, a token read with it, a server's bytes)
+    code, out = run(tmp_path, "leaky", "-y")
+    assert code != 0 and 'FAILED at "Checkpoint x": internal error: ValueError: bad answer from' in out, out[-3000:]
+    assert "abc123def456" not in out and "hf_" + "q" * 34 not in out, out[-3000:]
+    assert "\x1bc" not in out and "\\x1bc" in out, out[-3000:]
 
 
 def test_an_exception_in_a_decision_the_deploy_file_takes_fails_the_host_at_its_step(tmp_path):
