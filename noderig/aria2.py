@@ -89,9 +89,9 @@ def file_options(manifest: dict, dest: str, path: str, url: str, token: str | No
                  allocation: str) -> dict:
     """``download_options`` for one file of ``manifest``, with the token on that one request
     only when a gated file is served by the Hub (or mirror) itself: its /resolve/ URL did not
-    redirect when resolved on the controller. It reaches aria2 over the RPC tunnel (never
-    argv, a file or a log); a redirect to a CDN was resolved on the controller instead, so
-    the token never follows one.
+    redirect when resolved on the controller (HEAD and a ranged GET: ``manifest.get_leaves``). It
+    reaches aria2 over the RPC tunnel (never argv, a file or a log); a redirect to another host
+    was resolved on the controller instead, so the token never follows one.
 
     + url: where aria2 fetches the file (``manifest.download_url``)
     + token: the Hub token, or None

@@ -366,12 +366,54 @@ def signed_location(manifest: dict, path: str, token: str | None) -> str:
         meta = get_hf_file_metadata(resolve_url(manifest, path), token=token or False, endpoint=manifest["endpoint"])
     except hub_errors() as e:
         raise NoderigError(hub_failure(manifest["endpoint"], f"to resolve {manifest['repo']}/{path}", e)) from None
-    problem = redirect_problem(manifest["endpoint"], meta.location)
+    location = meta.location
+    if location == resolve_url(manifest, path):  # its HEAD answered: its GET may still leave the Hub
+        location = get_leaves(location, token) or location
+    problem = redirect_problem(manifest["endpoint"], location)
     if problem:
         raise NoderigError(f"the Hub at {manifest['endpoint']} redirects {manifest['repo']}/{path} to "
                            f"{describe(redact(meta.location))} ({problem}); nothing was fetched (check hf_endpoint: "
                            f"a Hub or mirror you trust)")
-    return meta.location
+    return location
+
+
+# redirects within the Hub's own host followed to find where a GET of a file leaves it
+_SAME_HOST_HOPS = 5
+
+
+def get_leaves(url: str, token: str | None) -> str | None:
+    """Where a GET of ``url`` leaves its host, or None when the host answers it itself. A mirror can answer a
+    file's HEAD itself and redirect its GET (an object store behind a proxy): aria2 GETs and forwards its
+    Authorization header along any redirect, so the token must not go to aria2 for such a file. One ranged GET
+    with the token, here; redirects within the host followed, as aria2 would.
+
+    + url: the file's /resolve/ URL
+    + token: the Hub token
+    """
+    from urllib.parse import urljoin
+
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    headers = {**build_hf_headers(token=token), "Range": "bytes=0-0", "Accept-Encoding": "identity"}
+    for _ in range(_SAME_HOST_HOPS):
+        try:
+            with get_session().stream("GET", url, headers=headers, follow_redirects=False, timeout=30) as answer:
+                target = urljoin(url, answer.headers.get("location", "")) if answer.is_redirect else None
+        except hub_errors() as e:
+            raise NoderigError(hub_failure(_origin(url), "to resolve a file's download", e)) from None
+        if target is None:
+            return None
+        if _origin(target) != _origin(url):  # another host, or another scheme (redirect_problem judges it)
+            return target
+        url = target
+    return url  # still on the host after the hops: aria2 starts there, without the token
+
+
+def _origin(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    split = urlsplit(url)
+    return f"{split.scheme.lower()}://{split.netloc.lower()}"
 
 
 def redirect_problem(endpoint: str, location: str) -> str | None:

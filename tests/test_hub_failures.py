@@ -153,6 +153,63 @@ def test_a_redirect_from_an_https_hub_to_plain_http_is_refused():
     assert redirect_problem("https://hub.example", "//cdn.example/x") == "no absolute http(s) URL"
 
 
+class _HeadAnswersGetRedirects(BaseHTTPRequestHandler):
+    """A mirror whose HEAD of a file answers itself and whose GET redirects (an object store's proxy): first within
+    itself (``/hop``, relative), then to ``cdn`` (another host); ``cdn`` None: the GET answers too."""
+
+    cdn = None
+
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "1")
+        self.send_header("ETag", '"e"')
+        self.end_headers()
+
+    def do_GET(self):
+        seen.append((self.path, self.headers.get("Authorization")))
+        if self.cdn and not self.path.startswith("/hop"):
+            self.send_response(302)
+            self.send_header("Location", "/hop" + self.path)
+        elif self.cdn:
+            self.send_response(307)
+            self.send_header("Location", self.cdn)
+        else:
+            self.send_response(206)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+seen: list = []
+
+
+@pytest.mark.parametrize("cdn", ["http://localhost:9/cdn/x.safetensors?X-Amz-Signature=s", None])
+def test_a_gated_file_whose_get_leaves_the_mirror_is_fetched_there_without_the_token(cdn):
+    # the token goes to aria2 only for a file the mirror serves itself: a HEAD that answers is not enough, aria2 GETs
+    # and forwards its Authorization header along any redirect (to an object store, another company's host)
+    from noderig.aria2 import file_options
+
+    seen.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("H", (_HeadAnswersGetRedirects,), {"cdn": cdn}))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        manifest = {"repo": "org/model", "commit": "c" * 40, "endpoint": url, "gated": True,
+                    "files": [{"path": "x.safetensors", "size": 1, "sha256": "b" * 64}]}
+        got = download_url(manifest, "x.safetensors", "hf_" + "x" * 34)
+        header = file_options(manifest, "/m", "x.safetensors", got, "hf_" + "x" * 34, 4, "none").get("header")
+    finally:
+        server.shutdown()
+        server.server_close()
+    if cdn:
+        assert got == cdn and header is None
+        assert [path.startswith("/hop") for path, _ in seen] == [False, True]  # the mirror's own hop followed
+    else:
+        assert got.startswith(url + "/org/model/resolve/") and header == ["Authorization: Bearer hf_" + "x" * 34]
+
+
 class _EndlessTree(BaseHTTPRequestHandler):
     """A hostile mirror: a commit, then a tree listing each page of which links to one more (up
     to ``guard`` pages: a hang guard, so the test ends whatever the code does)."""
