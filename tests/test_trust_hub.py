@@ -106,8 +106,10 @@ def test_a_hostile_listing_fails_the_deploy_in_one_sentence_and_changes_nothing(
     assert res.returncode != 0, out[-3000:]
     hub = lab.layout.hub_url
     if kind == "huge":
-        line = one_line_with(out, f"the Hub at {hub} lists ", " files (a checkpoint may have at most 100000)")
-        assert int(re.search(r"lists (\d+) files", line).group(1)) > HOSTILE_HUGE_FILES
+        # (refused as the pages come, past the limit: the listing of HOSTILE_HUGE_FILES is not read to its end)
+        assert HOSTILE_HUGE_FILES > 100000
+        line = one_line_with(out, f"the Hub at {hub} lists more than 100000 files (a checkpoint may have at most "
+                                  "100000)")
     else:
         line = one_line_with(out, f"the Hub at {hub} lists the unsafe path {describe(HOSTILE_PATHS[kind][0])}")
     assert MODEL in line and "nothing was written on the node" in line
