@@ -134,7 +134,8 @@ def rich_panels(lines: int) -> str:
 
 def error_flood(lines: int) -> str:
     """One error said again and again, on eight ranks (a server failing every request, a restart loop): every line
-    a signature's evidence (asking the catalog's index about each line anew: 7 s for 50,000)."""
+    a signature's evidence (asking the catalog's index about each line anew: 4.3 s for 50,000, best of 3; 1.3 s
+    remembering each distinct line)."""
     return "".join(f"[2026-01-22 20:05:33 TP{i % 8}] RuntimeError: CUDA error: out of memory\n" for i in range(lines))
 
 
