@@ -377,6 +377,44 @@ def signed_location(manifest: dict, path: str, token: str | None) -> str:
     return location
 
 
+# The Hub keeps every file over 10 MiB in LFS: a git file larger than that is no checkpoint's
+SMALL_FILE_MAX = 10 << 20
+_NOT_UPLOADED = "nothing was uploaded to the node (check hf_endpoint: a Hub or mirror you trust)"
+
+
+def fetch_small(manifest: dict, path: str, token: str | None, into: str) -> str:
+    """A gated repo's small git file (a config, a tokenizer's), fetched here with the token (which never goes to the
+    node) into the directory ``into``; the local path. Read no further than the size the listing gave, and never past
+    SMALL_FILE_MAX: a mirror that sends more (or lists a git file of gigabytes) is refused in one sentence, before it
+    can fill the controller's disk or push a checkpoint's bytes through it.
+
+    + path: the file's path in the repo
+    + into: a directory of the controller's (a temporary one)
+    """
+    import os
+
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    listed = next(f["size"] for f in manifest["files"] if f["path"] == path)
+    what = f"{manifest['repo']}/{path}"
+    if listed > SMALL_FILE_MAX:
+        raise NoderigError(f"the Hub at {manifest['endpoint']} lists {what} as a git file of {listed} bytes (the Hub "
+                           f"keeps any file over {SMALL_FILE_MAX >> 20} MiB in LFS); {_NOT_UPLOADED}")
+    local = os.path.join(into, "file")
+    try:
+        with get_session().stream("GET", resolve_url(manifest, path), headers=build_hf_headers(token=token),
+                                  follow_redirects=True, timeout=60) as answer, open(local, "wb") as out:
+            answer.raise_for_status()
+            for chunk in answer.iter_bytes():
+                if out.tell() + len(chunk) > listed:
+                    raise NoderigError(f"the Hub at {manifest['endpoint']} sent more than the {listed} bytes it lists "
+                                       f"for {what}; {_NOT_UPLOADED}")
+                out.write(chunk)
+    except hub_errors() as e:
+        raise NoderigError(hub_failure(manifest["endpoint"], f"to fetch {what}", e)) from None
+    return local
+
+
 # redirects within the Hub's own host followed to find where a GET of a file leaves it
 _SAME_HOST_HOPS = 5
 

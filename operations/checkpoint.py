@@ -18,7 +18,7 @@ from pyinfra.operations import files
 
 from noderig import aria2, fanout, checkpoint_plan
 from noderig.errors import NoderigError, redact
-from noderig.manifest import RepoPin, build_manifest, download_url, manifest_problem, resolve_commit
+from noderig.manifest import RepoPin, build_manifest, download_url, fetch_small, manifest_problem, resolve_commit
 from noderig.node import script_path, verify_files
 from noderig.node.hubpath import describe
 from noderig.preflight import disk_problems
@@ -492,11 +492,13 @@ def _verify(state, host, manifest_path: str, dest: str, jobs: int, failed_into: 
 
 
 def _upload_small_file(state, host, manifest: dict, path: str, dest: str, token: str) -> bool:
-    from huggingface_hub import hf_hub_download
-
+    """A gated repo's small git file, fetched on the controller (bounded: ``manifest.fetch_small``) and uploaded."""
     with tempfile.TemporaryDirectory() as tmp:
-        local = hf_hub_download(manifest["repo"], path, revision=manifest["commit"], endpoint=manifest["endpoint"],
-                                token=token, local_dir=tmp)
+        try:
+            local = fetch_small(manifest, path, token, tmp)
+        except NoderigError as e:
+            host.log_styled(f"checkpoint {manifest['repo']} for {host.name}: {e}", fg="red", log_func=logger.error)
+            return False
         return host.put_file(local, f"{dest}/{path}")
 
 

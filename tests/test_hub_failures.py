@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from noderig.errors import NoderigError, one_line
-from noderig.manifest import RepoPin, build_manifest, download_url, redirect_problem
+from noderig.manifest import SMALL_FILE_MAX, RepoPin, build_manifest, download_url, fetch_small, redirect_problem
 
 
 class _Answer(BaseHTTPRequestHandler):
@@ -255,3 +255,24 @@ def test_a_listing_of_endless_pages_is_read_no_further_than_the_file_limit(monke
         server.server_close()
     assert f"the Hub at {url} lists more than 50 files (a checkpoint may have at most 50)" in str(refused.value)
     assert server.pages <= 50 // _EndlessTree.page_size + 1, f"{server.pages} pages read"
+
+
+@pytest.mark.parametrize("listed, sent, said", [
+    (5, b"{}", None),  # what it lists, or less (the node's hash check judges the bytes)
+    (2, b"x" * 200_000, "sent more than the 2 bytes it lists for org/model/config.json"),
+    (SMALL_FILE_MAX + 1, b"{}", f"lists org/model/config.json as a git file of {SMALL_FILE_MAX + 1} bytes"),
+])
+def test_a_gated_small_file_is_read_no_further_than_its_listed_size(hub, tmp_path, listed, sent, said):
+    # the controller fetches a gated repo's git files itself (the token stays there): a mirror sending more than it
+    # listed, or listing a git file of gigabytes, would fill the controller's disk or carry a checkpoint through it
+    url = hub(200, sent)
+    manifest = {"repo": "org/model", "commit": "c" * 40, "endpoint": url, "gated": True,
+                "files": [{"path": "config.json", "size": listed, "git_sha": "a" * 40}]}
+    if said is None:
+        local = fetch_small(manifest, "config.json", "hf_" + "x" * 34, str(tmp_path))
+        assert open(local, "rb").read() == sent
+        return
+    with pytest.raises(NoderigError) as refused:
+        fetch_small(manifest, "config.json", "hf_" + "x" * 34, str(tmp_path))
+    assert said in str(refused.value) and "nothing was uploaded to the node" in str(refused.value)
+    assert sum(f.stat().st_size for f in tmp_path.iterdir()) <= listed
