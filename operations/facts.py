@@ -460,19 +460,25 @@ class Unreadable(FactBase):
 
 class NftTable(FactBase):
     """
-    ``{"nft": True, "table": "<listing>"}``: whether ``nft`` is installed and noderig's table
-    as ``nft list table`` prints it (``None`` when absent). Reads no other table.
+    ``{"nft": True, "table": "<listing>", "error": None}``: whether ``nft`` is installed and noderig's
+    table as ``nft list table`` prints it (``None`` when absent). Reads no other table. ``error``:
+    nft's words when it failed otherwise (no permission, netlink): the table is then not known to
+    be absent, and never read as such.
     """
 
     def command(self, table: str) -> StringCommand:
         family, name = table.split()
         script = ('command -v nft >/dev/null 2>&1 || { echo "#no-nft"; exit 0; }; '
-                  'nft list table "$1" "$2" 2>/dev/null || echo "#absent"')
+                  'out=$(nft list table "$1" "$2" 2>&1) && { printf \'%s\\n\' "$out"; exit 0; }; '
+                  'case "$out" in *"No such file or directory"*) echo "#absent" ;; '
+                  '*) echo "#error"; printf \'%s\\n\' "$out" ;; esac')
         return StringCommand("sh", "-c", QuoteString(script), "noderig-facts", QuoteString(family), QuoteString(name))
 
     def process(self, output):
+        if output and output[0] == "#error":
+            return {"nft": True, "table": None, "error": one_line("\n".join(output[1:]) or "no words")}
         text = "\n".join(output)
-        return {"nft": text != "#no-nft", "table": None if text in ("#no-nft", "#absent", "") else text}
+        return {"nft": text != "#no-nft", "table": None if text in ("#no-nft", "#absent", "") else text, "error": None}
 
 
 class SshdPorts(FactBase):

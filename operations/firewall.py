@@ -19,7 +19,7 @@ from noderig.server_settings import ServerSettings
 
 from .facts import Mtimes, NftTable, SshdPorts, UnitStatus
 from .service import text_file
-from .util import first_pass, operation
+from .util import fail, first_pass, operation
 
 UNIT = f"{PERSIST_UNIT_NAME}.service"
 
@@ -56,6 +56,9 @@ def loaded(fw: FirewallSettings):
     """
     want = render_table(fw)
     live = host.get_fact(NftTable, table=TABLE)
+    if live.get("error"):
+        yield from fail(host, unreadable_table(live["error"]))
+        return
     boot = host.get_fact(UnitStatus, unit=UNIT)
     is_loaded = same_table(live["table"], want)
     at_boot = boot["enabled"] == "enabled"
@@ -77,6 +80,12 @@ def loaded(fw: FirewallSettings):
         yield StringCommand("systemctl", "daemon-reload", "&&", "systemctl", "enable", UNIT)
 
 
+def unreadable_table(error: str) -> str:
+    """nft could not list the table for another reason than its absence: the host fails (its table is not known)."""
+    return (f"firewall on {host.name}: `nft list table {TABLE}` failed ({error}); the table's state is unknown, so "
+            "nothing was loaded or removed: run the deploy as root, on a node whose nftables works (nft list ruleset)")
+
+
 def load_command() -> StringCommand:
     """Load the ruleset file: one transaction (``noderig.firewall.load_script``)."""
     return StringCommand(NFT, "-f", RULESET_FILE)
@@ -89,6 +98,9 @@ def absent():
     removed. Nothing runs when none of them is there.
     """
     live = host.get_fact(NftTable, table=TABLE)
+    if live.get("error"):
+        yield from fail(host, unreadable_table(live["error"]))
+        return
     files = host.get_fact(Mtimes, paths=(RULESET_FILE, PERSIST_UNIT_FILE))
     if live["table"] is None and not files:
         host.noop(f"no table {TABLE} and nothing loads one at boot")

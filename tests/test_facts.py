@@ -218,6 +218,19 @@ def test_node_info_reads_a_failing_nvidia_smi_as_an_error_not_as_gpus(tmp_path, 
     assert info["gpu_error"] == f"nvidia-smi exited with status {status}: " + " / ".join(says.splitlines())
 
 
+@pytest.mark.parametrize("says, fact", [
+    ("Error: No such file or directory\nlist table inet noderig\n                 ^^^^^^^",
+     {"nft": True, "table": None, "error": None}),
+    ("Error: Operation not permitted\nlist table inet noderig",
+     {"nft": True, "table": None, "error": "Error: Operation not permitted / list table inet noderig"})])
+def test_nft_table_is_absent_only_when_nft_says_so(tmp_path, says, fact):
+    # nft's own words for a missing table (exit 1); any other failure is an error, never "absent"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub(bin_dir, "nft", f"printf '%s\\n' {shlex.quote(says)} >&2\nexit 1\n")
+    assert gather_with_path(bin_dir, facts.NftTable, table="inet noderig") == (0, fact)
+
+
 def test_node_info_without_nvidia_smi_lists_no_gpu(tmp_path):
     # PATH without nvidia-smi: only the system directories
     import os

@@ -188,8 +188,8 @@ def test_the_sshd_ports_come_from_ss_and_nothing_else_listening():
 def test_the_live_table_fact_tells_no_nft_from_no_table():
     from operations.facts import NftTable
 
-    assert NftTable().process(["#no-nft"]) == {"nft": False, "table": None}
-    assert NftTable().process(["#absent"]) == {"nft": True, "table": None}
+    assert NftTable().process(["#no-nft"]) == {"nft": False, "table": None, "error": None}
+    assert NftTable().process(["#absent"]) == {"nft": True, "table": None, "error": None}
     assert NftTable().process(DEFAULT.splitlines())["table"].splitlines() == DEFAULT.splitlines()
 
 

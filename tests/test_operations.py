@@ -771,6 +771,22 @@ def test_the_api_port_is_open_to_other_hosts_only_when_the_server_listens_beyond
         is not api_open
 
 
+def test_a_table_nft_cannot_list_fails_the_host_and_is_neither_loaded_nor_removed():
+    # (no CAP_NET_ADMIN, a netlink failure): before, any failure of `nft list table` read as "absent", and the
+    # firewall-off step reported "no table" on a node whose table it could not see
+    error = "Error: Operation not permitted / list table inet noderig"
+    unreadable = {"nft": True, "table": None, "error": error}
+    for op, args in ((firewall.loaded, (FW,)), (firewall.absent, ())):
+        host = FakeHost({fact("NftTable", table="inet noderig"): unreadable,
+                         fact("UnitStatus", unit=FW_UNIT): {"enabled": "enabled"},
+                         fact("Mtimes", paths=("/etc/noderig/firewall.nft", f"/etc/systemd/system/{FW_UNIT}")): {}})
+        (only,) = run_op(op, host, *args)
+        assert only == (f"fail: firewall on b300: `nft list table inet noderig` failed ({error}); the table's state "
+                        "is unknown, so nothing was loaded or removed: run the deploy as root, on a node whose "
+                        "nftables works (nft list ruleset)")
+        assert not host.noops
+
+
 def absent_host(table, files):
     return FakeHost({fact("NftTable", table="inet noderig"): {"nft": table is not None, "table": table},
                      fact("Mtimes", paths=("/etc/noderig/firewall.nft", f"/etc/systemd/system/{FW_UNIT}")): files})
