@@ -367,7 +367,8 @@ def signed_location(manifest: dict, path: str, token: str | None) -> str:
     except hub_errors() as e:
         raise NoderigError(hub_failure(manifest["endpoint"], f"to resolve {manifest['repo']}/{path}", e)) from None
     location = meta.location
-    if location == resolve_url(manifest, path):  # its HEAD answered: its GET may still leave the Hub
+    # its HEAD answered: aria2 gets the token for a gated file (aria2.file_options), and its GET may still leave the Hub
+    if location == resolve_url(manifest, path) and manifest.get("gated"):
         location = get_leaves(location, token) or location
     problem = redirect_problem(manifest["endpoint"], location)
     if problem:
