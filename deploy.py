@@ -19,7 +19,7 @@ from noderig.repair import REPAIRS_FILE, recorded_settings
 from noderig.server_settings import ServerSettings
 from operations import (call_sites, checkpoint, diagnosis, environment, fact_reads, firewall, packages, peers, preflight,
                         rollout, service, summary, tunnel, venv_peers)
-from operations.facts import JsonFile
+from operations.facts import JsonFile, NodeInfo
 from operations.util import decided
 
 data = host.data
@@ -95,6 +95,15 @@ def fan_out(checkpoints: list, targets: list) -> list:
     if not data.fanout_keep_serving:
         peers.stopped(name="Fan-out: peer server stopped", dests=[dest for _, _, dest, _ in checkpoints])
     return [ops[i] for i in range(len(checkpoints))]
+
+
+def left_serving(fanning_out: bool) -> bool:
+    """Whether a fan-out killed in an earlier run left this node's peer server (nginx, its port
+    open to the peers while the firewall is off) for a run that does not fan out, so stops
+    nothing: read in the facts preflight reads (``NodeInfo``), no read more. (Not with
+    ``fanout_keep_serving``: the server is meant to outlive its run.)"""
+    return (not fanning_out and not data.fanout_keep_serving
+            and host.get_fact(NodeInfo, path=data.model_dir)["peer_server"])
 
 
 def smaller_first(plans: list) -> list[int]:
@@ -224,6 +233,9 @@ if "targets" in host.groups:
         fetched = fan_out(checkpoints, targets)
         if fw_fanout != fw_final:
             firewall.install(fw_final)  # the fan-out port closed again (the service step finds it so)
+    if left_serving(fanning_out):
+        peers.stopped(name="Fan-out: peer server left by an earlier run stopped",
+                      dests=[dest for _, _, dest, _ in checkpoints])
 
 # The readiness check: health, one smoke request, and the failed invocation's journal if it
 # crashed. A node that serves and must restart runs it at the end of its rollout batch.

@@ -15,7 +15,7 @@ from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.api.exceptions import FactProcessError
 from pyinfra.facts.files import File
 
-from noderig import aria2
+from noderig import aria2, peer_server
 from noderig.checkpoint_plan import MANIFEST_FILE, RECORD_FILE
 from noderig.errors import one_line
 
@@ -48,7 +48,9 @@ class NodeInfo(FactBase):
         {"os": "debian 12", "python": "3.11.2", "free_bytes": 8.1e10,
          "gpus": [{"name": "NVIDIA B300", "compute_cap": "10.3", "driver": "580.82"}]}
 
-    and ``gpu_error`` (nvidia-smi's status and words, one line) when nvidia-smi is there and failed.
+    and ``gpu_error`` (nvidia-smi's status and words, one line) when nvidia-smi is there and failed;
+    ``peer_server``: whether the fan-out's peer server has its run directory (a killed fan-out
+    leaves it, and its nginx, behind: read here, the deploy learns it without a read of its own).
     """
 
     def command(self, path: str) -> StringCommand:
@@ -62,12 +64,14 @@ class NodeInfo(FactBase):
             "if command -v nvidia-smi >/dev/null 2>&1; then "
             "out=$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>&1); rc=$?; "
             'key=gpu; [ "$rc" = 0 ] || { key=nvsmi_error; echo "nvsmi_status=$rc"; }; '
-            '[ -z "$out" ] || printf \'%s\\n\' "$out" | sed "s/^/$key=/"; fi'
+            '[ -z "$out" ] || printf \'%s\\n\' "$out" | sed "s/^/$key=/"; fi; '
+            '[ ! -d "$2" ] || echo peer_server=yes'
         )
-        return StringCommand("sh", "-c", QuoteString(script), "noderig-facts", QuoteString(path))
+        return StringCommand("sh", "-c", QuoteString(script), "noderig-facts", QuoteString(path),
+                             QuoteString(peer_server.RUN_DIR))
 
     def process(self, output):
-        info = {"os": None, "python": None, "free_bytes": None, "gpus": []}
+        info = {"os": None, "python": None, "free_bytes": None, "gpus": [], "peer_server": False}
         failed = []
         for line in output:
             key, _, value = line.partition("=")
@@ -82,6 +86,8 @@ class NodeInfo(FactBase):
             elif key == "gpu":
                 name, cap, driver = ([v.strip() for v in value.split(",")] + ["", "", ""])[:3]
                 info["gpus"].append({"name": name, "compute_cap": cap, "driver": driver})
+            elif key == "peer_server":
+                info["peer_server"] = value == "yes"
             elif key in ("nvsmi_status", "nvsmi_error"):
                 failed.append(value)
         if failed:  # the status, then what nvidia-smi said

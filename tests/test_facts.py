@@ -242,6 +242,18 @@ def test_node_info_without_nvidia_smi_lists_no_gpu(tmp_path):
     assert fact.process(res.stdout.splitlines())["gpus"] == []
 
 
+def test_node_info_says_whether_a_peer_server_left_its_run_directory(tmp_path, monkeypatch):
+    # a killed fan-out leaves /run/noderig-peers (and its nginx): the deploy learns it from this read
+    from noderig import peer_server
+
+    monkeypatch.setattr(peer_server, "RUN_DIR", str(tmp_path / "run dir"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    assert gather_with_path(bin_dir, facts.NodeInfo, path=str(tmp_path))[1]["peer_server"] is False
+    (tmp_path / "run dir").mkdir()
+    assert gather_with_path(bin_dir, facts.NodeInfo, path=str(tmp_path))[1]["peer_server"] is True
+
+
 def test_python_version_of_an_interpreter_and_of_one_that_does_not_exist(tmp_path):
     import platform
     import sys

@@ -204,3 +204,21 @@ def test_the_prerequisites_alone_then_the_checkpoint_alone_fan_out(lab, converge
         assert_every_file_verified_on(lab, name)
         assert_nothing_serves(lab, name)
     assert "fan-out: b300-3 took " in out.split("--> noderig:")[-1]
+
+
+def test_a_peer_server_left_running_is_stopped_by_a_run_that_does_not_fan_out(lab, converged):
+    """A fan-out that outlived its run (killed mid-way, or ``fanout_keep_serving`` turned off
+    since) leaves nginx serving; a rerun without the fan-out (``fanout=false``, or one target)
+    stops it and removes its links, and the run after changes nothing."""
+    lab.reset("b300-3")
+    res, out = fleet(lab, "fanout_keep_serving=true")
+    assert res.returncode == 0, out[-4000:]
+    left = [n for n in TARGETS if lab.run(n, "systemctl is-active noderig-peers", check=False).stdout.strip() == "active"]
+    assert left, "no peer server kept serving: the test would check nothing"
+    res, out = fleet(lab, "fanout=false")
+    assert res.returncode == 0, out[-4000:]
+    assert changed_ops(out) == {"Fan-out: peer server left by an earlier run stopped": len(left)}, out[-4000:]
+    for name in TARGETS:
+        assert_nothing_serves(lab, name)
+    res, out = fleet(lab, "fanout=false")
+    assert res.returncode == 0 and changed_ops(out) == {}, out[-4000:]
