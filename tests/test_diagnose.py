@@ -4414,3 +4414,17 @@ def test_the_signatures_looked_up_by_type_match_what_every_signature_matches():
     for sec in sections:
         every = [c.id for c in cat.classes if any(sig.matches(sec) for sig in c.exceptions)]
         assert [c.id for c, sigs in cat.raising(sec.exc_type) if any(sig.matches(sec) for sig in sigs)] == every
+
+
+@pytest.mark.parametrize("exception", [
+    "AssertionError: assert arch >= 90",
+    "AssertionError: assert arch_major in (9, 10)",
+])
+def test_a_kernels_assertion_on_the_gpus_arch_number_is_the_gpus_arch(exception):
+    # (the leave-one-out measure: DeepGEMM's "arch_major == 10" was named only by its own signature) a kernel that
+    # asserts the arch's number refuses this GPU, whichever library's frames raised it, in words no signature knows
+    frames = ['Traceback (most recent call last):',
+              '  File "/opt/venv/lib/python3.12/site-packages/somekernels/ops.py", line 40, in run',
+              '    _C.run(x)']
+    d = diagnose("\n".join([*frames, exception]))
+    assert (d.cls, d.confidence < 0.5) == ("unsupported_gpu_arch", True)
