@@ -4428,3 +4428,27 @@ def test_a_kernels_assertion_on_the_gpus_arch_number_is_the_gpus_arch(exception)
               '    _C.run(x)']
     d = diagnose("\n".join([*frames, exception]))
     assert (d.cls, d.confidence < 0.5) == ("unsupported_gpu_arch", True)
+
+
+_REASONS = ("(Worker_TP0 pid=142) ERROR 12-12 21:39:58 [multiproc_executor.py:750] ValueError: Failed to find a kernel "
+            "that can implement the FP8 linear layer. Reasons:\n"
+            "(Worker_TP0 pid=142) ERROR 12-12 21:39:58 [multiproc_executor.py:750] FooKernel cannot run: the current "
+            "arch is sm_75\n")
+
+
+@pytest.mark.parametrize("log, cls", [
+    # vLLM: the reasons, one record each, under the line that announces them
+    (_REASONS, "unsupported_gpu_arch"),
+    # a Rust launcher (TGI, TEI): anyhow's "Caused by:" after a blank line, the causes indented
+    ("Error: Could not create backend\n\nCaused by:\n    0: Could not start backend\n    1: the current arch is sm_75\n",
+     "unsupported_gpu_arch"),
+    # another process's record is not this line's reason
+    (_REASONS.replace("(Worker_TP0 pid=142) ERROR 12-12 21:39:58 [multiproc_executor.py:750] FooKernel",
+                      "(Worker_TP1 pid=143) ERROR 12-12 21:39:58 [multiproc_executor.py:750] FooKernel"), "unknown"),
+    # nor is a line after a blank one
+    ("ValueError: Failed to find a kernel for the layer. Reasons:\n\nFooKernel cannot run: the current arch is sm_75\n",
+     "unknown"),
+])
+def test_the_reasons_a_failure_line_announces_are_read_with_it(log, cls):
+    d = diagnose(log)
+    assert d.cls == cls and (cls == "unknown" or d.confidence < 0.5), (d.cls, d.confidence)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .anchors import may_match, words_in
 from .catalog import SUPPORTED_CATALOG_VERSIONS, Catalog, CatalogError, compile_patterns
-from .normalize import CXX_RAISED, Line, with_continuation
+from .normalize import CXX_RAISED, QUIET_LEVELS, Line, with_continuation
 from .tracebacks import Traceback, exception_type
 
 __all__ = ["TOKENS_PATH", "TokenClass", "TokenTier", "TokenVerdict", "decisive_lines", "default_tokens",
@@ -45,6 +45,11 @@ _FRAME_LINE = re.compile(r'^\s*File "')
 # say why ("  Value error, kv_cache_dtype=... is incompatible with ..."): read with it (round 75)
 _PYDANTIC_HEADER = re.compile(r"\b\d+ validation errors? for \w+")
 _PYDANTIC_DETAIL = re.compile(r"^\s*(Value error|Assertion failed), ")
+# a failure line that ends by announcing why on the lines after it; Rust's anyhow puts "Caused by:" alone on a line
+_ANNOUNCES = re.compile(r"\b(reasons?|causes?|caused by)\s*:\s*$", re.IGNORECASE)
+_CAUSED_BY = re.compile(r"^\s*Caused by:\s*$")
+_TB_HEADER = re.compile(r"^\s*Traceback \(most recent call last\)")
+_MAX_REASONS = 8
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,7 @@ def decisive_lines(lines: list[Line], tbs: list[Traceback], first: int) -> tuple
     if (not any(i == first for i, _ in out) and not _FRAME_LINE.match(lines[first].text)
             and not CXX_RAISED.match(lines[first].text)):
         out.append((first, _without_progress_bar(with_continuation(lines, first)[0])))
-    return out + _pydantic_details(lines, out), paths
+    return out + _pydantic_details(lines, out) + _announced_reasons(lines, out), paths
 
 
 def _pydantic_details(lines: list[Line], out: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -150,6 +155,34 @@ def _pydantic_details(lines: list[Line], out: list[tuple[int, str]]) -> list[tup
         return []
     return [(j, lines[j].text.strip()) for j in range(at + 1, min(at + 7, len(lines)))
             if _PYDANTIC_DETAIL.match(lines[j].text)]
+
+
+def _announced_reasons(lines: list[Line], out: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The lines a decisive line announces as its reasons: vLLM's "Failed to find a kernel that can implement the WNA16
+    linear layer. Reasons:" then one line per kernel; a Rust launcher's (TGI's, TEI's) "Error: Could not create
+    backend", a blank line, "Caused by:" and the causes, indented. Each is the same process's (its rank and source)."""
+    found: list[tuple[int, str]] = []
+    for i, text in out:
+        start = i + 1 if _ANNOUNCES.search(text) else _caused_by_after(lines, i)
+        if start is None:
+            continue
+        for j in range(start, min(start + _MAX_REASONS, len(lines))):
+            ln = lines[j]
+            if (not ln.text.strip() or (ln.rank, ln.source) != (lines[i].rank, lines[i].source)
+                    or ln.level in QUIET_LEVELS or _FRAME_LINE.match(ln.text) or _TB_HEADER.match(ln.text)):
+                break
+            found.append((j, ln.text.strip()))
+    return found
+
+
+def _caused_by_after(lines: list[Line], i: int) -> int | None:
+    """The line after a "Caused by:" that follows line ``i`` (a blank line between), else None."""
+    for j in range(i + 1, min(i + 3, len(lines))):
+        if _CAUSED_BY.match(lines[j].text):
+            return j + 1
+        if lines[j].text.strip():
+            return None
+    return None
 
 
 def name_by_tokens(lines: list[Line], tbs: list[Traceback], first: int, cat: Catalog,
