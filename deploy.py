@@ -99,10 +99,11 @@ def fan_out(checkpoints: list, targets: list) -> list:
 
 def left_serving(fanning_out: bool) -> bool:
     """Whether a fan-out killed in an earlier run left this node's peer server (nginx, its port
-    open to the peers while the firewall is off) for a run that does not fan out, so stops
-    nothing: read in the facts preflight reads (``NodeInfo``), no read more. (Not with
-    ``fanout_keep_serving``: the server is meant to outlive its run.)"""
-    return (not fanning_out and not data.fanout_keep_serving
+    open to the peers while the firewall is off) for a checkpoint step that does not fan out, so
+    stops nothing: read in the facts preflight reads (``NodeInfo``), no read more; never with a
+    refused inventory (its steps are preflight's alone). (Not with ``fanout_keep_serving``: the
+    server is meant to outlive its run.)"""
+    return ("checkpoint" in steps and not fanning_out and not data.fanout_keep_serving
             and host.get_fact(NodeInfo, path=data.model_dir)["peer_server"])
 
 
