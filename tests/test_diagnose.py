@@ -4452,3 +4452,13 @@ _REASONS = ("(Worker_TP0 pid=142) ERROR 12-12 21:39:58 [multiproc_executor.py:75
 def test_the_reasons_a_failure_line_announces_are_read_with_it(log, cls):
     d = diagnose(log)
     assert d.cls == cls and (cls == "unknown" or d.confidence < 0.5), (d.cls, d.confidence)
+
+
+@pytest.mark.parametrize("exception", [
+    "ValueError: This model does not support chunked prefill, but chunked prefill is enabled.",
+    "NotImplementedError: Prefix caching is not supported yet with sliding window attention.",
+])
+def test_a_refusal_of_a_feature_a_launch_setting_turns_on_is_the_settings(exception):
+    # (the leave-one-out measure: vLLM's LoRA and pipeline-parallel refusals were named only by their own signatures)
+    d = diagnose(exception)
+    assert (d.cls, d.confidence < 0.5) == ("invalid_server_args", True)
