@@ -8,13 +8,13 @@ crashlogs_heldout51/, crashlogs_heldout53/ .. crashlogs_heldout60/, crashlogs_he
 crashlogs_heldout71/ .. crashlogs_heldout74/, crashlogs_heldout76/ .. crashlogs_heldout107/, crashlogs_heldout109/ ..
 crashlogs_heldout128/, crashlogs_heldout130/ .. crashlogs_heldout140/, crashlogs_heldout142/ .. crashlogs_heldout150/
 crashlogs_heldout152/ .. crashlogs_heldout156/ and crashlogs_heldout158/ .. crashlogs_heldout168/, crashlogs_heldout170/
-and crashlogs_heldout171/ hold real logs set aside (by a fixed rule, docs/diagnose.md) before the catalog was changed
+.. crashlogs_heldout172/ hold real logs set aside (by a fixed rule, docs/diagnose.md) before the catalog was changed
 for them: they are diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures and
-of the one hundred and fifty held-out splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to 63,
-69, 70 or 75: those rounds made probes or tuning logs, not splits, or chose their logs for the misses: crashlogs_gaps61
-to 63, and 70; round 75's were synthesized from the release's raise sites; nor 108: its two logs were cut by the
-collector's tool before their failure; nor 129, 141 and 169: their collectors found no log not already used; nor 151 and
-157: their logs were doubted before the split) is printed in the terminal summary of every run.
+of the one hundred and fifty-one held-out splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to
+63, 69, 70 or 75: those rounds made probes or tuning logs, not splits, or chose their logs for the misses:
+crashlogs_gaps61 to 63, and 70; round 75's were synthesized from the release's raise sites; nor 108: its two logs were
+cut by the collector's tool before their failure; nor 129, 141 and 169: their collectors found no log not already used;
+nor 151 and 157: their logs were doubted before the split) is printed in the terminal summary of every run.
 """
 
 from __future__ import annotations
@@ -114,7 +114,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout163", "crashlogs_heldout164",
                                                                  "crashlogs_heldout165", "crashlogs_heldout166",
                                                                  "crashlogs_heldout167", "crashlogs_heldout168",
-                                                                 "crashlogs_heldout170", "crashlogs_heldout171")]
+                                                                 "crashlogs_heldout170", "crashlogs_heldout171",
+                                                                 "crashlogs_heldout172")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 # Held-out splits of rounds that chose logs because the diagnosis got them wrong (their collectors ran it first): split
 # by the same rule and never tuned on, but printed apart, so the measure above stays one of logs as users post them
@@ -673,6 +674,11 @@ KNOWN_MISSES = {
     "kernel_abi_mismatch/xinference-4424-vllm-torch29-abort": (
         "unknown", "'Aborted (core dumped)' after vLLM detected its platform, with no message; only the reporter's "
                    "analysis says vLLM 0.10.2 was built for torch 2.8 and ran on torch 2.9"),
+    # round 172's tuning miss at its split commit's catalog
+    "unknown/sglang-14368-spec-pd-new-indices-topk-p-mismatch": (
+        "healthy", "an internal check's message quoted alone, without its exception or a frame (\"length of "
+                   "new_indices: 5 != length of topk_p: 7, this should not happen\"): no class's words name it, and a "
+                   "lone line no class names may be any line of a healthy log (_message_alone)"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
