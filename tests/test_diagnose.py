@@ -675,10 +675,6 @@ KNOWN_MISSES = {
         "unknown", "'Aborted (core dumped)' after vLLM detected its platform, with no message; only the reporter's "
                    "analysis says vLLM 0.10.2 was built for torch 2.8 and ran on torch 2.9"),
     # round 172's tuning miss at its split commit's catalog
-    "unknown/sglang-14368-spec-pd-new-indices-topk-p-mismatch": (
-        "healthy", "an internal check's message quoted alone, without its exception or a frame (\"length of "
-                   "new_indices: 5 != length of topk_p: 7, this should not happen\"): no class's words name it, and a "
-                   "lone line no class names may be any line of a healthy log (_message_alone)"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -1331,6 +1327,13 @@ KNOWN_FORM_MISSES[("an exception group around the traceback", "healthy/src-sglan
 KNOWN_FORM_MISSES[("IPython's traceback in a notebook", "healthy/src-sglang-hf-quant-config-retry-tracebacks")] = (
     "unknown", "the form prints tracebacks SGLang logged as warnings as IPython prints a raised one (a header naming "
                "the exception): read as raised, an unrecognised failure")
+# round 172: a lone line that says a check which can never fail did is a failure only as a message pasted alone; behind a
+# logger's or launcher's prefix, or with a question around it, it is a line of a log that may be healthy (a program's own
+# print says such things and goes on), so it stays healthy there
+KNOWN_FORM_MISSES.update({
+    (form, "unknown/sglang-14368-spec-pd-new-indices-topk-p-mismatch"): (
+        "healthy", "a broken invariant's words alone are a failure only in a message pasted alone (_message_alone)")
+    for form in ("SGLang rank prefix", "SkyPilot", "a question around the paste")})
 # round 82: a two-line hard-wrapped vLLM startup refusal ("Free memory on device ... on startup is" / "less than
 # desired GPU memory utilization ...") behind a timed logger's prefix on every line: two records, not one message
 # wrapped (a launcher's process prefix on both lines is one message: normalize._same_process), so neither half
@@ -4468,3 +4471,18 @@ def test_a_refusal_of_a_feature_a_launch_setting_turns_on_is_the_settings(except
     # (the leave-one-out measure: vLLM's LoRA and pipeline-parallel refusals were named only by their own signatures)
     d = diagnose(exception)
     assert (d.cls, d.confidence < 0.5) == ("invalid_server_args", True)
+
+
+@pytest.mark.parametrize("paste, cls", [
+    ("length of new_indices: 5 != length of topk_p: 7, this should not happen", "unknown"),
+    ("Unexpected state in the scheduler. This should never happen, please report it.", "unknown"),
+    ("This is a bug: page table out of sync", "unknown"),
+    # a logger's warning, or a program that goes on, is no failure whatever it says
+    ("WARNING: this should not happen", "healthy"),
+    ("Falling back to the eager path; this should not happen", "healthy"),
+    ("Not using flash attention", "healthy"),
+])
+def test_a_message_alone_that_says_a_check_which_cannot_fail_did_is_a_failure(paste, cls):
+    # (round 172's SGLang 14368) a lone line no class names may be any line of a healthy log, unless it says a check
+    # the program holds can never fail has failed
+    assert diagnose(paste).cls == cls

@@ -79,21 +79,27 @@ _NOT_A_FAILURE = re.compile(r"^\s*(\S+\s+){0,5}(WARN(ING)?|INFO|DEBUG|NOTICE)\b|
                             r"|\brequires [\w.-]+.{0,60}, (which is not installed|but you have)\b")
 
 
+# a program's own words for a check it holds can never fail, failing: the words of an assertion, not of a warning
+_BROKEN_INVARIANT = re.compile(r"\b(should|must|can) ?(not|never|n't) (happen|be reached)\b|\bthis is a bug\b", re.IGNORECASE)
+
+
 def _message_alone(lines: list[Line], tbs: list[Traceback], cat: Catalog) -> Diagnosis | None:
     """A paste that is one message and nothing else, no logger's prefix, no failure word ("draft model vocab type must
     match target model"; "SGlang only supports sm 75 and above"): the message is what failed, as a bare exception
-    line is, when its key tokens clearly name a class; else None (it may be any line of a healthy log)."""
+    line is, when its key tokens clearly name a class; `unknown` when it says a check that can never fail did; else
+    None (it may be any line of a healthy log)."""
     said = [i for i, ln in enumerate(lines) if ln.text.strip()]
     if not said or len(said) > _MESSAGE_ALONE_LINES or tbs or any(lines[i].prefixed or lines[i].level in QUIET_LEVELS
                                                                    for i in said):
         return None
     texts = [lines[i].text for i in said]
-    if not any(_REFUSAL.search(t) for t in texts) or any(_GOES_ON.search(t) or _NOT_A_FAILURE.search(t)
-                                                          or cat.is_benign(t) for t in texts):
+    if not any(_REFUSAL.search(t) or _BROKEN_INVARIANT.search(t) for t in texts) or any(
+            _GOES_ON.search(t) or _NOT_A_FAILURE.search(t) or cat.is_benign(t) for t in texts):
         return None
     verdict = name_by_tokens(lines, tbs, said[0], cat)
     if verdict is None or verdict.setting is not None:
-        return None
+        # a check the program says can never fail did ("... this should not happen"): a failure, if no class's
+        return next((unknown(lines, tbs, i, cat.relay) for i in said if _BROKEN_INVARIANT.search(lines[i].text)), None)
     return by_tokens(lines, tbs, said[0], cat.get(verdict.cls), verdict.index, verdict.hits, None)
 
 
