@@ -80,7 +80,8 @@ _NOT_A_FAILURE = re.compile(r"^\s*(\S+\s+){0,5}(WARN(ING)?|INFO|DEBUG|NOTICE)\b|
 
 
 # a program's own words for a check it holds can never fail, failing: the words of an assertion, not of a warning
-_BROKEN_INVARIANT = re.compile(r"\b(should|must|can) ?(not|never|n't) (happen|be reached)\b|\bthis is a bug\b", re.IGNORECASE)
+_BROKEN_INVARIANT = re.compile(r"\b(should|must|can) ?(not|never|n't) (happen|be reached)\b|\bthis is a bug\b",
+                               re.IGNORECASE)
 
 
 def _message_alone(lines: list[Line], tbs: list[Traceback], cat: Catalog) -> Diagnosis | None:
@@ -98,7 +99,7 @@ def _message_alone(lines: list[Line], tbs: list[Traceback], cat: Catalog) -> Dia
         return None
     verdict = name_by_tokens(lines, tbs, said[0], cat)
     if verdict is None or verdict.setting is not None:
-        # a check the program says can never fail did ("... this should not happen"): a failure, if no class's
+        # a check the program says can never fail did ("... this should not happen"): a failure no class's words name
         return next((unknown(lines, tbs, i, cat.relay) for i in said if _BROKEN_INVARIANT.search(lines[i].text)), None)
     return by_tokens(lines, tbs, said[0], cat.get(verdict.cls), verdict.index, verdict.hits, None)
 
