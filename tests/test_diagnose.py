@@ -4483,6 +4483,7 @@ def test_a_refusal_of_a_feature_a_launch_setting_turns_on_is_the_settings(except
     ("length of new_indices: 5 != length of topk_p: 7, this should not happen", "unknown"),
     ("Unexpected state in the scheduler. This should never happen, please report it.", "unknown"),
     ("This is a bug: page table out of sync", "unknown"),
+    ("free slot count went negative: can't happen", "unknown"),
     # a logger's warning, or a program that goes on, is no failure whatever it says
     ("WARNING: this should not happen", "healthy"),
     ("Falling back to the eager path; this should not happen", "healthy"),

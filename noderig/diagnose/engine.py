@@ -80,7 +80,7 @@ _NOT_A_FAILURE = re.compile(r"^\s*(\S+\s+){0,5}(WARN(ING)?|INFO|DEBUG|NOTICE)\b|
 
 
 # a program's own words for a check it holds can never fail, failing: the words of an assertion, not of a warning
-_BROKEN_INVARIANT = re.compile(r"\b(should|must|can) ?(not|never|n't) (happen|be reached)\b|\bthis is a bug\b",
+_BROKEN_INVARIANT = re.compile(r"\b(should|must|can|ca) ?(not|never|n't) (happen|be reached)\b|\bthis is a bug\b",
                                re.IGNORECASE)
 
 
