@@ -103,8 +103,11 @@ def left_serving(fanning_out: bool) -> bool:
     stops nothing: read in the facts preflight reads (``NodeInfo``), no read more; never with a
     refused inventory (its steps are preflight's alone). (Not with ``fanout_keep_serving``: the
     server is meant to outlive its run.)"""
-    return ("checkpoint" in steps and not fanning_out and not data.fanout_keep_serving
-            and host.get_fact(NodeInfo, path=data.model_dir)["peer_server"])
+    if "checkpoint" not in steps or fanning_out or data.fanout_keep_serving:
+        return False
+    # (a read that failed has failed the host already, pyinfra's way, and gives no fact: nothing is planned on it)
+    info = host.get_fact(NodeInfo, path=data.model_dir)
+    return bool(info and info.get("peer_server"))
 
 
 def smaller_first(plans: list) -> list[int]:
