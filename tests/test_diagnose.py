@@ -8,9 +8,9 @@ crashlogs_heldout51/, crashlogs_heldout53/ .. crashlogs_heldout60/, crashlogs_he
 crashlogs_heldout71/ .. crashlogs_heldout74/, crashlogs_heldout76/ .. crashlogs_heldout107/, crashlogs_heldout109/ ..
 crashlogs_heldout128/, crashlogs_heldout130/ .. crashlogs_heldout140/, crashlogs_heldout142/ .. crashlogs_heldout150/
 crashlogs_heldout152/ .. crashlogs_heldout156/ and crashlogs_heldout158/ .. crashlogs_heldout168/, crashlogs_heldout170/
-.. crashlogs_heldout175/ hold real logs set aside (by a fixed rule, docs/diagnose.md) before the catalog was changed
+.. crashlogs_heldout176/ hold real logs set aside (by a fixed rule, docs/diagnose.md) before the catalog was changed
 for them: they are diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures and
-of the one hundred and fifty-four held-out splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to
+of the one hundred and fifty-five held-out splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to
 63, 69, 70 or 75: those rounds made probes or tuning logs, not splits, or chose their logs for the misses:
 crashlogs_gaps61 to 63, and 70; round 75's were synthesized from the release's raise sites; nor 108: its two logs were
 cut by the collector's tool before their failure; nor 129, 141 and 169: their collectors found no log not already used;
@@ -116,7 +116,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout167", "crashlogs_heldout168",
                                                                  "crashlogs_heldout170", "crashlogs_heldout171",
                                                                  "crashlogs_heldout172", "crashlogs_heldout173",
-                                                                 "crashlogs_heldout174", "crashlogs_heldout175")]
+                                                                 "crashlogs_heldout174", "crashlogs_heldout175",
+                                                                 "crashlogs_heldout176")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 # Held-out splits of rounds that chose logs because the diagnosis got them wrong (their collectors ran it first): split
 # by the same rule and never tuned on, but printed apart, so the measure above stays one of logs as users post them
@@ -681,6 +682,11 @@ KNOWN_MISSES = {
         "healthy", "a notebook's source-context fragment around vLLM's `assert \"factor\" in rope_scaling` (numbered "
                    "lines and an arrow), without the AssertionError line or a frame header: nothing reads as a failure, "
                    "so it passes for a healthy excerpt"),
+    # round 176's tuning miss at its split commit's catalog
+    "unsupported_gpu_arch/vllm-16515-dual-5090-fp8-cutlass-scaled-mm-frames": (
+        "unknown", "three lines around vLLM's cutlass_scaled_mm op on two RTX 5090s, without the exception they lead "
+                   "to; only the fix PR (#17280) says vLLM had no CUTLASS w8a8 FP8 kernel for sm120 and fell back on "
+                   "the sm100 one"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
