@@ -170,3 +170,66 @@ def test_a_long_line_cut_into_thousands_of_pieces_is_joined_whole():
     text = "\n".join(line[k:k + 80] for k in range(0, 80 * 2_000, 80))
     lines = normalize(text)
     assert len(lines) == 1 and lines[0].text == line[:80 * 2_000]
+
+
+# `fold -s` pastes (docs/diagnose.md "Word-folded pastes"): each read as its own class bare, and before the paste-wide
+# fold rule as another one folded at these widths (healthy ones as failures: a warning's rest read as a line of its own)
+FOLDED = [
+    ("healthy/src-sglang-openai-serving-responses-not-initialized-traceback", (80,)),  # a traceback's header moved
+    ("healthy/src-vllm-nccl-allocator-compile-failed-symm-mem-disabled", (80,)),
+    ("healthy/vllm-18731-single-node-test-py-nccl-warn-cudawrap", (80,)),  # NCCL's prefix cut before "WARN"
+    ("healthy/lmcache-503-vllm-capturing-cudagraphs", (80,)),
+    ("speculative_config/sglang-13352-eagle3-spec-v2-topk4-cat", (80,)),
+    ("checkpoint_incomplete/src36-vllm-weights-not-initialized-from-checkpoint", (80,)),
+    ("checkpoint_corrupt/omniparser-130-vllm-serve-config-json-zero-bytes", (80,)),  # a path longer than the width
+]
+
+
+@pytest.mark.parametrize("name,widths", FOLDED, ids=[n for n, _ in FOLDED])
+def test_a_paste_folded_at_its_words_reads_as_the_unfolded_one(name, widths):
+    text = fixture(name)
+    want = name.split("/")[0]
+    assert diagnose(text).cls == want
+    for width in widths:
+        assert fold_s(text, width) != text
+        assert diagnose(fold_s(text, width)).cls == want, width
+
+
+def test_a_fold_is_read_only_where_two_lines_show_it():
+    from noderig.diagnose.wraps import folded_lines
+
+    one = ["INFO 01-22 20:05:40 [loader.py:143] Loading weights took 14.99 GiB; the next word does not fit here ",
+           "Qwen2ForCausalLM_with_a_long_name_that_would_not_fit", "short line"]
+    assert folded_lines(one) == set()  # a prose line or a progress bar may end in a space
+    two = one[:2] + ["INFO 01-22 20:05:41 [loader.py:150] Loading weights took 15.20 GiB; nor does the next one here ",
+                     "Qwen2ForCausalLM_with_another_name_that_would_not_fit"]
+    assert folded_lines(two) == {0, 2}
+
+
+def test_a_fold_never_joins_a_record_that_begins_with_its_own_prefix():
+    from noderig.diagnose.wraps import folded_lines
+
+    # a paste folded elsewhere (two lines show it); the line before the record ends in a space near the width, but
+    # the record carries a logger's prefix, a date or a level and its colon: no fold begins a line with those
+    folded = ["INFO 01-22 20:05:40 [loader.py:143] Loading weights took 14.99 GiB and the weights are ",
+              "Qwen2ForCausalLM_weights_loaded_from_the_local_directory",
+              "INFO 01-22 20:05:41 [loader.py:150] Loading the tokenizer took 0.20 s; the tokenizer is ",
+              "Qwen2TokenizerFast_with_its_chat_template_from_the_model"]
+    assert folded_lines(folded) == {0, 2}
+    for record in ("ERROR 01-22 20:05:42 [core.py:700] EngineCore failed to start.",
+                   "[2026-01-22 20:05:42 TP0] Scheduler hit an exception",
+                   "2026-01-22 20:05:42,123 - ERROR - the engine died", "ERROR:    Exception in ASGI application"):
+        log = folded + ["INFO 01-22 20:05:42 [gpu_worker.py:200] Memory profiling takes 3.52 seconds and the pool is ",
+                        record]
+        assert normalize("\n".join(log))[-1].no == len(log), record  # the record begins a line of its own
+
+
+def test_a_fold_joins_a_prefix_it_cut_between_its_date_and_its_time():
+    # "ERROR 01-22 " + "12:05:33.129 [core.py:1302] ...": a long prefix folded before its time is one record again
+    rec = ("[2026-01-22 20:05:33] [/bin/sh]: [EngineCore_DP0][pid=1242] ERROR 01-22 12:05:33.129 [core.py:1302] "
+           "Traceback (most recent call last):")
+    text = fold_s("\n".join([rec, rec.replace("Traceback (most recent call last):", "RuntimeError: CUDA error: out "
+                                                                                  "of memory while it ran the model")]),
+                  80)
+    assert len(text.split("\n")) > 2
+    assert len([ln for ln in normalize(text) if ln.text.strip()]) == 2

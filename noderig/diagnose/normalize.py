@@ -31,7 +31,7 @@ from .excgroups import GroupBorders
 from .panels import unboxed
 from .transports import (PASTE_SHARE, gitlab_lines, shows_syslog_escapes, syslog_controls, syslog_lines,
                          without_stream_names)
-from .wraps import cut_lines
+from .wraps import cut_lines, folded_lines
 
 __all__ = ["CXX_FRAME", "CXX_RAISED", "IPY_CELL", "IPY_FRAME", "IPY_HEADER", "QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
 
@@ -483,10 +483,15 @@ def _wrap_width(lines: list[str]) -> int | None:
     return None
 
 
+def _has_record_prefix(text: str) -> bool:
+    """The line begins with a logger's or a transport's prefix: a record of its own, which no fold or wrap begins."""
+    stripped = strip_prefixes(text)[1]
+    return bool(stripped.get("prefixed") or stripped.get("source"))
+
+
 def _looks_like_line_start(text: str) -> bool:
     """A line that clearly begins a record of its own (so it is not a wrapped remainder)."""
-    stripped = strip_prefixes(text)[1]
-    if stripped.get("prefixed") or stripped.get("source"):
+    if _has_record_prefix(text):
         return True
     s = text.lstrip()
     return (s.startswith(("File \"", "Traceback", "During handling", "The above exception", "Loading "))
@@ -499,6 +504,9 @@ def _rejoin(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     clean = [strip_ansi(line).rstrip("\n") for _, line in numbered]
     width = _wrap_width(clean)
     cut = cut_lines(clean, _looks_like_line_start, _says_failure) if width is None else set()
+    # a fold the paste shows (``fold -s``; its lines often end at one width too, read as a hard wrap's) moves a word
+    # whole to the next line, whatever it is: a traceback's header, an exception's name
+    folds = folded_lines(clean)
     out: list[tuple[int, str]] = []
     i = 0
     while i < len(clean):
@@ -508,7 +516,9 @@ def _rejoin(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
         framed = 'File "' in clean[i]
         while i + 1 < len(clean):
             nxt = clean[i + 1]
-            wrapped = (i in cut or width is not None and len(clean[i]) == width) and nxt and not _looks_like_line_start(nxt)
+            wrapped = bool(nxt) and (i in folds and not _has_record_prefix(nxt)
+                                     or (i in cut or width is not None and len(clean[i]) == width)
+                                     and not _looks_like_line_start(nxt))
             # a frame cut inside its path goes on with the next line's message: a transport's prefix on that
             # line is not part of the path, and a line of the prefix alone is a blank line
             framing = framed and not wrapped  # a wrapped piece is joined as it is: no need to read the frame

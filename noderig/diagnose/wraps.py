@@ -40,6 +40,13 @@ _EXC_TAIL = re.compile(r"(?:Error|Exception|Warning)$")
 _SENTENCE_END = re.compile(r"[.!?:]\s?$")
 _LETTERS = re.compile(r"[A-Za-z]+")
 _PLAIN = re.compile(r"(?:[A-Za-z][a-z]*|[A-Z]+|\d+)$")  # a word or a number, not a CamelCase name's piece
+# what starts a record, not a fold's rest: a full date, a level word and its colon (uvicorn's "ERROR:    ...", Python
+# logging's "INFO:name:"). A time or a level word alone is not: a fold can break a long prefix before either ("ERROR
+# 01-22 " + "12:05:33.129 [core.py:1302] ...", NCCL's "...cudawrap.cc:130 NCCL " + "WARN Retrieve ..."); a prefix
+# normalize reads is checked where the join is made
+_DATED = re.compile(r"^\[?(?:\d{4}-\d\d-\d\d|(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL):)")
+_WORD_END = re.compile(r"\S{20}$")  # a line of the width ending inside a run of 20 characters: a word longer than it
+_FOLDS_SHOWN = 2  # one line ending in a space before a long word shows no fold: a prose line may
 _WHOLE_FRAME = re.compile(r'", line \d+, in \S+$')  # a frame line ends there: what follows is its code
 
 
@@ -80,6 +87,33 @@ def cut_lines(clean: list[str], starts: Callable[[str], bool], says: Callable[[s
                 or spaced and not hides and len(a) + len(b.split(" ", 1)[0]) > cap) and not starts(b)):
             cut.add(i)  # ``starts`` last: it peels the next line's prefixes, the dearest question here
     return cut
+
+
+def folded_lines(clean: list[str]) -> set[int]:
+    """The lines ``fold -s`` cut, when the paste shows it folded: at least ``_FOLDS_SHOWN`` lines end in the space a
+    fold breaks after while the next line's first word would not have fitted within the width (``cap``: the longest
+    length but one in a hundred). Each such line is a cut, however short (a long name moves whole to the next line)
+    and whatever the next line begins with (a capitalised word, a bracket, a traceback's header the fold moved),
+    unless it begins a dated record or a level word's: no fold starts a line with its prefix. Lines of the width
+    that end inside a word longer than it are cut too. One line alone shows nothing: a prose line or a progress bar
+    may end in a space."""
+    lengths = sorted((len(x) for x in clean), reverse=True)
+    cap = lengths[min(len(lengths) // 100, len(lengths) - 1)] if lengths else 0
+    if cap < MIN_WIDTH:
+        return set()
+    folds, long_words = set(), set()
+    for i in range(len(clean) - 1):
+        a, b = clean[i], clean[i + 1]
+        # asked first, as it is cheap: most lines of a long log neither end in a space nor reach the width
+        if not (a.endswith(" ") or len(a) == cap) or not b.strip() or len(a) > cap or not a.strip() or _DATED.match(b):
+            continue
+        # (not a next line that begins with blanks: a fold that cut a run of blanks leaves one, but so does a paste
+        # whose lines a console padded to its width, before each indented frame and code line)
+        if a.endswith(" ") and not b[0].isspace() and len(a) + len(b.split(" ", 1)[0]) >= cap:
+            folds.add(i)
+        elif len(a) == cap and _WORD_END.search(a) and not b.startswith("  "):
+            long_words.add(i)  # a word longer than the width, cut at it (the blank after it may begin the next line)
+    return folds | long_words if len(folds) >= _FOLDS_SHOWN else set()
 
 
 def _splits_a_name(a: str, b: str, known: Callable[[], set[str]], shown_only: bool = False) -> bool:
