@@ -196,18 +196,18 @@ def test_a_paste_folded_at_its_words_reads_as_the_unfolded_one(name, widths):
 
 
 def test_a_fold_is_read_only_where_two_lines_show_it():
-    from noderig.diagnose.wraps import folded_lines
+    from noderig.diagnose.wraps import fold_signs, folded_lines
 
     one = ["INFO 01-22 20:05:40 [loader.py:143] Loading weights took 14.99 GiB; the next word does not fit here ",
            "Qwen2ForCausalLM_with_a_long_name_that_would_not_fit", "short line"]
-    assert folded_lines(one) == set()  # a prose line or a progress bar may end in a space
+    assert folded_lines(fold_signs(one, lambda line: False)) == set()  # a prose line or a progress bar may end in a space
     two = one[:2] + ["INFO 01-22 20:05:41 [loader.py:150] Loading weights took 15.20 GiB; nor does the next one here ",
                      "Qwen2ForCausalLM_with_another_name_that_would_not_fit"]
-    assert folded_lines(two) == {0, 2}
+    assert folded_lines(fold_signs(two, lambda line: False)) == {0, 2}
 
 
 def test_a_fold_never_joins_a_record_that_begins_with_its_own_prefix():
-    from noderig.diagnose.wraps import folded_lines
+    from noderig.diagnose.wraps import fold_signs, folded_lines
 
     # a paste folded elsewhere (two lines show it); the line before the record ends in a space near the width, but
     # the record carries a logger's prefix, a date or a level and its colon: no fold begins a line with those
@@ -215,7 +215,7 @@ def test_a_fold_never_joins_a_record_that_begins_with_its_own_prefix():
               "Qwen2ForCausalLM_weights_loaded_from_the_local_directory",
               "INFO 01-22 20:05:41 [loader.py:150] Loading the tokenizer took 0.20 s; the tokenizer is ",
               "Qwen2TokenizerFast_with_its_chat_template_from_the_model"]
-    assert folded_lines(folded) == {0, 2}
+    assert folded_lines(fold_signs(folded, lambda line: False)) == {0, 2}
     for record in ("ERROR 01-22 20:05:42 [core.py:700] EngineCore failed to start.",
                    "[2026-01-22 20:05:42 TP0] Scheduler hit an exception",
                    "2026-01-22 20:05:42,123 - ERROR - the engine died", "ERROR:    Exception in ASGI application"):
@@ -233,3 +233,16 @@ def test_a_fold_joins_a_prefix_it_cut_between_its_date_and_its_time():
                   80)
     assert len(text.split("\n")) > 2
     assert len([ln for ln in normalize(text) if ln.text.strip()]) == 2
+
+
+def test_a_logger_that_ends_its_records_in_a_space_shows_no_fold():
+    # SGLang ends each "Decode batch, ..., #queue-req: 0, " record in a space, and those are a busy log's longest
+    # lines: read as folds, the shell's report after the last one was joined into it and the crash read healthy
+    log = fixture("healthy/standin-sglang-skip-warmup-tp2").split("\n")
+    decode = next(x for x in log if "Decode batch" in x)
+    busy = log + [decode] * 300  # a longest length but one in a hundred: the decode records'
+    assert decode.endswith(", ") and sorted(map(len, busy), reverse=True)[len(busy) // 100] == len(decode)
+    for report in ("Killed", "Segmentation fault (core dumped)"):
+        text = "\n".join(busy + [report])
+        assert normalize(text)[-1].text == report, report
+        assert diagnose(text).cls != "healthy", report

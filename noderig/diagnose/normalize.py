@@ -31,7 +31,7 @@ from .excgroups import GroupBorders
 from .panels import unboxed
 from .transports import (PASTE_SHARE, gitlab_lines, shows_syslog_escapes, syslog_controls, syslog_lines,
                          without_stream_names)
-from .wraps import cut_lines, folded_lines
+from .wraps import cut_lines, fold_signs, folded_lines
 
 __all__ = ["CXX_FRAME", "CXX_RAISED", "IPY_CELL", "IPY_FRAME", "IPY_HEADER", "QUIET_LEVELS", "Line", "normalize", "strip_prefixes", "strip_ansi", "with_continuation"]
 
@@ -479,8 +479,19 @@ def _wrap_width(lines: list[str]) -> int | None:
     width, count = lengths.most_common(1)[0]
     longer = sum(n for length, n in lengths.items() if length > width)
     if count >= 3 and longer <= len(lines) // 100 and count >= 0.2 * sum(lengths.values()):
-        return width
+        return None if _records_of_one_length(lines, width) else width
     return None
+
+
+_WIDTH_SAMPLE = 64  # lines of the width asked what follows them: enough to tell, cheap on a 50,000-line log
+
+
+def _records_of_one_length(lines: list[str], width: int) -> bool:
+    """Most lines of the width are followed by a record of its own: a logger's records of one length (a busy SGLang
+    log's "Decode batch, ..." lines differ only in a few digits), not a terminal's pieces, which go on in the next
+    line (the shell's "Killed" after the last record was joined into it)."""
+    at_width = [i for i, line in enumerate(lines[:-1]) if len(line) == width][:_WIDTH_SAMPLE]
+    return sum(_has_record_prefix(lines[i + 1]) for i in at_width) * 2 > len(at_width)
 
 
 def _has_record_prefix(text: str) -> bool:
@@ -503,10 +514,11 @@ def _rejoin(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     1-based number of each logical line's first raw line."""
     clean = [strip_ansi(line).rstrip("\n") for _, line in numbered]
     width = _wrap_width(clean)
-    cut = cut_lines(clean, _looks_like_line_start, _says_failure) if width is None else set()
+    signs = fold_signs(clean, _has_record_prefix)
+    cut = cut_lines(clean, _looks_like_line_start, _says_failure, signs[0]) if width is None else set()
     # a fold the paste shows (``fold -s``; its lines often end at one width too, read as a hard wrap's) moves a word
     # whole to the next line, whatever it is: a traceback's header, an exception's name
-    folds = folded_lines(clean)
+    folds = folded_lines(signs)
     out: list[tuple[int, str]] = []
     i = 0
     while i < len(clean):
@@ -516,8 +528,7 @@ def _rejoin(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
         framed = 'File "' in clean[i]
         while i + 1 < len(clean):
             nxt = clean[i + 1]
-            wrapped = bool(nxt) and (i in folds and not _has_record_prefix(nxt)
-                                     or (i in cut or width is not None and len(clean[i]) == width)
+            wrapped = bool(nxt) and (i in folds or (i in cut or width is not None and len(clean[i]) == width)
                                      and not _looks_like_line_start(nxt))
             # a frame cut inside its path goes on with the next line's message: a transport's prefix on that
             # line is not part of the path, and a line of the prefix alone is a blank line

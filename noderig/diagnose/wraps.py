@@ -50,14 +50,15 @@ _FOLDS_SHOWN = 2  # one line ending in a space before a long word shows no fold:
 _WHOLE_FRAME = re.compile(r'", line \d+, in \S+$')  # a frame line ends there: what follows is its code
 
 
-def cut_lines(clean: list[str], starts: Callable[[str], bool], says: Callable[[str], bool]) -> set[int]:
+def cut_lines(clean: list[str], starts: Callable[[str], bool], says: Callable[[str], bool],
+              fold_signs: set[int] = frozenset()) -> set[int]:
     """The indices of the lines a terminal cut, each to be joined with the line after it. ``says``: whether a line
-    says a failure on its own (a cut that would bury one in a line that says none must be shown, not guessed)."""
+    says a failure on its own (a cut that would bury one in a line that says none must be shown, not guessed);
+    ``fold_signs``: the lines that show a fold (``fold_signs``'s first set)."""
     lengths = sorted((len(x) for x in clean), reverse=True)
     if not lengths or lengths[0] < MIN_WIDTH:
         return set()
     cap = lengths[min(len(lengths) // 100, len(lengths) - 1)]  # longer lines than this: at most 1 in 100
-    at_cap = lengths.count(cap)
     floor = max(MIN_WIDTH, cap // 2)
     cut: set[int] = set()
     paste_words: list[set[str]] = []
@@ -77,8 +78,11 @@ def cut_lines(clean: list[str], starts: Callable[[str], bool], says: Callable[[s
                 or _LINE_HEAD.match(b) or _WHOLE_FRAME.search(a)):
             continue
         # a word wrap's space at the end shows a cut only where the width is that of other lines too: for the paste's
-        # one line that long, any next word "would not have fitted", and the space is all there is
-        folded = spaced and (len(a) < cap or at_cap > 1)
+        # one line that long, any next word "would not have fitted", and the space is all there is. Other lines of that
+        # length show it only as folds themselves: SGLang ends every "Decode batch, ..., #queue-req: 0, " in a space,
+        # its busy log's longest lines, each before a record of its own, and the shell's "Killed" after the last one
+        # was joined into it
+        folded = spaced and (len(a) < cap or bool(fold_signs - {i}))
         if _TITLE_WORD.match(b) and (not folded or _SENTENCE_END.search(a)):
             continue
         # a join would bury the failure the next line says in a line that says none: only a cut that shows itself
@@ -89,19 +93,20 @@ def cut_lines(clean: list[str], starts: Callable[[str], bool], says: Callable[[s
     return cut
 
 
-def folded_lines(clean: list[str]) -> set[int]:
-    """The lines ``fold -s`` cut, when the paste shows it folded: at least ``_FOLDS_SHOWN`` lines end in the space a
-    fold breaks after while the next line's first word would not have fitted within the width (``cap``: the longest
-    length but one in a hundred). Each such line is a cut, however short (a long name moves whole to the next line)
-    and whatever the next line begins with (a capitalised word, a bracket, a traceback's header the fold moved),
-    unless it begins a dated record or a level word's: no fold starts a line with its prefix. Lines of the width
-    that end inside a word longer than it are cut too. One line alone shows nothing: a prose line or a progress bar
-    may end in a space."""
+def fold_signs(clean: list[str], opens_record: Callable[[str], bool]) -> tuple[set[int], set[int]]:
+    """The lines that show a fold (``fold -s``), and the lines of the width cut inside a word longer than it. A line
+    shows a fold when it ends in the space a fold breaks after while the next line's first word would not have fitted
+    within the width (``cap``: the longest length but one in a hundred), however short it is (a long name moves whole
+    to the next line) and whatever the next line begins with (a capitalised word, a bracket, a traceback's header the
+    fold moved), unless that line opens a record (``opens_record``: a logger's or a transport's prefix; a full date;
+    a level word and its colon): no fold starts a line with a prefix, and a logger that ends its records in a space
+    (SGLang's "Decode batch, ..., #queue-req: 0, ") shows no fold however long its lines."""
     lengths = sorted((len(x) for x in clean), reverse=True)
     cap = lengths[min(len(lengths) // 100, len(lengths) - 1)] if lengths else 0
+    folds: set[int] = set()
+    long_words: set[int] = set()
     if cap < MIN_WIDTH:
-        return set()
-    folds, long_words = set(), set()
+        return folds, long_words
     for i in range(len(clean) - 1):
         a, b = clean[i], clean[i + 1]
         # asked first, as it is cheap: most lines of a long log neither end in a space nor reach the width
@@ -110,9 +115,18 @@ def folded_lines(clean: list[str]) -> set[int]:
         # (not a next line that begins with blanks: a fold that cut a run of blanks leaves one, but so does a paste
         # whose lines a console padded to its width, before each indented frame and code line)
         if a.endswith(" ") and not b[0].isspace() and len(a) + len(b.split(" ", 1)[0]) >= cap:
-            folds.add(i)
-        elif len(a) == cap and _WORD_END.search(a) and not b.startswith("  "):
+            if not opens_record(b):  # last: it peels the next line's prefixes, the dearest question here
+                folds.add(i)
+        elif len(a) == cap and _WORD_END.search(a) and not b.startswith("  ") and not opens_record(b):
             long_words.add(i)  # a word longer than the width, cut at it (the blank after it may begin the next line)
+    return folds, long_words
+
+
+def folded_lines(signs: tuple[set[int], set[int]]) -> set[int]:
+    """The lines ``fold -s`` cut (``fold_signs``), when the paste shows it folded: at least ``_FOLDS_SHOWN`` lines
+    show a fold. Each is then a cut, and so is each line of the width cut inside a word. One line alone shows
+    nothing: a prose line or a progress bar may end in a space."""
+    folds, long_words = signs
     return folds | long_words if len(folds) >= _FOLDS_SHOWN else set()
 
 
