@@ -15,6 +15,10 @@ shows it:
 
 A paste whose lines are of varied length below one width has no line cut there (the others are shorter), and
 one with lines longer than the cut line (more than one in a hundred) was not wrapped there.
+
+A fold the whole paste shows is read apart (``fold_signs``, ``folded_lines``; docs/diagnose.md "Word-folded pastes"):
+where two lines or more end in a fold's space before a word that would not have fitted, and their next lines open no
+record, every such line is a cut, however short and whatever its next line begins with.
 """
 
 from __future__ import annotations
