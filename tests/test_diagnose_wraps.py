@@ -49,12 +49,17 @@ WRAPPED = [
 
 @pytest.mark.parametrize("name,widths", WRAPPED, ids=[n for n, _ in WRAPPED])
 def test_a_short_hard_wrapped_paste_reads_as_the_unwrapped_one(name, widths):
+    assert_reads_as_bare(name, widths, hard_wrap)
+
+
+def assert_reads_as_bare(name: str, widths: tuple[int, ...], wrap) -> None:
+    """The fixture reads as its directory's class bare and wrapped by ``wrap`` at each width."""
     text = fixture(name)
     want = name.split("/")[0]
     assert diagnose(text).cls == want
     for width in widths:
-        assert hard_wrap(text, width) != text
-        assert diagnose(hard_wrap(text, width)).cls == want, width
+        assert wrap(text, width) != text
+        assert diagnose(wrap(text, width)).cls == want, width
 
 
 def test_an_exception_line_cut_once_inside_a_word_is_one_line_again():
@@ -187,12 +192,7 @@ FOLDED = [
 
 @pytest.mark.parametrize("name,widths", FOLDED, ids=[n for n, _ in FOLDED])
 def test_a_paste_folded_at_its_words_reads_as_the_unfolded_one(name, widths):
-    text = fixture(name)
-    want = name.split("/")[0]
-    assert diagnose(text).cls == want
-    for width in widths:
-        assert fold_s(text, width) != text
-        assert diagnose(fold_s(text, width)).cls == want, width
+    assert_reads_as_bare(name, widths, fold_s)
 
 
 def test_a_fold_is_read_only_where_two_lines_show_it():
