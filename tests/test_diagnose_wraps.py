@@ -246,3 +246,33 @@ def test_a_logger_that_ends_its_records_in_a_space_shows_no_fold():
         text = "\n".join(busy + [report])
         assert normalize(text)[-1].text == report, report
         assert diagnose(text).cls != "healthy", report
+
+
+def pad_console(text: str, width: int) -> str:
+    """A console that hard-wraps at ``width`` and pads every line with blanks to it (copied as text)."""
+    return "\n".join(x[i:i + width].ljust(width) for x in text.split("\n") for i in range(0, max(len(x), 1), width))
+
+
+# each read as its class bare and padded at 120 columns before the fold rules, and as another (healthy as a failure)
+# with them, until a line's padding was told from a fold's space and from a logger's records of one length
+PADDED = ["healthy/src-vllm-ulimit-failed-too-many-open-files-hint",
+          "healthy/src-vllm-nccl-allocator-compile-failed-symm-mem-disabled",
+          "unsupported_gpu_arch/vllm-4327-fp8-minimum-capability-90-current-86",
+          "cuda_graph_capture/vllm-30044-gh200-capture-cut"]
+
+
+@pytest.mark.parametrize("name", PADDED)
+def test_a_paste_a_console_padded_to_its_width_reads_as_the_bare_one(name):
+    assert_reads_as_bare(name, (120,), pad_console)
+
+
+def test_a_console_s_padding_is_no_fold_before_an_exception_line():
+    # every line padded with blanks to the width: a padded line "ends in a space" before each unindented line, and a
+    # fold read there would bury the exception line in the code line above it
+    log = ["Loading the model weights", "Traceback (most recent call last):",
+           '  File "/srv/run.py", line 3, in <module>', "    torch.cuda.set_device(0)",
+           "RuntimeError: CUDA error: no kernel image is available for execution on the device"]
+    width = max(map(len, log)) + 4
+    text = "\n".join(x.ljust(width) for x in log)
+    assert [ln.text.rstrip() for ln in normalize(text) if ln.text.strip()][-1] == log[-1]
+    assert diagnose(text).cls == "unsupported_gpu_arch"

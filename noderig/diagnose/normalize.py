@@ -489,8 +489,10 @@ _WIDTH_SAMPLE = 64  # lines of the width asked what follows them: enough to tell
 def _records_of_one_length(lines: list[str], width: int) -> bool:
     """Most lines of the width are followed by a record of its own: a logger's records of one length (a busy SGLang
     log's "Decode batch, ..." lines differ only in a few digits), not a terminal's pieces, which go on in the next
-    line (the shell's "Killed" after the last record was joined into it)."""
-    at_width = [i for i, line in enumerate(lines[:-1]) if len(line) == width][:_WIDTH_SAMPLE]
+    line (the shell's "Killed" after the last record was joined into it). A line a console padded to its width (its
+    blanks at the end) is neither: the pieces of a long line among them are what the width joins."""
+    at_width = [i for i, line in enumerate(lines[:-1]) if len(line) == width and not line.endswith("  ")]
+    at_width = at_width[:_WIDTH_SAMPLE]
     return sum(_has_record_prefix(lines[i + 1]) for i in at_width) * 2 > len(at_width)
 
 

@@ -50,6 +50,10 @@ _PLAIN = re.compile(r"(?:[A-Za-z][a-z]*|[A-Z]+|\d+)$")  # a word or a number, no
 # normalize reads is checked where the join is made
 _DATED = re.compile(r"^\[?(?:\d{4}-\d\d-\d\d|(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL):)")
 _WORD_END = re.compile(r"\S{20}$")  # a line of the width ending inside a run of 20 characters: a word longer than it
+# a paste with more than one line in ten ending in a long run of blanks was padded by its console, not folded (a fold
+# that cut a run of blanks, a record's indentation, leaves a few)
+_PADDING = " " * 24
+_PADDED_SHARE = 10
 _FOLDS_SHOWN = 2  # one line ending in a space before a long word shows no fold: a prose line may
 _WHOLE_FRAME = re.compile(r'", line \d+, in \S+$')  # a frame line ends there: what follows is its code
 
@@ -111,14 +115,17 @@ def fold_signs(clean: list[str], opens_record: Callable[[str], bool]) -> tuple[s
     long_words: set[int] = set()
     if cap < MIN_WIDTH:
         return folds, long_words
+    padded = sum(1 for x in clean if x.endswith(_PADDING)) * _PADDED_SHARE > len(clean)
     for i in range(len(clean) - 1):
         a, b = clean[i], clean[i + 1]
         # asked first, as it is cheap: most lines of a long log neither end in a space nor reach the width
         if not (a.endswith(" ") or len(a) == cap) or not b.strip() or len(a) > cap or not a.strip() or _DATED.match(b):
             continue
-        # (not a next line that begins with blanks: a fold that cut a run of blanks leaves one, but so does a paste
-        # whose lines a console padded to its width, before each indented frame and code line)
-        if a.endswith(" ") and not b[0].isspace() and len(a) + len(b.split(" ", 1)[0]) >= cap:
+        # not before blanks, and one space where a console padded the paste: a fold that cut a run of blanks leaves
+        # more, but so does a console that pads its lines to its width, after every line (before an exception line
+        # too, which a join would bury in the code line above it)
+        if (a.endswith(" ") and not (padded and a.endswith("  ")) and not b[0].isspace()
+                and len(a) + len(b.split(" ", 1)[0]) >= cap):
             if not opens_record(b):  # last: it peels the next line's prefixes, the dearest question here
                 folds.add(i)
         elif len(a) == cap and _WORD_END.search(a) and not b.startswith("  ") and not opens_record(b):
