@@ -47,7 +47,7 @@ _PLAIN = re.compile(r"(?:[A-Za-z][a-z]*|[A-Z]+|\d+)$")  # a word or a number, no
 # what starts a record, not a fold's rest: a full date, a level word and its colon (uvicorn's "ERROR:    ...", Python
 # logging's "INFO:name:"). A time or a level word alone is not: a fold can break a long prefix before either ("ERROR
 # 01-22 " + "12:05:33.129 [core.py:1302] ...", NCCL's "...cudawrap.cc:130 NCCL " + "WARN Retrieve ..."); a prefix
-# normalize reads is checked where the join is made
+# normalize reads is fold_signs's ``opens_record``
 _DATED = re.compile(r"^\[?(?:\d{4}-\d\d-\d\d|(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL):)")
 _WORD_END = re.compile(r"\S{20}$")  # a line of the width ending inside a run of 20 characters: a word longer than it
 # a paste with more than one line in ten ending in a long run of blanks was padded by its console, not folded (a fold
@@ -58,15 +58,20 @@ _FOLDS_SHOWN = 2  # one line ending in a space before a long word shows no fold:
 _WHOLE_FRAME = re.compile(r'", line \d+, in \S+$')  # a frame line ends there: what follows is its code
 
 
+def _longest_but_one_in_a_hundred(clean: list[str]) -> int:
+    """The width both rules read: at most one line in a hundred is longer (0 for no line)."""
+    lengths = sorted((len(x) for x in clean), reverse=True)
+    return lengths[min(len(lengths) // 100, len(lengths) - 1)] if lengths else 0
+
+
 def cut_lines(clean: list[str], starts: Callable[[str], bool], says: Callable[[str], bool],
-              fold_signs: set[int] = frozenset()) -> set[int]:
+              shown_folds: set[int] = frozenset()) -> set[int]:
     """The indices of the lines a terminal cut, each to be joined with the line after it. ``says``: whether a line
     says a failure on its own (a cut that would bury one in a line that says none must be shown, not guessed);
-    ``fold_signs``: the lines that show a fold (``fold_signs``'s first set)."""
-    lengths = sorted((len(x) for x in clean), reverse=True)
-    if not lengths or lengths[0] < MIN_WIDTH:
+    ``shown_folds``: the lines that show a fold (``fold_signs``'s first set)."""
+    if max(map(len, clean), default=0) < MIN_WIDTH:
         return set()
-    cap = lengths[min(len(lengths) // 100, len(lengths) - 1)]  # longer lines than this: at most 1 in 100
+    cap = _longest_but_one_in_a_hundred(clean)
     floor = max(MIN_WIDTH, cap // 2)
     cut: set[int] = set()
     paste_words: list[set[str]] = []
@@ -90,7 +95,7 @@ def cut_lines(clean: list[str], starts: Callable[[str], bool], says: Callable[[s
         # length show it only as folds themselves: SGLang ends every "Decode batch, ..., #queue-req: 0, " in a space,
         # its busy log's longest lines, each before a record of its own, and the shell's "Killed" after the last one
         # was joined into it
-        folded = spaced and (len(a) < cap or bool(fold_signs - {i}))
+        folded = spaced and (len(a) < cap or bool(shown_folds - {i}))
         if _TITLE_WORD.match(b) and (not folded or _SENTENCE_END.search(a)):
             continue
         # a join would bury the failure the next line says in a line that says none: only a cut that shows itself
@@ -109,8 +114,7 @@ def fold_signs(clean: list[str], opens_record: Callable[[str], bool]) -> tuple[s
     fold moved), unless that line opens a record (``opens_record``: a logger's or a transport's prefix; a full date;
     a level word and its colon): no fold starts a line with a prefix, and a logger that ends its records in a space
     (SGLang's "Decode batch, ..., #queue-req: 0, ") shows no fold however long its lines."""
-    lengths = sorted((len(x) for x in clean), reverse=True)
-    cap = lengths[min(len(lengths) // 100, len(lengths) - 1)] if lengths else 0
+    cap = _longest_but_one_in_a_hundred(clean)
     folds: set[int] = set()
     long_words: set[int] = set()
     if cap < MIN_WIDTH:
