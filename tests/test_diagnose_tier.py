@@ -142,3 +142,17 @@ def test_a_host_compiler_the_toolkit_refuses_is_the_toolkits(lines, named):
 ])
 def test_numpys_words_for_another_abi_are_the_abis(lines, named):
     assert _tier_names(*lines) == named
+
+
+@pytest.mark.parametrize("lines, named", [
+    # a value refused with the values the program accepts listed after it, by a parser of the program's own (a
+    # registry of tool or reasoning parsers) rather than argparse's "invalid choice"
+    (["KeyError: 'invalid reasoning parser: qwen4 (chose from { deepseek_r1, qwen3, glm45 })'"], "invalid_server_args"),
+    (["ValueError: Unknown attention backend 'fa5'; choose from ['flashinfer', 'triton', 'fa3']"],
+     "invalid_server_args"),
+    # trap: a list of what a model may be is the architecture's words, not a choice refused
+    (["ValueError: Unrecognized model in /models/x. Should have a `model_type` key in its config.json, or contain one "
+      "of the following strings in its name: albert, bart"], "unsupported_architecture"),
+])
+def test_a_value_refused_with_the_choices_listed_is_the_arguments(lines, named):
+    assert _tier_names(*lines) == named
