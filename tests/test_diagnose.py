@@ -10,7 +10,7 @@ crashlogs_heldout128/, crashlogs_heldout130/ .. crashlogs_heldout140/, crashlogs
 crashlogs_heldout152/ .. crashlogs_heldout156/ and crashlogs_heldout158/ .. crashlogs_heldout168/, crashlogs_heldout170/
 .. crashlogs_heldout179/ hold real logs set aside (by a fixed rule, docs/diagnose.md) before the catalog was changed
 for them: they are diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures and
-of the one hundred and fifty-six held-out splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to
+of the one hundred and fifty-seven held-out splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to
 63, 69, 70 or 75: those rounds made probes or tuning logs, not splits, or chose their logs for the misses:
 crashlogs_gaps61 to 63, and 70; round 75's were synthesized from the release's raise sites; nor 108: its two logs were
 cut by the collector's tool before their failure; nor 129, 141 and 169: their collectors found no log not already used;
@@ -117,7 +117,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout170", "crashlogs_heldout171",
                                                                  "crashlogs_heldout172", "crashlogs_heldout173",
                                                                  "crashlogs_heldout174", "crashlogs_heldout175",
-                                                                 "crashlogs_heldout176", "crashlogs_heldout179")]
+                                                                 "crashlogs_heldout176", "crashlogs_heldout177",
+                                                                 "crashlogs_heldout179")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 # Held-out splits of rounds that chose logs because the diagnosis got them wrong (their collectors ran it first): split
 # by the same rule and never tuned on, but printed apart, so the measure above stays one of logs as users post them
@@ -687,6 +688,11 @@ KNOWN_MISSES = {
         "unknown", "three lines around vLLM's cutlass_scaled_mm op on two RTX 5090s, without the exception they lead "
                    "to; only the fix PR (#17280) says vLLM had no CUTLASS w8a8 FP8 kernel for sm120 and fell back on "
                    "the sm100 one"),
+    # round 177's tuning miss at its split commit's catalog
+    "speculative_config/vllm-pr-11966-lora-applied-to-draft-size-mismatch": (
+        "unknown", "a V0 engine's tail of a LoRA traceback (activate_adapter, set_lora) ending in a tensor size "
+                   "mismatch, with no speculative frame, flag or word in it; only the PR says the target's LoRA "
+                   "adapter was applied to the draft model, whose layers have other sizes (not covered yet)"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
