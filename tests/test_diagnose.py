@@ -694,14 +694,6 @@ KNOWN_MISSES = {
         "unknown", "a V0 engine's tail of a LoRA traceback (activate_adapter, set_lora) ending in a tensor size "
                    "mismatch, with no speculative frame, flag or word in it; only the PR says the target's LoRA "
                    "adapter was applied to the draft model, whose layers have other sizes (not covered yet)"),
-    # round 182's tuning logs at its split commit's catalog (chosen because they read unknown; the next commit names them)
-    **{f"driver_mismatch/{stem}": ("unknown", "Docker's refusal to start a container with GPUs when it has no NVIDIA "
-                                              "runtime: no signature yet")
-       for stem in ("xinference-1778-docker-no-gpu-container-toolkit-not-located",
-                    "aime-ml-containers-9-mlc-open-could-not-select-device-driver",
-                    "xagent-273-xagentgen-docker-run-could-not-select-device-driver",
-                    "voicecraft-31-docker-could-not-select-device-driver-quoted",
-                    "dcgm-exporter-33-docker-run-could-not-select-device-driver")},
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.

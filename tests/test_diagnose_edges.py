@@ -3593,7 +3593,8 @@ def test_a_config_json_that_does_not_parse_is_a_corrupt_checkpoint(line, want):
     "bash: vllm: command not found", "zsh: command not found: vllm", "fish: Unknown command: sglang",
     "/usr/bin/python3: No module named sglang.launch_server", r"C:\venv\Scripts\python.exe: No module named vllm",
     "python3: can't open file '/workspace/serve.py': [Errno 2] No such file or directory",
-    'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
+    # (Docker's "could not select device driver ... with capabilities: [[gpu]]" was one; round 182 named it driver_mismatch)
+    'docker: Error response from daemon: Conflict. The container name "/vllm" is already in use by container "3f2a".',
     'docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime '
     'create failed: runc create failed: unable to start container process: exec: "vllm": executable file not found in '
     '$PATH: unknown.',
@@ -4513,3 +4514,19 @@ def test_round_136_an_engine_told_to_shut_down_and_then_reported_dead_is_no_fail
 ])
 def test_rounds_137_and_139_a_batch_too_small_for_an_item_and_ptxas_quoted_short(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("lines", [
+    # round 182: Docker asked for GPUs with no NVIDIA runtime, from docker run, from compose (which names the driver) and
+    # with the capabilities a compose file's device reservation lists
+    ['docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
+     "ERRO[0000] error waiting for container: context canceled"],
+    [" ✔ Container vllm-openai  Created", "Attaching to vllm-openai",
+     'Error response from daemon: could not select device driver "nvidia" with capabilities: [[gpu]]'],
+    ['Error response from daemon: could not select device driver "nvidia" with capabilities: [[compute utility]]'],
+])
+def test_round_182_docker_without_an_nvidia_runtime_is_the_drivers(lines):
+    d = diagnose("\n".join(lines))
+    assert d.cls == "driver_mismatch"
+    assert "nvidia-ctk runtime configure" in d.fix
+
