@@ -278,6 +278,9 @@ def accuracy_report(request):
 # paste alone. Each is asserted to come out exactly as stated, so one that starts coming out right
 # (or wrong in another way) fails the test and this list must change with it.
 KNOWN_MISSES = {
+    "checkpoint_incomplete/hf-unsloth-llama33-70b-gguf-d2-vllm-no-config-format": (
+        "unknown", "vLLM's \"No supported config format found in <repo>\" names no missing file; that the repo is a "
+                   "GGUF-only upload without config.json is in the thread, not the paste (not covered yet)"),
     "flash_attn_cute_missing/megatron-lm-pr-6545-thrmma-annotation": (
         "cute_dsl_version_skew", "one line naming only the DSL module; the flash_attn.cute import that raised it "
                                  "is not in the paste"),
