@@ -278,9 +278,6 @@ def accuracy_report(request):
 # paste alone. Each is asserted to come out exactly as stated, so one that starts coming out right
 # (or wrong in another way) fails the test and this list must change with it.
 KNOWN_MISSES = {
-    "checkpoint_incomplete/hf-unsloth-llama33-70b-gguf-d2-vllm-no-config-format": (
-        "unknown", "vLLM's \"No supported config format found in <repo>\" names no missing file; that the repo is a "
-                   "GGUF-only upload without config.json is in the thread, not the paste (not covered yet)"),
     "flash_attn_cute_missing/megatron-lm-pr-6545-thrmma-annotation": (
         "cute_dsl_version_skew", "one line naming only the DSL module; the flash_attn.cute import that raised it "
                                  "is not in the paste"),
@@ -698,11 +695,6 @@ KNOWN_MISSES = {
         "unknown", "a V0 engine's tail of a LoRA traceback (activate_adapter, set_lora) ending in a tensor size "
                    "mismatch, with no speculative frame, flag or word in it; only the PR says the target's LoRA "
                    "adapter was applied to the draft model, whose layers have other sizes (not covered yet)"),
-    # round 180's tuning miss at its split commit's catalog
-    "unsupported_architecture/hf-deepseek-r1-gguf-d12-vllm-gguf-deepseek2-not-supported-yet": (
-        "unknown", "vLLM's own GGUF refusal \"GGUF model with architecture deepseek2 is not supported yet\" after the "
-                   "serve command of a .gguf file; the catalog names the GGUF loader's \"Unknown gguf model_type\" "
-                   "wording but not this one (not covered yet)"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.

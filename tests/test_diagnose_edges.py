@@ -4530,3 +4530,19 @@ def test_round_182_docker_without_an_nvidia_runtime_is_the_drivers(lines):
     assert d.cls == "driver_mismatch"
     assert "nvidia-ctk runtime configure" in d.fix
 
+
+
+@pytest.mark.parametrize("lines, cls", [
+    # round 180: the GGUF reader refusing an architecture it cannot map, under a worker's prefix and in a traceback
+    (["(APIServer pid=1) ERROR 02-01 10:00:00 [api_server.py:1] ValueError: GGUF model with architecture qwen3moe is "
+      "not supported yet."], "unsupported_architecture"),
+    (["Traceback (most recent call last):",
+      '  File "/usr/lib/python3/dist-packages/transformers/modeling_gguf_pytorch_utils.py", line 400, in '
+      "load_gguf_checkpoint",
+      "ValueError: GGUF model with architecture glm4moe is not supported yet."], "unsupported_architecture"),
+    # round 181: no config.json nor params.json where the model should be (a GGUF-only repo, a path one directory off)
+    (["Dec 04 03:10:01 b300 python3[4242]: ValueError: No supported config format found in /models/kimi-k2.6/weights"],
+     "checkpoint_incomplete"),
+])
+def test_rounds_180_and_181_a_gguf_architecture_refused_and_a_model_without_its_config(lines, cls):
+    assert diagnose("\n".join(lines)).cls == cls
