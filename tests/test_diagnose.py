@@ -7,11 +7,11 @@ crashlogs_heldout35/, crashlogs_heldout37/ .. crashlogs_heldout42/, crashlogs_he
 crashlogs_heldout51/, crashlogs_heldout53/ .. crashlogs_heldout60/, crashlogs_heldout64/ .. crashlogs_heldout68/,
 crashlogs_heldout71/ .. crashlogs_heldout74/, crashlogs_heldout76/ .. crashlogs_heldout107/, crashlogs_heldout109/ ..
 crashlogs_heldout128/, crashlogs_heldout130/ .. crashlogs_heldout140/, crashlogs_heldout142/ .. crashlogs_heldout150/
-crashlogs_heldout152/ .. crashlogs_heldout156/ and crashlogs_heldout158/ .. crashlogs_heldout168/, crashlogs_heldout170/
-.. crashlogs_heldout183/ hold real logs set aside (by a fixed rule, docs/diagnose.md) before the catalog was changed
-for them: they are diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures and
-of the one hundred and sixty-one held-out splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to
-63, 69, 70 or 75: those rounds made probes or tuning logs, not splits, or chose their logs for the misses:
+crashlogs_heldout152/ .. crashlogs_heldout156/, crashlogs_heldout158/ .. crashlogs_heldout168/, crashlogs_heldout170/
+.. crashlogs_heldout181/, crashlogs_heldout183/ and crashlogs_heldout184/ hold real logs set aside (by a fixed rule,
+docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures and
+of the one hundred and sixty-two held-out splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to
+63, 69, 70, 75 or 182: those rounds made probes or tuning logs, not splits, or chose their logs for the misses:
 crashlogs_gaps61 to 63, 70 and 182; round 75's were synthesized from the release's raise sites; nor 108: its two logs
 were cut by the collector's tool before their failure; nor 129, 141 and 169: their collectors found no log not already
 used; nor 151 and 157: their logs were doubted before the split) is printed in the terminal summary of every run.
@@ -120,7 +120,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout176", "crashlogs_heldout177",
                                                                  "crashlogs_heldout178", "crashlogs_heldout179",
                                                                  "crashlogs_heldout180", "crashlogs_heldout181",
-                                                                 "crashlogs_heldout183")]
+                                                                 "crashlogs_heldout183", "crashlogs_heldout184")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 # Held-out splits of rounds that chose logs because the diagnosis got them wrong (their collectors ran it first): split
 # by the same rule and never tuned on, but printed apart, so the measure above stays one of logs as users post them
@@ -279,6 +279,12 @@ def accuracy_report(request):
 # paste alone. Each is asserted to come out exactly as stated, so one that starts coming out right
 # (or wrong in another way) fails the test and this list must change with it.
 KNOWN_MISSES = {
+    # round 184's tuning misses at its split commit's catalog
+    "unsupported_architecture/qwen2-vl-123-gptq-int4-vllm-rope-scaling-factor-assert": (
+        "unknown", "a bare AssertionError on `assert \"factor\" in rope_scaling` in vLLM's max-len check; the same "
+                   "assert comes from a transformers/config rope_scaling key mismatch on a vLLM that has the model "
+                   "(unknown/qwen3-vl-497-vllm-061-rope-scaling-factor-assert), and only the maintainer's reply says "
+                   "this vLLM lacks Qwen2-VL"),
     "flash_attn_cute_missing/megatron-lm-pr-6545-thrmma-annotation": (
         "cute_dsl_version_skew", "one line naming only the DSL module; the flash_attn.cute import that raised it "
                                  "is not in the paste"),
