@@ -4524,6 +4524,8 @@ def test_rounds_137_and_139_a_batch_too_small_for_an_item_and_ptxas_quoted_short
     [" ✔ Container vllm-openai  Created", "Attaching to vllm-openai",
      'Error response from daemon: could not select device driver "nvidia" with capabilities: [[gpu]]'],
     ['Error response from daemon: could not select device driver "nvidia" with capabilities: [[compute utility]]'],
+    # copied from a terminal 80 columns wide, which cut the line inside "capabilities"
+    ['docker: Error response from daemon: could not select device driver "" with capab', "ilities: [[gpu]]."],
 ])
 def test_round_182_docker_without_an_nvidia_runtime_is_the_drivers(lines):
     d = diagnose("\n".join(lines))
