@@ -8,9 +8,9 @@ crashlogs_heldout51/, crashlogs_heldout53/ .. crashlogs_heldout60/, crashlogs_he
 crashlogs_heldout71/ .. crashlogs_heldout74/, crashlogs_heldout76/ .. crashlogs_heldout107/, crashlogs_heldout109/ ..
 crashlogs_heldout128/, crashlogs_heldout130/ .. crashlogs_heldout140/, crashlogs_heldout142/ .. crashlogs_heldout150/
 crashlogs_heldout152/ .. crashlogs_heldout156/, crashlogs_heldout158/ .. crashlogs_heldout168/, crashlogs_heldout170/ ..
-crashlogs_heldout181/, crashlogs_heldout183/ and crashlogs_heldout184/ hold real logs set aside (by a fixed rule,
+crashlogs_heldout181/, crashlogs_heldout183/ .. crashlogs_heldout185/ hold real logs set aside (by a fixed rule,
 docs/diagnose.md) before the catalog was changed for them: they are diagnosed for the accuracy tables only, never
-asserted on. The per-class accuracy of the fixtures and of the one hundred and sixty-two held-out splits (there is no
+asserted on. The per-class accuracy of the fixtures and of the one hundred and sixty-three held-out splits (there is no
 crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to 63, 69, 70, 75 or 182: those rounds made probes or tuning
 logs, not splits, or chose their logs for the misses: crashlogs_gaps61 to 63, 70 and 182; round 75's were synthesized
 from the release's raise sites; nor 108: its two logs were cut by the collector's tool before their failure; nor 129,
@@ -121,7 +121,8 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout176", "crashlogs_heldout177",
                                                                  "crashlogs_heldout178", "crashlogs_heldout179",
                                                                  "crashlogs_heldout180", "crashlogs_heldout181",
-                                                                 "crashlogs_heldout183", "crashlogs_heldout184")]
+                                                                 "crashlogs_heldout183", "crashlogs_heldout184",
+                                                                 "crashlogs_heldout185")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 # Held-out splits of rounds that chose logs because the diagnosis got them wrong (their collectors ran it first): split
 # by the same rule and never tuned on, but printed apart, so the measure above stays one of logs as users post them
@@ -703,6 +704,11 @@ KNOWN_MISSES = {
         "unknown", "a V0 engine's tail of a LoRA traceback (activate_adapter, set_lora) ending in a tensor size "
                    "mismatch, with no speculative frame, flag or word in it; only the PR says the target's LoRA "
                    "adapter was applied to the draft model, whose layers have other sizes (not covered yet)"),
+    # round 185's tuning misses at its split commit's catalog
+    "nccl_failure/vllm-4077-v040-bus-error-loading-vllm-nccl-so": (
+        "healthy", "vLLM 0.4.0's INFO line loading its pinned libnccl.so.2.18.1 from ~/.config/vllm/nccl, then the "
+                   "shell's '[1] <pid> bus error  python3', no traceback or NCCL error; only the maintainer says the "
+                   "library was an incomplete download (a bus error on loading a NCCL library is not covered yet)"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
