@@ -706,9 +706,10 @@ KNOWN_MISSES = {
                    "adapter was applied to the draft model, whose layers have other sizes (not covered yet)"),
     # round 185's tuning misses at its split commit's catalog
     "nccl_failure/vllm-4077-v040-bus-error-loading-vllm-nccl-so": (
-        "healthy", "vLLM 0.4.0's INFO line loading its pinned libnccl.so.2.18.1 from ~/.config/vllm/nccl, then the "
-                   "shell's '[1] <pid> bus error  python3', no traceback or NCCL error; only the maintainer says the "
-                   "library was an incomplete download (a bus error on loading a NCCL library is not covered yet)"),
+        "shm_too_small", "vLLM 0.4.0's INFO line loading its pinned libnccl.so.2.18.1 from ~/.config/vllm/nccl, then "
+                         "zsh's '[1] <pid> bus error  python3', no traceback or NCCL error: a bus error alone is "
+                         "/dev/shm's symptom, as bash's 'Bus error' is; only the maintainer says the library file was "
+                         "an incomplete download (a truncated file mapped into memory raises SIGBUS too)"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.

@@ -4548,3 +4548,30 @@ def test_round_182_docker_without_an_nvidia_runtime_is_the_drivers(lines):
 ])
 def test_rounds_180_and_181_a_gguf_architecture_refused_and_a_model_without_its_config(lines, cls):
     assert diagnose("\n".join(lines)).cls == cls
+
+
+@pytest.mark.parametrize("line", [
+    # round 185: zsh's words for a process a signal ended, lower case, in a job's notice and after its own name
+    "[1]    817166 bus error  python3 -m vllm.entrypoints.openai.api_server --model /models/k2",
+    "[1]  + 817166 illegal hardware instruction  python3 -m sglang.launch_server --model-path /models/k2",
+    "zsh: floating point exception  python3 -m sglang.launch_server",
+    "zsh: abort      python3 -m sglang.launch_server",
+    # and its notice of a job that exited non-zero
+    "[1]  - 817166 exit 1     python3 -m sglang.launch_server --model-path /models/k2",
+])
+def test_round_185_zsh_reports_a_dead_server_in_its_own_words(line):
+    d = diagnose("[2026-01-01 00:00:01] Load weight begin. avail mem=79.10 GB\n" + line)
+    assert not d.healthy and d.cls != "healthy"
+
+
+@pytest.mark.parametrize("lines, healthy", [
+    # after the ready line too; but not the exit code a program gives Ctrl-C (130) or SIGTERM (143), nor a clean exit
+    (["[1]    817166 illegal hardware instruction  python3 -m sglang.launch_server"], False),
+    (["[1]  + 817166 exit 130     python3 -m sglang.launch_server"], True),
+    (["[1]  + 817166 done       python3 -m sglang.launch_server"], True),
+    # trap: the word in a sentence is no signal
+    (["we abort a request that takes too long"], True),
+])
+def test_round_185_zsh_after_the_ready_line(lines, healthy):
+    ready = "[2026-01-01 00:00:05] The server is fired up and ready to roll!"
+    assert diagnose("\n".join([ready, *lines])).healthy is healthy

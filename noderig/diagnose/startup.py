@@ -39,7 +39,11 @@ _SIGNAL_IN_CHINESE = ("已杀死", "已放弃", "非法指令", "浮点数例外
 # A process killed by a signal, in the words the shell and Python print for it ("Illegal instruction",
 # "Bus error (core dumped)", "Fatal Python error: Bus error") and absl's failure handler's ("*** SIGBUS
 # received at time=..."); in their own case, so a PCIe report ("PCIe Bus Error: severity=Corrected") is none.
+# zsh says the same in its own words, lower case, in a job's notice ("[1]    817166 bus error  python3 ...") or after its
+# name ("zsh: illegal hardware instruction  python3 ..."); its "segmentation fault" and "killed" are read below anyway
+_ZSH_JOB = r"(^\s*\[\d+\]\s+([+-]\s+)?\d+\s+|^\s*zsh: )"
 _SIGNAL = (r"(?-i:\b(Illegal instruction|Bus error|Floating point exception)\b(?!:))|"
+           r"(?-i:" + _ZSH_JOB + r"(bus error|illegal hardware instruction|floating point exception|abort)\b)|"
            r"\*\*\* SIG[A-Z]+ received at time=|"
            # torch's own signal handler ("!!!!!!! Segfault encountered !!!!!!!"); the driver losing the GPU
            # ("NVRM: ... has fallen off the bus and is not responding to commands", Xid 79)
@@ -109,17 +113,19 @@ SGLANG_EXCEPTION_RECORD = r"(?:Scheduler|DataParallelController|DetokenizerManag
 # 848532 terminated with 255"); exit code 0 is a clean stop.
 _SGLANG_DEATH = (SGLANG_EXCEPTION_RECORD + r"|Received sigquit|SIGQUIT received|"
                  r"\bScheduler or DataParallelController \d+ terminated with -?[1-9]")
-# A process that exited non-zero, as what ran it reports it: a shell's, a CI runner's or Go's "exit status 1",
-# kubectl's "Exit Code: 137", docker ps's "Exited (1) 10 seconds ago" ("Exited (0)" is a clean exit), compose's
-# "vllm-1 exited with code 1", an IDE's "Process finished with exit code 1", VS Code's "terminated with exit code: 1",
-# PM2's "exited with code [1]", bash's job report ("[1]+  Exit 1    python -m ..."), make's "make: *** [serve] Error 1",
-# GitLab's "Job failed: exit code 1"; and a process killed or given up on by its supervisor: the kubelet's "Container
-# vllm failed liveness probe, will be restarted", systemd's "Start request repeated too quickly".
+# A process that exited non-zero, as what ran it reports it: a shell's, a CI runner's or Go's "exit status 1", kubectl's
+# "Exit Code: 137", docker ps's "Exited (1) 10 seconds ago" ("Exited (0)" is a clean exit), compose's "vllm-1 exited
+# with code 1", an IDE's "Process finished with exit code 1", VS Code's "terminated with exit code: 1", PM2's "exited
+# with code [1]", bash's job report ("[1]+  Exit 1    python -m ...") and zsh's ("[1]  + 8171 exit 1 ..."; not its 130
+# or 143, an operator's Ctrl-C or SIGTERM that the program turned into its exit code), make's "make: *** [serve] Error
+# 1", GitLab's "Job failed: exit code 1"; and a process killed or given up on by its supervisor: the kubelet's
+# "Container vllm failed liveness probe, will be restarted", systemd's "Start request repeated too quickly".
 # Before the ready line any non-zero code; after it (DEATH) not the codes of the SIGINT and SIGTERM an operator stops a
 # server with: a shell's 130 and 143, Python's -2 and -15 for a child a signal ended.
 _EXIT_VERBS = r"\b(exit(ed)?|finished|crashed|died|terminated) with (an? )?(exit )?(code|status):? \[?"
 _EXITED = (r"\bexit status [1-9]|^\s*Exit Code:\s+[1-9]|(?-i:\bExited \((?!0\))-?\d+\)(\s|$))|"
            r"^\s*\[\d+\][+-]?\s+Exit [1-9]\d*\b|^\s*g?make(\[\d+\])?: \*\*\* .*\bError [1-9]\d*\s*$|"
+           r"(?-i:" + _ZSH_JOB + r"exit (?!(130|143)\b)[1-9]\d*\b)|"
            r"failed with (an? )?exit (code|status):? \[?-?[1-9]|\bfailed: exit (code|status):? -?[1-9]|"
            r"\bfailed liveness probe, will be restarted\b|\bStart request repeated too quickly\b|")
 _EXITED_BEFORE_READY = _EXITED + _EXIT_VERBS + r"-?[1-9]"
@@ -206,7 +212,7 @@ _FAILURE_WORDS = ("error", "exception", "exit", "interrupt", "traceback", "fatal
                   "critical", "assert", "terminate", "what()", "signal", "panicked", "crash", "unexpectedly",
                   "return code", "returncode", "unwrap", "not found", "no such file", "permission denied", "resource",
                   "kernel image", "insufficient", "illegal memory", "launch failure", "display driver",
-                  "illegal instruction", "bus error", "received at time", "segfault", "fallen off", "corrupt",
+                  "illegal instruction", "hardware instruction", "bus error", "received at time", "segfault", "fallen off", "corrupt",
                   "smashing", "floating point", "no module named", "unknown command", "can't open file",
                   "for too long", "did not become", "repeated too quickly", "cannot find -l",
                   "closed by remote peer", "size of tensor", "sizes of tensors",
