@@ -704,7 +704,7 @@ KNOWN_MISSES = {
         "unknown", "a V0 engine's tail of a LoRA traceback (activate_adapter, set_lora) ending in a tensor size "
                    "mismatch, with no speculative frame, flag or word in it; only the PR says the target's LoRA "
                    "adapter was applied to the draft model, whose layers have other sizes (not covered yet)"),
-    # round 185's tuning misses at its split commit's catalog
+    # round 185's tuning miss (healthy at its split commit's catalog; a wrong class since zsh's bus error is read)
     "nccl_failure/vllm-4077-v040-bus-error-loading-vllm-nccl-so": (
         "shm_too_small", "vLLM 0.4.0's INFO line loading its pinned libnccl.so.2.18.1 from ~/.config/vllm/nccl, then "
                          "zsh's '[1] <pid> bus error  python3', no traceback or NCCL error: a bus error alone is "

@@ -212,8 +212,8 @@ _FAILURE_WORDS = ("error", "exception", "exit", "interrupt", "traceback", "fatal
                   "critical", "assert", "terminate", "what()", "signal", "panicked", "crash", "unexpectedly",
                   "return code", "returncode", "unwrap", "not found", "no such file", "permission denied", "resource",
                   "kernel image", "insufficient", "illegal memory", "launch failure", "display driver",
-                  "illegal instruction", "hardware instruction", "bus error", "received at time", "segfault", "fallen off", "corrupt",
-                  "smashing", "floating point", "no module named", "unknown command", "can't open file",
+                  "illegal instruction", "hardware instruction", "bus error", "received at time", "segfault",
+                  "fallen off", "corrupt", "smashing", "floating point", "no module named", "unknown command", "can't open file",
                   "for too long", "did not become", "repeated too quickly", "cannot find -l",
                   "closed by remote peer", "size of tensor", "sizes of tensors",
                   *(w.lower() for w in _SIGNAL_IN_LOCALE + _SIGNAL_IN_CHINESE))
