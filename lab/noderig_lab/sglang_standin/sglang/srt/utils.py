@@ -31,7 +31,9 @@ def time_scale() -> float:
 
 
 def standin_sleep(seconds: float) -> None:
-    """Stand-in for real work (weight loading, graph capture); tests shrink it with the env var."""
+    """Stand-in for real work (weight loading, graph capture); tests shrink or stretch it with the env var.
+    At scale 1 a start-up sleeps about 0.6 s in all (a real one takes minutes): what the lab exercises is the
+    order of its steps and the windows between them, and every deploy in the test suite waits for it."""
     time.sleep(seconds * time_scale())
 
 

@@ -88,7 +88,7 @@ class ModelRunner:
 
     def init_torch_distributed(self):
         logger.info("Init torch distributed begin.")
-        standin_sleep(0.1)
+        standin_sleep(0.04)
         used = self.gpu.use(0.37 if self.server_args.tp_size > 1 else 0.0)
         logger.info(f"Init torch distributed ends. mem usage={used:.2f} GB")
 
@@ -102,7 +102,7 @@ class ModelRunner:
             self.model = model_class_for(config.architecture)(config.text_config)
         files = list_safetensors_files(config.model_path)
         show_progress = self.tp_rank == 0 and not self.is_draft_worker
-        load_seconds = 0.15 if self.is_draft_worker else 0.35
+        load_seconds = 0.06 if self.is_draft_worker else 0.14
         self.model.load_weights(safetensors_weights_iterator(files, show_progress, load_seconds / len(files)))
         real_gb = sum(os.path.getsize(path) for path in files) / 1e9
         weights_gb = max(real_gb, NOMINAL_WEIGHTS_GB.get(config.architecture, 0.0)) / self.server_args.tp_size
@@ -120,7 +120,7 @@ class ModelRunner:
         kv_gb = max(1.0, static_budget)
         self.max_total_num_tokens = self.server_args.max_total_tokens or int(kv_gb * 1e9 // per_token)
         kv_gb = self.gpu.use(self.max_total_num_tokens * per_token / 1e9)
-        standin_sleep(0.1)
+        standin_sleep(0.04)
         if self.model_config.is_mla:
             logger.info(f"KV Cache is allocated. #tokens: {self.max_total_num_tokens}, KV size: {kv_gb:.2f} GB")
         else:
@@ -169,7 +169,7 @@ class ModelRunner:
         # Each batch size runs once before it is recorded, the largest first: its activations
         # must fit beside the static pool.
         self.gpu.need(DRAFT_CAPTURE_ACTIVATIONS_GB if self.is_draft_worker else CAPTURE_ACTIVATIONS_GB)
-        standin_sleep(0.3 if self.is_draft_worker else 0.5)
+        standin_sleep(0.12 if self.is_draft_worker else 0.2)
         self.gpu.use(0.02 * len(batch_sizes) + 0.4)
 
     def forward(self, batch: ForwardBatch):
