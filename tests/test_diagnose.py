@@ -710,13 +710,6 @@ KNOWN_MISSES = {
                          "zsh's '[1] <pid> bus error  python3', no traceback or NCCL error: a bus error alone is "
                          "/dev/shm's symptom, as bash's 'Bus error' is; only the maintainer says the library file was "
                          "an incomplete download (a truncated file mapped into memory raises SIGBUS too)"),
-    # round 186's tuning logs at its split commit's catalog (chosen because they read unknown; the next commit names them)
-    **{f"driver_mismatch/{stem}": ("unknown", "a container engine that cannot resolve the NVIDIA devices a container asks "
-                                              "for from its CDI spec: no signature yet")
-       for stem in ("nvidia-container-toolkit-885-rootless-podman-stale-cdi-spec-renderd129",
-                    "ramalama-pr-954-no-cdi-spec-unresolvable-gpu-all",
-                    "nvidia-container-toolkit-1239-gpu-operator-cdi-spec-missing-device-kubelet",
-                    "instill-model-backend-pr-538-cpu-host-cdi-gpu-all-unresolvable")},
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.

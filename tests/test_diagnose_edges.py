@@ -4575,3 +4575,30 @@ def test_round_185_zsh_reports_a_dead_server_in_its_own_words(line):
 def test_round_185_zsh_after_the_ready_line(lines, healthy):
     ready = "[2026-01-01 00:00:05] The server is fired up and ready to roll!"
     assert diagnose("\n".join([ready, *lines])).healthy is healthy
+
+
+@pytest.mark.parametrize("lines", [
+    # round 186: an engine that attaches GPUs by CDI finding no device of that name in its spec: podman (a GPU by index,
+    # behind the command), a kubelet's event of containerd's error (a GPU by UUID, its own kind), Docker in CDI mode
+    ["$ podman run --rm --device nvidia.com/gpu=1 nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04 nvidia-smi",
+     "Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=1"],
+    ["  Warning  Failed  3s  kubelet  Error: failed to create containerd task: failed to create shim task: OCI runtime "
+     "create failed: error modifying OCI spec: failed to inject CDI devices: unresolvable CDI devices "
+     "k8s.device-plugin.nvidia.com/gpu=GPU-0a1b2c3d-0000-1111-2222-333344445555"],
+    ["docker: Error response from daemon: CDI device injection failed: unresolvable CDI devices nvidia.com/gpu=all."],
+    # a spec that names a device node the host no longer has
+    ['Error: setting up CDI devices: failed to inject devices: failed to stat CDI host device "/dev/nvidia3": no such '
+     "file or directory"],
+])
+def test_round_186_a_gpu_the_cdi_spec_does_not_give_is_the_drivers(lines):
+    d = diagnose("\n".join(lines))
+    assert d.cls == "driver_mismatch"
+    assert "nvidia-ctk cdi generate" in d.fix
+
+
+def test_round_186_the_cdi_tools_own_listing_is_no_failure():
+    # nvidia-ctk listing the devices it finds, and a podman run that answers: a working set-up's words
+    lines = ["$ nvidia-ctk cdi list", "INFO[0000] Found 3 CDI devices", "nvidia.com/gpu=0", "nvidia.com/gpu=all",
+             "$ podman run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L",
+             "GPU 0: NVIDIA B300 (UUID: GPU-0a1b2c3d-0000-1111-2222-333344445555)"]
+    assert diagnose("\n".join(lines)).cls == "healthy"
