@@ -27,8 +27,14 @@ TRACES = (("the venv was copied", f"test -e {VENV}"), ("a package was installed"
 
 
 def traces(lab) -> list[str]:
-    """What of a deploy is on b300: the venv, a package, a checkpoint (none, on a bare host)."""
-    return [what for what, check in TRACES if lab.run("b300", check, check=False).returncode == 0]
+    """What of a deploy is on b300: the venv, a package, a checkpoint (none, on a bare host). A check that could not
+    run (ssh failed: 255) is an error, never "nothing there"."""
+    found = []
+    for what, check in TRACES:
+        code = lab.run("b300", check, check=False).returncode
+        assert code in (0, 1), f"could not check on b300 whether {what.split(' was ')[0]} is there: exit {code}"
+        found += [what] if code == 0 else []
+    return found
 
 
 def untouched(lab) -> None:
