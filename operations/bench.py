@@ -27,7 +27,6 @@ from pathlib import Path
 from pyinfra.api import Config, State
 from pyinfra.api.command import QuoteString, StringCommand
 from pyinfra.context import ctx_inventory, ctx_state
-from pyinfra_cli.inventory import make_inventory
 
 from noderig import benchmark as bm
 from noderig.errors import NoderigError, redact
@@ -105,6 +104,11 @@ STOP = StopRequest()  # one per process, as signal handlers are
 
 def load_targets(inventory_path: Path, limit: list[str] | None) -> list:
     """The inventory's ``targets`` (or the hosts ``limit`` names), connected over SSH."""
+    # Imported here: pyinfra_cli patches gevent into the whole process when imported, as its CLI
+    # needs for SSH. Only a bench run loads an inventory; a module that merely imports this one (a
+    # test under pytest-xdist, whose worker waits on real threads) must not be patched.
+    from pyinfra_cli.inventory import make_inventory
+
     state = State(check_for_changes=False)
     state.cwd = str(ROOT)
     ctx_state.set(state)  # pyinfra executes the inventory file in its own context

@@ -3,7 +3,8 @@ session and shares its hosts across tests; a test that needs a pristine host res
 its overlay, ~2 s) instead of rebuilding the lab.
 
 The lab tier needs root: a run that selects lab tests without root fails with a sentence
-(never a green run that skipped them); leave the tier out with ``-m "not lab"``.
+(never a green run that skipped them); leave the tier out with ``-m "not lab"``. Under
+pytest-xdist every lab test runs on one worker (tests/lab_worker.py, registered below).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests import lab_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,28 +34,18 @@ def pytest_make_parametrize_id(config, val, argname):
 
 
 def pytest_configure(config):
-    """Under mutation testing (scripts/mutation), keep the active mutant in this process only.
+    """The lab tier's rules (root; one worker) come from tests/lab_worker.py.
+
+    Under mutation testing (scripts/mutation), keep the active mutant in this process only.
     mutmut names it in MUTANT_UNDER_TEST, which every child inherits; a node script that a
     test copies out of the tree and runs (the launcher, the verifier) then loads mutmut's
     trampolines in a directory with no mutmut configuration and dies before it runs. Such a
     script runs as __main__, where no mutant applies anyway, so the child needs no name."""
+    config.pluginmanager.register(lab_worker, "noderig-lab-worker")
     name = os.environ.pop("MUTANT_UNDER_TEST", None)
     if name is not None:
         from mutmut.mutation import trampoline
         trampoline._mutant_under_test = name
-
-
-@pytest.hookimpl(trylast=True)  # after -m deselected what it leaves out
-def pytest_collection_modifyitems(config, items):
-    """A run that selects lab tests needs root: without it the run fails with a sentence
-    instead of skipping them and passing green (leave the tier out with -m "not lab")."""
-    if os.geteuid() == 0:
-        return
-    lab_tests = [item for item in items if "lab" in item.keywords]
-    if lab_tests:
-        raise pytest.UsageError(
-            f"{len(lab_tests)} lab test(s) selected, and the lab tier boots containers, which needs root: "
-            'run as root (sudo scripts/test), or leave the lab tier out explicitly with -m "not lab"')
 
 
 @pytest.fixture(scope="session")
