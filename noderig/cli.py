@@ -77,6 +77,10 @@ def cmd_bench(args) -> int:
     root = str(Path(__file__).resolve().parents[1])
     if root not in sys.path:
         sys.path.insert(0, root)
+    # pyinfra's CLI patches gevent into the process when imported, as pyinfra's SSH needs. Here, before the
+    # benchmark starts any thread (rich's live display): patched later, their locks break. operations.bench leaves it
+    # to this entry, so that merely importing it patches nothing (a pytest-xdist worker waits on real threads).
+    import pyinfra_cli  # noqa: F401
     from operations.bench import run_bench
 
     from .benchmark import BenchError

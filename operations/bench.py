@@ -104,9 +104,8 @@ STOP = StopRequest()  # one per process, as signal handlers are
 
 def load_targets(inventory_path: Path, limit: list[str] | None) -> list:
     """The inventory's ``targets`` (or the hosts ``limit`` names), connected over SSH."""
-    # Imported here: pyinfra_cli patches gevent into the whole process when imported, as its CLI
-    # needs for SSH. Only a bench run loads an inventory; a module that merely imports this one (a
-    # test under pytest-xdist, whose worker waits on real threads) must not be patched.
+    # Imported here: pyinfra_cli patches gevent into the process when imported. `noderig bench`
+    # imports it before any thread starts (noderig/cli.py); merely importing this module must not.
     from pyinfra_cli.inventory import make_inventory
 
     state = State(check_for_changes=False)

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from noderig import benchmark as bm
 from operations import bench as ob
+from tests.conftest import ROOT
 
 INVENTORY_DATA = {"tp_size": 8, "speculative": "ddtree", "served_model_name": "kimi", "server_port": 30000}
 NODE_FACTS = {"gpu_model": "NVIDIA B300", "gpu_count": 8, "sglang_version": "0.5.9", "bench_serving": True,
@@ -181,3 +183,18 @@ def test_review5_a_ctrl_c_before_the_first_host_leaves_the_handlers_as_they_were
                      out_dir=tmp_path / "out", tokenizer=None)
     assert {sig: signal.getsignal(sig) for sig in ob.STOP_SIGNALS} == before
     ob.STOP.signal_name = None
+
+
+def test_the_bench_command_patches_gevent_before_the_benchmark_starts_and_importing_it_does_not():
+    # pyinfra's SSH needs gevent's patches; applied after the benchmark started a thread (rich's live
+    # display), they break its locks ("cannot release un-acquired lock"). In a child: patching is for good.
+    probe = ("import sys, argparse, gevent.monkey as m\n"
+             "import operations.bench as ob\n"
+             "print('after import', m.is_module_patched('threading'))\n"
+             "ob.run_bench = lambda *a, **k: print('at run', m.is_module_patched('threading')) or 0\n"
+             "from noderig import cli\n"
+             "sys.exit(cli.cmd_bench(argparse.Namespace(inventory='inv.py', limit=None, workload=None,"
+             " workloads=None, layouts=None, out=None, tokenizer=None)))\n")
+    res = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split("\n")[:2] == ["after import False", "at run True"], res.stdout + res.stderr[-2000:]
