@@ -713,9 +713,6 @@ KNOWN_MISSES = {
                          "/dev/shm's symptom, as bash's 'Bus error' is; only the maintainer says the library file was "
                          "an incomplete download (a truncated file mapped into memory raises SIGBUS too)"),
     # round 188's tuning misses at its split commit's catalog
-    "unsupported_gpu_arch/vllm-pr49093-sm120-flashinfer-trtllm-mm-fp4-backend-unsupported": (
-        "unknown", "FlashInfer's BackendSupportedError refusing a backend 'with compute capability 120': the words "
-                   "that name the capability come after the backend's name, where no signature reads them yet"),
     "unsupported_gpu_arch/vllm-recipes-836-gb10-nemotron-fp8-kv-cudnn-fp8-gemm-sm100-path": (
         "unknown", "a cuDNN execution failure under FlashInfer's fp8_gemm_sm100 frame; nothing in the paste says the "
                    "GPU is a GB10 (sm_121), so the SM100-only path is the reporter's finding, not the log's"),

@@ -4602,3 +4602,21 @@ def test_round_186_the_cdi_tools_own_listing_is_no_failure():
              "$ podman run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L",
              "GPU 0: NVIDIA B300 (UUID: GPU-0a1b2c3d-0000-1111-2222-333344445555)"]
     assert diagnose("\n".join(lines)).cls == "healthy"
+
+
+@pytest.mark.parametrize("line", [
+    # round 188: FlashInfer's backend check refusing the GPU for one backend of an op, raised alone, relayed by vLLM's
+    # engine core, and in the shorter wording of another release ("with capability 120")
+    "BackendSupportedError: mm_fp4 does not support backend 'trtllm' with compute capability 120",
+    "(EngineCore_DP0 pid=812) ERROR 08-02 10:11:12 [core.py:708] flashinfer.utils.BackendSupportedError: bmm_fp8 does "
+    "not support backend 'cutlass' with compute capability 121",
+    "RuntimeError: mm_fp4 does not support backend 'cute-dsl' with capability 120",
+])
+def test_round_188_a_kernel_backend_refusing_the_gpus_capability_is_the_gpu_arch(line):
+    assert diagnose(line).cls == "unsupported_gpu_arch"
+
+
+def test_round_188_a_backend_refused_for_another_reason_is_not_the_gpu_arch():
+    # the same check refusing a backend for the inputs it was given says nothing of the GPU
+    line = "BackendSupportedError: mm_fp4 does not support backend 'cudnn' for the given inputs"
+    assert diagnose(line).cls != "unsupported_gpu_arch"
