@@ -722,9 +722,6 @@ KNOWN_MISSES = {
                                "the reporter's reading of vLLM's CMakeLists says an SM100 kernel was referenced in an "
                                "SM12x build that never compiled it (a build bug fixed in vLLM)"),
     # round 190's tuning misses at its split commit's catalog
-    "kernel_abi_mismatch/flash-attention-236-dropout-layer-norm-built-for-older-torch": (
-        "unknown", "an extension failing to load libtorch_cuda_cu.so, a library torch 2.0 removed: no signature reads a "
-                   "missing torch library yet"),
     "kernel_abi_mismatch/dynamo-pr8645-sglang-image-mooncake-missing-libjsoncpp25": (
         "unknown", "mooncake's bindings missing a system library (libjsoncpp.so.25); the same ImportError for another "
                    "library is an engine's packaging bug (unknown/tensorrt-llm-7263-bindings-libpython-so-cannot-open)"),

@@ -4620,3 +4620,20 @@ def test_round_188_a_backend_refused_for_another_reason_is_not_the_gpu_arch():
     # the same check refusing a backend for the inputs it was given says nothing of the GPU
     line = "BackendSupportedError: mm_fp4 does not support backend 'cudnn' for the given inputs"
     assert diagnose(line).cls != "unsupported_gpu_arch"
+
+
+@pytest.mark.parametrize("line", [
+    # round 190: an extension linked against one of torch's own libraries that the installed torch does not have: one
+    # torch 2.0 removed (libtorch_cuda_cu.so, built for 1.x), or torch's core library not where the extension looks
+    "ImportError: libtorch_cuda_cu.so: cannot open shared object file: No such file or directory",
+    "ImportError: libtorch_cuda_cpp.so: cannot open shared object file: No such file or directory",
+    "OSError: libc10_cuda.so: cannot open shared object file: No such file or directory",
+])
+def test_round_190_an_extension_that_cannot_find_torchs_libraries_is_the_abi(line):
+    assert diagnose(line).cls == "kernel_abi_mismatch"
+
+
+def test_round_190_a_cuda_runtime_library_missing_stays_the_toolkits():
+    # the CUDA runtime is the toolkit's library, not torch's: its own class, as before
+    line = "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory"
+    assert diagnose(line).cls == "toolkit_misconfigured"
