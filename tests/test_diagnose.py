@@ -8,11 +8,11 @@ crashlogs_heldout51/, crashlogs_heldout53/ .. crashlogs_heldout60/, crashlogs_he
 crashlogs_heldout71/ .. crashlogs_heldout74/, crashlogs_heldout76/ .. crashlogs_heldout107/, crashlogs_heldout109/ ..
 crashlogs_heldout128/, crashlogs_heldout130/ .. crashlogs_heldout140/, crashlogs_heldout142/ .. crashlogs_heldout150/
 crashlogs_heldout152/ .. crashlogs_heldout156/, crashlogs_heldout158/ .. crashlogs_heldout168/, crashlogs_heldout170/ ..
-crashlogs_heldout181/, crashlogs_heldout183/ .. crashlogs_heldout185/, crashlogs_heldout187/ .. crashlogs_heldout191/,
-crashlogs_heldout193/ hold real logs set aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for
+crashlogs_heldout181/, crashlogs_heldout183/ .. crashlogs_heldout185/, crashlogs_heldout187/ .. crashlogs_heldout193/
+hold real logs set aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for
 them: they are diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of
-the one hundred and sixty-nine held-out splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to
-63, 69, 70, 75, 182, 186 or 192: those rounds made probes or tuning logs, not splits, or chose their logs for the
+the one hundred and seventy held-out splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to
+63, 69, 70, 75, 182 or 186: those rounds made probes or tuning logs, not splits, or chose their logs for the
 misses: crashlogs_gaps61 to 63, 70, 182 and 186; round 75's were synthesized from the release's raise sites; nor 108:
 its two logs were cut by the collector's tool before their failure; nor 129, 141 and 169: their collectors found no log
 not already used; nor 151 and 157: their logs were doubted before the split) is printed in the terminal summary of
@@ -126,7 +126,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout185", "crashlogs_heldout187",
                                                                  "crashlogs_heldout188", "crashlogs_heldout189",
                                                                  "crashlogs_heldout190", "crashlogs_heldout191",
-                                                                 "crashlogs_heldout193")]
+                                                                 "crashlogs_heldout192", "crashlogs_heldout193")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 # Held-out splits of rounds that chose logs because the diagnosis got them wrong (their collectors ran it first): split
 # by the same rule and never tuned on, but printed apart, so the measure above stays one of logs as users post them
@@ -741,6 +741,17 @@ KNOWN_MISSES = {
     "unsupported_architecture/sglang-18819-ministral3-keyerror-transformers-too-old": (
         "unknown", "a bare KeyError: 'ministral3', the whole paste: a model_type's name is not told from any other "
                    "dictionary key without the frames or the words around it"),
+    # round 192's tuning misses at its split commit's catalog
+    "nccl_failure/aws-do-eks-pr50-vllm-lws-gloo-loopback-fallback": (
+        "unknown", "Gloo falling back to the loopback address, then 'Gloo connectFullMesh failed': no signature reads "
+                   "Gloo's own transport failures yet"),
+    "nccl_failure/aws-do-eks-pr51-vllm-lws-gloo-socket-ifname-exclusion-syntax": (
+        "unknown", "Gloo's TCP device enforce ('Unable to find address for: ^lo'): the same"),
+    "nccl_failure/aws-do-eks-pr69-vllm-disagg-pp2-gloo-loopback-hostnetwork": (
+        "unknown", "'Gloo connectFullMesh failed ... remote=[127.0.0.1]': the same"),
+    "nccl_failure/vllm-pr56193-custom-allreduce-ipc-expandable-segments-tp": (
+        "unknown", "custom all-reduce's CUDACHECK failing with 'invalid argument' (VMM buffers under expandable "
+                   "segments): only its 'peer access is not supported' wording is read"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
