@@ -741,17 +741,6 @@ KNOWN_MISSES = {
     "unsupported_architecture/sglang-18819-ministral3-keyerror-transformers-too-old": (
         "unknown", "a bare KeyError: 'ministral3', the whole paste: a model_type's name is not told from any other "
                    "dictionary key without the frames or the words around it"),
-    # round 192's tuning misses at its split commit's catalog
-    "nccl_failure/aws-do-eks-pr50-vllm-lws-gloo-loopback-fallback": (
-        "unknown", "Gloo falling back to the loopback address, then 'Gloo connectFullMesh failed': no signature reads "
-                   "Gloo's own transport failures yet"),
-    "nccl_failure/aws-do-eks-pr51-vllm-lws-gloo-socket-ifname-exclusion-syntax": (
-        "unknown", "Gloo's TCP device enforce ('Unable to find address for: ^lo'): the same"),
-    "nccl_failure/aws-do-eks-pr69-vllm-disagg-pp2-gloo-loopback-hostnetwork": (
-        "unknown", "'Gloo connectFullMesh failed ... remote=[127.0.0.1]': the same"),
-    "nccl_failure/vllm-pr56193-custom-allreduce-ipc-expandable-segments-tp": (
-        "unknown", "custom all-reduce's CUDACHECK failing with 'invalid argument' (VMM buffers under expandable "
-                   "segments): only its 'peer access is not supported' wording is read"),
 }
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
@@ -3234,8 +3223,10 @@ def test_a_message_pasted_alone_that_refuses_is_a_failure_its_tokens_name(lines,
 
 
 @pytest.mark.parametrize("lines, cls", [
-    # vLLM's CUDACHECK in its custom all-reduce prints this and exits: a failure whatever CUDA said (round 83)
-    (["Failed: Cuda error /v/csrc/custom_all_reduce.cuh:307 'invalid argument'"], "unknown"),
+    # vLLM's CUDACHECK in its custom all-reduce prints this and exits: a failure whatever CUDA said (round 83); an
+    # 'invalid argument' there is its buffers failing to be shared (round 192: the collectives' set-up, below)
+    (["Failed: Cuda error /v/csrc/custom_all_reduce.cuh:307 'unspecified launch failure'"], "unknown"),
+    (["Failed: Cuda error /v/csrc/custom_all_reduce.cuh:307 'invalid argument'"], "nccl_failure"),
     # two GPUs without peer access under a custom all-reduce (or NCCL's P2P): the collectives' set-up failed
     (["[gpu_id=0] Set cuda device.", "[gpu_id=1] Set cuda device.", "[gpu_id=0] Init nccl begin.",
       "Failed: Cuda error /v/csrc/custom_all_reduce.cuh:307 'peer access is not supported between these two devices'"],

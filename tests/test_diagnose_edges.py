@@ -4637,3 +4637,36 @@ def test_round_190_a_cuda_runtime_library_missing_stays_the_toolkits():
     # the CUDA runtime is the toolkit's library, not torch's: its own class, as before
     line = "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory"
     assert diagnose(line).cls == "toolkit_misconfigured"
+
+
+@pytest.mark.parametrize("lines", [
+    # round 192: torch.distributed's Gloo backend failing to connect its ranks (a pod whose host name resolves only to
+    # the loopback address under hostNetwork), in torch's words with the pair's detail, and as SGLang relays it
+    [("RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error")],
+    ["[2026-03-01 10:00:02 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+     "RuntimeError: Gloo connectFullMesh failed with [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:152] timed "
+     "out connecting: SO_ERROR: Connection refused, remote=[127.0.0.1]:29511"],
+    # Gloo given an interface it cannot find (NCCL's exclusion syntax in GLOO_SOCKET_IFNAME, or a name the pod lacks)
+    ["RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/tcp/device.cc:84] ifa != nullptr. Unable "
+     "to find address for: eth7"],
+    # custom all-reduce's CUDA check failing while it shares its buffers (VMM-backed under expandable segments)
+    ["(VllmWorker TP1 pid=812) Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:164 'invalid argument'",
+     "(EngineCore_DP0 pid=700) ERROR Worker proc VllmWorker-1 died unexpectedly (exit code: None)"],
+])
+def test_round_192_the_ranks_failing_to_connect_or_share_buffers_is_the_collectives(lines):
+    assert diagnose("\n".join(lines)).cls == "nccl_failure"
+
+
+@pytest.mark.parametrize("line, expected", [
+    # Gloo's loopback fallback alone is a warning a working single-node start prints too
+    ("[W socket.cpp:697] Warning: Unable to resolve hostname to a (local) address. Using the loopback address as "
+     "fallback. Manually set the network interface to bind to with GLOO_SOCKET_IFNAME. (function operator())",
+     "healthy"),
+    # custom all-reduce's check reporting a GPU out of memory is the memory's
+    ("Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:307 'out of memory'", "cuda_oom"),
+    # a socket family the process may not open (a unit's RestrictAddressFamilies) is not the network between the ranks
+    ("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:184] rv != -1. -1 vs -1. Address "
+     "family not supported by protocol", "unknown"),
+])
+def test_round_192_what_stays_apart_from_the_collectives(line, expected):
+    assert diagnose(line).cls == expected
