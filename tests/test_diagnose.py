@@ -734,9 +734,6 @@ KNOWN_MISSES = {
         "unknown", "a KeyError on a '.qweight' tensor in the model's load_weights: vLLM 0.2 loading an AWQ checkpoint "
                    "without --quantization awq; the same KeyError on a quantized tensor's name is an engine's bug "
                    "elsewhere (unknown/vllm-ascend-12675-deepseek-v4-flash-keyerror-indexer-weight-scale)"),
-    "invalid_server_args/vllm-pr1112-smoothquant-int8-with-quantization-awq-no-config": (
-        "checkpoint_incomplete", "vLLM's 'Cannot find the config file for awq': --quantization awq given for a "
-                                 "checkpoint that was not quantized with AWQ, read as a missing file"),
     "nccl_failure/sglang-6894-mooncake-rdma-register-memory-invalid-argument": (
         "unknown", "Mooncake's RDMA memory registration failing ('Failed to register memory ...: Invalid argument') "
                    "under SGLang's PD disaggregation: a transfer engine's NIC set-up no signature names yet"),
@@ -767,9 +764,6 @@ KNOWN_MISSES = {
 
 # Fixtures named right only by the key-token tier (confidence below 0.5), and why: each asserted exactly.
 KNOWN_LOW_CONFIDENCE = {
-    # round 199: an invalid_server_args tuning log the tier names checkpoint_incomplete (a miss, in KNOWN_MISSES too)
-    "invalid_server_args/vllm-pr1112-smoothquant-int8-with-quantization-awq-no-config": (
-        "a miss: 'Cannot find the config file for awq' gives a missing file's words their points"),
     # the thirty-seventh round: an unknown tuning log the tier names cuda_graph_capture (a miss, in KNOWN_MISSES too)
     "unknown/sglang-26987-dsv4-pro-b300-graph-replay-illegal-memory-xid31": (
         "a miss: CUDA graph replay words in a three-line summary of a crash after 1.5 days give the capture class "

@@ -4670,3 +4670,21 @@ def test_round_192_the_ranks_failing_to_connect_or_share_buffers_is_the_collecti
 ])
 def test_round_192_what_stays_apart_from_the_collectives(line, expected):
     assert diagnose(line).cls == expected
+
+
+@pytest.mark.parametrize("lines", [
+    # round 199: --quantization awq given for a checkpoint AWQ never quantized, as vLLM 0.2 raised it in a Ray worker
+    ["  File \"/usr/local/lib/python3.8/dist-packages/vllm/model_executor/weight_utils.py\", line 107, in get_quant_config",
+     "    raise ValueError(f\"Cannot find the config file for {quantization}\")",
+     "ValueError: Cannot find the config file for awq"],
+    ["ValueError: Cannot find the config file for gptq"],
+])
+def test_round_199_a_quantization_flag_the_checkpoint_lacks_is_the_arguments(lines):
+    assert diagnose("\n".join(lines)).cls == "invalid_server_args"
+
+
+def test_round_199_a_missing_config_json_stays_the_checkpoints():
+    # the checkpoint's own config file missing is a download or layout at fault, as before
+    line = ("OSError: /models/llama does not appear to have a file named config.json. Checkout "
+            "'https://huggingface.co/None/tree/None' for available files.")
+    assert diagnose(line).cls == "checkpoint_incomplete"
