@@ -727,9 +727,6 @@ KNOWN_MISSES = {
                                "the reporter's reading of vLLM's CMakeLists says an SM100 kernel was referenced in an "
                                "SM12x build that never compiled it (a build bug fixed in vLLM)"),
     # rounds 198, 199 and 201's tuning misses at their split commit's catalog
-    "invalid_server_args/sglang-302-gptq-model-path-branch-suffix-invalid-repo-id": (
-        "unknown", "huggingface_hub's HFValidationError on a --model-path with a ':branch' suffix; the same refusal "
-                   "follows a local path that does not exist, so the repo id alone does not say which value is wrong"),
     "invalid_server_args/vllm-1463-mistral-awq-without-quantization-flag-keyerror-qweight": (
         "unknown", "a KeyError on a '.qweight' tensor in the model's load_weights: vLLM 0.2 loading an AWQ checkpoint "
                    "without --quantization awq; the same KeyError on a quantized tensor's name is an engine's bug "

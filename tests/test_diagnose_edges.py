@@ -4688,3 +4688,26 @@ def test_round_199_a_missing_config_json_stays_the_checkpoints():
     line = ("OSError: /models/llama does not appear to have a file named config.json. Checkout "
             "'https://huggingface.co/None/tree/None' for available files.")
     assert diagnose(line).cls == "checkpoint_incomplete"
+
+
+@pytest.mark.parametrize("lines", [
+    # round 199: huggingface_hub refusing the model's name, raised from transformers' download (a ':branch' suffix)
+    ["  File \"/opt/conda/lib/python3.10/site-packages/huggingface_hub/utils/_validators.py\", line 164, in validate_repo_id",
+     "    raise HFValidationError(",
+     "huggingface_hub.errors.HFValidationError: Repo id must use alphanumeric chars or '-', '_', '.', '--' and '..' are "
+     "forbidden, '-' and '.' cannot start or end the name, max length is 96: 'Org/Model-GPTQ:gptq-4bit'."],
+    # a local path that does not exist, read as a repo id
+    ["huggingface_hub.utils._validators.HFValidationError: Repo id must be in the form 'repo_name' or "
+     "'namespace/repo_name': '/data/models/llama-3-8b'. Use `repo_type` argument if needed."],
+])
+def test_round_199_a_model_name_the_hub_refuses_is_the_arguments(lines):
+    assert diagnose("\n".join(lines)).cls == "invalid_server_args"
+
+
+def test_round_199_the_repo_id_words_logged_by_a_server_that_goes_on_stay_healthy():
+    # vLLM logs the same words at ERROR for a local directory and serves on
+    lines = ["(APIServer pid=1) ERROR 03-02 07:08:46 [config.py:307] Error retrieving safetensors: Repo id must be in "
+             "the form 'repo_name' or 'namespace/repo_name': '/models/gpt-oss-120b'. Use `repo_type` argument if needed.",
+             "(APIServer pid=1) INFO 03-02 07:09:40 [api_server.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000",
+             "(APIServer pid=1) INFO:     Application startup complete."]
+    assert diagnose("\n".join(lines)).cls == "healthy"
