@@ -736,10 +736,7 @@ KNOWN_MISSES = {
     "nccl_failure/sglang-6894-mooncake-rdma-register-memory-invalid-argument": (
         "unknown", "Mooncake's RDMA memory registration failing ('Failed to register memory ...: Invalid argument') "
                    "under SGLang's PD disaggregation: a transfer engine's NIC set-up no signature names yet"),
-    # round 204's tuning misses at its split commit's catalog
-    "checkpoint_incomplete/vllm-10974-docker-cpu-model-dir-mounted-one-level-down": (
-        "invalid_server_args", "huggingface_hub's HFValidationError on '/models/', a local path read as a Hub id "
-                               "because no config.json is there (the volume was mounted one level down)"),
+    # round 204's tuning misses at its split commit's catalog (the one its rule left)
     "kv_cache_insufficient/mistral-inference-25-vllm-docker-3080ti-no-memory-for-cache-blocks": (
         "healthy", "a Docker start-up cut after the tokenizer's download, before the error the title quotes ('No "
                    "available memory for the cache blocks'): nothing in the paste failed"),

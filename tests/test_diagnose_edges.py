@@ -4696,9 +4696,9 @@ def test_round_199_a_missing_config_json_stays_the_checkpoints():
      "    raise HFValidationError(",
      "huggingface_hub.errors.HFValidationError: Repo id must use alphanumeric chars or '-', '_', '.', '--' and '..' are "
      "forbidden, '-' and '.' cannot start or end the name, max length is 96: 'Org/Model-GPTQ:gptq-4bit'."],
-    # a local path that does not exist, read as a repo id
-    ["huggingface_hub.utils._validators.HFValidationError: Repo id must be in the form 'repo_name' or "
-     "'namespace/repo_name': '/data/models/llama-3-8b'. Use `repo_type` argument if needed."],
+    # an id with a character the Hub refuses, in the other wording
+    ["huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': "
+     "'org/team/model'. Use `repo_type` argument if needed."],
 ])
 def test_round_199_a_model_name_the_hub_refuses_is_the_arguments(lines):
     assert diagnose("\n".join(lines)).cls == "invalid_server_args"
@@ -4711,3 +4711,13 @@ def test_round_199_the_repo_id_words_logged_by_a_server_that_goes_on_stay_health
              "(APIServer pid=1) INFO 03-02 07:09:40 [api_server.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000",
              "(APIServer pid=1) INFO:     Application startup complete."]
     assert diagnose("\n".join(lines)).cls == "healthy"
+
+
+@pytest.mark.parametrize("value", ["/models/", "/data/models/llama-3-8b", "./cus_model", "../weights/qwen", "~/models/x"])
+def test_round_204_a_local_path_the_hub_refuses_as_an_id_is_no_model_where_it_points(value):
+    # transformers and vLLM read the name as a Hub id only when no config.json is where it points
+    lines = ["  File \"/usr/local/lib/python3.10/dist-packages/vllm/transformers_utils/config.py\", line 188, in get_config",
+             "    file_exists(model, HF_CONFIG_NAME, revision=revision, token=token)",
+             "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+             f"'namespace/repo_name': '{value}'. Use `repo_type` argument if needed."]
+    assert diagnose("\n".join(lines)).cls == "checkpoint_incomplete"
