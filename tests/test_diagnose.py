@@ -8,11 +8,10 @@ crashlogs_heldout51/, crashlogs_heldout53/ .. crashlogs_heldout60/, crashlogs_he
 crashlogs_heldout71/ .. crashlogs_heldout74/, crashlogs_heldout76/ .. crashlogs_heldout107/, crashlogs_heldout109/ ..
 crashlogs_heldout128/, crashlogs_heldout130/ .. crashlogs_heldout140/, crashlogs_heldout142/ .. crashlogs_heldout150/
 crashlogs_heldout152/ .. crashlogs_heldout156/, crashlogs_heldout158/ .. crashlogs_heldout168/, crashlogs_heldout170/ ..
-crashlogs_heldout181/, crashlogs_heldout183/ .. crashlogs_heldout185/, crashlogs_heldout187/ .. crashlogs_heldout201/,
-crashlogs_heldout203/, crashlogs_heldout204/
+crashlogs_heldout181/, crashlogs_heldout183/ .. crashlogs_heldout185/, crashlogs_heldout187/ .. crashlogs_heldout204/
 hold real logs set aside (by a fixed rule, docs/diagnose.md) before the catalog was changed for
 them: they are diagnosed for the accuracy tables only, never asserted on. The per-class accuracy of the fixtures and of
-the one hundred and eighty held-out splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to
+the one hundred and eighty-one held-out splits (there is no crashlogs_heldout27, 32, 33, 34, 36, 43, 44, 46, 52, 61 to
 63, 69, 70, 75, 182 or 186: those rounds made probes or tuning logs, not splits, or chose their logs for the
 misses: crashlogs_gaps61 to 63, 70, 182 and 186; round 75's were synthesized from the release's raise sites; nor 108:
 its two logs were cut by the collector's tool before their failure; nor 129, 141 and 169: their collectors found no log
@@ -132,6 +131,7 @@ HELDOUT_SPLITS = [ROOT / "tests" / "fixtures" / name for name in ("crashlogs_hel
                                                                  "crashlogs_heldout196", "crashlogs_heldout197",
                                                                  "crashlogs_heldout198", "crashlogs_heldout199",
                                                                  "crashlogs_heldout200", "crashlogs_heldout201",
+                                                                 "crashlogs_heldout202",
                                                                  "crashlogs_heldout203", "crashlogs_heldout204")]
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.log"))
 # Held-out splits of rounds that chose logs because the diagnosis got them wrong (their collectors ran it first): split
@@ -736,6 +736,10 @@ KNOWN_MISSES = {
     "nccl_failure/sglang-6894-mooncake-rdma-register-memory-invalid-argument": (
         "unknown", "Mooncake's RDMA memory registration failing ('Failed to register memory ...: Invalid argument') "
                    "under SGLang's PD disaggregation: a transfer engine's NIC set-up no signature names yet"),
+    # round 202's tuning miss at its split commit's catalog
+    "unsupported_gpu_arch/nixpkgs-406675-vllm-rtx5090-ptxas-sm120a": (
+        "unknown", "ptxas refusing inductor's Triton PTX ('PTX .version 8.4 does not support .target sm_120a') on an "
+                   "RTX 5090: a Triton older than the GPU, in words no signature reads yet"),
     # round 204's tuning misses at its split commit's catalog (the one its rule left)
     "kv_cache_insufficient/mistral-inference-25-vllm-docker-3080ti-no-memory-for-cache-blocks": (
         "healthy", "a Docker start-up cut after the tokenizer's download, before the error the title quotes ('No "
