@@ -736,10 +736,6 @@ KNOWN_MISSES = {
     "nccl_failure/sglang-6894-mooncake-rdma-register-memory-invalid-argument": (
         "unknown", "Mooncake's RDMA memory registration failing ('Failed to register memory ...: Invalid argument') "
                    "under SGLang's PD disaggregation: a transfer engine's NIC set-up no signature names yet"),
-    # round 202's tuning miss at its split commit's catalog
-    "unsupported_gpu_arch/nixpkgs-406675-vllm-rtx5090-ptxas-sm120a": (
-        "unknown", "ptxas refusing inductor's Triton PTX ('PTX .version 8.4 does not support .target sm_120a') on an "
-                   "RTX 5090: a Triton older than the GPU, in words no signature reads yet"),
     # round 204's tuning misses at its split commit's catalog (the one its rule left)
     "kv_cache_insufficient/mistral-inference-25-vllm-docker-3080ti-no-memory-for-cache-blocks": (
         "healthy", "a Docker start-up cut after the tokenizer's download, before the error the title quotes ('No "

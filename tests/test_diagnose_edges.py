@@ -4721,3 +4721,16 @@ def test_round_204_a_local_path_the_hub_refuses_as_an_id_is_no_model_where_it_po
              "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
              f"'namespace/repo_name': '{value}'. Use `repo_type` argument if needed."]
     assert diagnose("\n".join(lines)).cls == "checkpoint_incomplete"
+
+
+@pytest.mark.parametrize("lines", [
+    # round 202: ptxas refusing inductor's Triton PTX for an RTX 5090 (a Triton older than the GPU)
+    ["[rank0]:E0701 14:28:21.083000 911603 torch/_inductor/runtime/triton_heuristics.py:539] [0/0] ptxas "
+     "/tmp/tmpab12.ptx, line 6; error   : PTX .version 8.4 does not support .target sm_120a",
+     "[rank0]:E0701 14:28:21.083000 911603 torch/_inductor/runtime/triton_heuristics.py:539] [0/0] ptxas fatal   : "
+     "Ptx assembly aborted due to errors",
+     "ERROR 07-01 14:28:21 [core.py:515] EngineCore failed to start."],
+    ["ptxas /tmp/kernel.ptx, line 5; error   : PTX .version 7.8 does not support .target sm_90a"],
+])
+def test_round_202_ptx_older_than_the_gpus_target_is_the_arch(lines):
+    assert diagnose("\n".join(lines)).cls == "unsupported_gpu_arch"
