@@ -4674,7 +4674,8 @@ def test_round_192_what_stays_apart_from_the_collectives(line, expected):
 
 @pytest.mark.parametrize("lines", [
     # round 199: --quantization awq given for a checkpoint AWQ never quantized, as vLLM 0.2 raised it in a Ray worker
-    ["  File \"/usr/local/lib/python3.8/dist-packages/vllm/model_executor/weight_utils.py\", line 107, in get_quant_config",
+    ["  File \"/usr/local/lib/python3.8/dist-packages/vllm/model_executor/weight_utils.py\", line 107, "
+     "in get_quant_config",
      "    raise ValueError(f\"Cannot find the config file for {quantization}\")",
      "ValueError: Cannot find the config file for awq"],
     ["ValueError: Cannot find the config file for gptq"],
@@ -4692,10 +4693,11 @@ def test_round_199_a_missing_config_json_stays_the_checkpoints():
 
 @pytest.mark.parametrize("lines", [
     # round 199: huggingface_hub refusing the model's name, raised from transformers' download (a ':branch' suffix)
-    ["  File \"/opt/conda/lib/python3.10/site-packages/huggingface_hub/utils/_validators.py\", line 164, in validate_repo_id",
+    ["  File \"/opt/conda/lib/python3.10/site-packages/huggingface_hub/utils/_validators.py\", line 164, "
+     "in validate_repo_id",
      "    raise HFValidationError(",
-     "huggingface_hub.errors.HFValidationError: Repo id must use alphanumeric chars or '-', '_', '.', '--' and '..' are "
-     "forbidden, '-' and '.' cannot start or end the name, max length is 96: 'Org/Model-GPTQ:gptq-4bit'."],
+     "huggingface_hub.errors.HFValidationError: Repo id must use alphanumeric chars or '-', '_', '.', '--' and '..' "
+     "are forbidden, '-' and '.' cannot start or end the name, max length is 96: 'Org/Model-GPTQ:gptq-4bit'."],
     # an id with a character the Hub refuses, in the other wording
     ["huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': "
      "'org/team/model'. Use `repo_type` argument if needed."],
@@ -4706,17 +4708,21 @@ def test_round_199_a_model_name_the_hub_refuses_is_the_arguments(lines):
 
 def test_round_199_the_repo_id_words_logged_by_a_server_that_goes_on_stay_healthy():
     # vLLM logs the same words at ERROR for a local directory and serves on
-    lines = ["(APIServer pid=1) ERROR 03-02 07:08:46 [config.py:307] Error retrieving safetensors: Repo id must be in "
-             "the form 'repo_name' or 'namespace/repo_name': '/models/gpt-oss-120b'. Use `repo_type` argument if needed.",
-             "(APIServer pid=1) INFO 03-02 07:09:40 [api_server.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000",
+    lines = ["(APIServer pid=1) ERROR 03-02 07:08:46 [config.py:307] Error retrieving safetensors: Repo id must be "
+             "in the form 'repo_name' or 'namespace/repo_name': '/models/gpt-oss-120b'. Use `repo_type` argument if "
+             "needed.",
+             "(APIServer pid=1) INFO 03-02 07:09:40 [api_server.py:1] Starting vLLM API server 0 on "
+             "http://0.0.0.0:8000",
              "(APIServer pid=1) INFO:     Application startup complete."]
     assert diagnose("\n".join(lines)).cls == "healthy"
 
 
-@pytest.mark.parametrize("value", ["/models/", "/data/models/llama-3-8b", "./cus_model", "../weights/qwen", "~/models/x"])
+@pytest.mark.parametrize("value", ["/models/", "/data/models/llama-3-8b", "./cus_model", "../weights/qwen",
+                                   "~/models/x"])
 def test_round_204_a_local_path_the_hub_refuses_as_an_id_is_no_model_where_it_points(value):
     # transformers and vLLM read the name as a Hub id only when no config.json is where it points
-    lines = ["  File \"/usr/local/lib/python3.10/dist-packages/vllm/transformers_utils/config.py\", line 188, in get_config",
+    lines = ["  File \"/usr/local/lib/python3.10/dist-packages/vllm/transformers_utils/config.py\", line 188, "
+             "in get_config",
              "    file_exists(model, HF_CONFIG_NAME, revision=revision, token=token)",
              "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
              f"'namespace/repo_name': '{value}'. Use `repo_type` argument if needed."]
